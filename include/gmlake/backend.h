@@ -1,0 +1,120 @@
+// The backend interface: physical memory and virtual address space, in the vocabulary of the CUDA virtual
+// memory management API, so that each call maps one to one onto a driver call:
+//
+//   reserve       cuMemAddressReserve   mmap(PROT_NONE)                 (host)
+//   address_free  cuMemAddressFree      munmap
+//   create        cuMemCreate           a range of a memfd
+//   release       cuMemRelease          fallocate(PUNCH_HOLE) of that range
+//   map           cuMemMap              mmap(MAP_FIXED | MAP_SHARED) of the memfd range
+//   unmap         cuMemUnmap            mmap(PROT_NONE, MAP_FIXED) over it again
+//   set_access    cuMemSetAccess        mprotect(PROT_READ | PROT_WRITE)
+//
+// The contract, written once here and checked once in this base class for every backend (host, sim, cuda,
+// wrappers): a violation throws Error(kInvalidArgument) before the backend is called, and nothing changes.
+//   - Sizes are non-zero multiples of granularity_bytes(); addresses returned by reserve() are aligned to it.
+//   - map(addr, size, chunk): [addr, addr+size) lies inside one live reservation, overlaps no live mapping,
+//     and size == the chunk's size (a chunk is always mapped whole). One chunk may be mapped at several
+//     addresses at once (aliasing): all of them show the same bytes.
+//   - unmap(addr, size): [addr, addr+size) is exactly a union of whole live mappings.
+//   - set_access(addr, size): [addr, addr+size) is fully covered by live mappings; gives read/write access.
+//     A fresh mapping has no access until set_access covers it. One call may cover many adjacent mappings
+//     (CUDA charges per chunk, not per call: ../shared/REFERENCE.md).
+//   - release(chunk): the chunk is live and mapped nowhere. address_free(addr, size): exactly one live
+//     reservation, with no live mapping inside it.
+// A backend whose OS or driver call fails throws BackendError (or OutOfMemoryError when the device or the
+// OS has no memory left) and is left as it was before the call: no half-created chunk, no partial mapping.
+//
+// Thread safety: none. A Backend is used by one pool, which serializes its calls under its own lock.
+// Every call is counted (counters()), and the live chunks, mappings and reservations are kept in this class,
+// so tests can ask, for any backend, whether a byte range is mapped with access (is_accessible) and whether
+// anything leaked (live_chunks() == 0 after teardown).
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <string_view>
+
+namespace gmlake {
+
+// An opaque physical-memory handle (CUmemGenericAllocationHandle for cuda). 0 is never a valid handle.
+struct ChunkHandle {
+  std::uint64_t value = 0;
+  friend bool operator==(ChunkHandle a, ChunkHandle b) = default;
+};
+
+enum class BackendCall : std::uint8_t { kReserve, kAddressFree, kCreate, kRelease, kMap, kUnmap, kSetAccess, kCount };
+inline constexpr std::size_t kBackendCallKinds = static_cast<std::size_t>(BackendCall::kCount);
+// "reserve", "address_free", "create", "release", "map", "unmap", "set_access".
+std::string_view to_string(BackendCall call);
+
+struct BackendCounters {
+  std::array<std::uint64_t, kBackendCallKinds> calls{};  // indexed by BackendCall
+  std::uint64_t operator[](BackendCall c) const { return calls[static_cast<std::size_t>(c)]; }
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  Backend(const Backend&) = delete;
+  Backend& operator=(const Backend&) = delete;
+
+  // "host", "sim", "cuda", or a wrapper's name.
+  virtual std::string_view name() const = 0;
+  // The size every chunk and reservation is a multiple of (2 MiB on CUDA devices, kChunkBytes by default).
+  std::uint64_t granularity_bytes() const { return granularity_bytes_; }
+  // True when mapped addresses may be read and written by this process's CPU (host backend).
+  virtual bool host_accessible() const = 0;
+
+  // Reserves `size_bytes` of virtual address space, aligned to granularity_bytes(). Nothing is mapped.
+  std::uintptr_t reserve(std::uint64_t size_bytes);
+  void address_free(std::uintptr_t addr, std::uint64_t size_bytes);
+  // Creates one chunk of physical memory of `size_bytes`. Throws OutOfMemoryError when none is left.
+  ChunkHandle create(std::uint64_t size_bytes);
+  void release(ChunkHandle chunk);
+  void map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk);
+  void unmap(std::uintptr_t addr, std::uint64_t size_bytes);
+  void set_access(std::uintptr_t addr, std::uint64_t size_bytes);
+
+  const BackendCounters& counters() const { return counters_; }
+  std::uint64_t live_chunks() const { return chunk_bytes_.size(); }
+  std::uint64_t live_chunk_bytes() const { return live_chunk_bytes_; }
+  std::uint64_t live_mappings() const { return mappings_.size(); }
+  std::uint64_t live_reservations() const { return reservations_.size(); }
+  // True when every byte of [addr, addr+size_bytes) is mapped and has had set_access. O(log n + mappings).
+  bool is_accessible(std::uintptr_t addr, std::uint64_t size_bytes) const;
+
+ protected:
+  explicit Backend(std::uint64_t granularity_bytes);
+
+  // The backend's own calls. Each is called only with arguments that satisfy the contract above, and must
+  // leave nothing behind when it throws.
+  virtual std::uintptr_t do_reserve(std::uint64_t size_bytes) = 0;
+  virtual void do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) = 0;
+  virtual ChunkHandle do_create(std::uint64_t size_bytes) = 0;
+  virtual void do_release(ChunkHandle chunk, std::uint64_t size_bytes) = 0;
+  virtual void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) = 0;
+  virtual void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) = 0;
+  virtual void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) = 0;
+
+ private:
+  struct Mapping {
+    std::uint64_t size_bytes;
+    ChunkHandle chunk;
+    bool accessible;
+  };
+  void count(BackendCall c) { ++counters_.calls[static_cast<std::size_t>(c)]; }
+  void check_size(const char* call, std::uint64_t size_bytes) const;
+  bool inside_one_reservation(std::uintptr_t addr, std::uint64_t size_bytes) const;
+
+  std::uint64_t granularity_bytes_;
+  BackendCounters counters_;
+  std::map<std::uintptr_t, std::uint64_t> reservations_;   // start -> size
+  std::map<std::uintptr_t, Mapping> mappings_;             // start -> mapping
+  std::map<std::uint64_t, std::uint64_t> chunk_bytes_;     // handle -> size
+  std::map<std::uint64_t, std::uint32_t> chunk_map_count_; // handle -> live mappings of it
+  std::uint64_t live_chunk_bytes_ = 0;
+};
+
+}  // namespace gmlake

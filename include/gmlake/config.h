@@ -1,0 +1,86 @@
+// gmlake's configuration: one table, declared once below, that feeds the Config struct's fields and
+// defaults, GMLAKE_CONF parsing, `gmlake --help-conf`, and the report of the configuration in use.
+//
+// GMLAKE_CONF uses PyTorch's PYTORCH_CUDA_ALLOC_CONF form: "key:value,key:value". Sizes accept a plain
+// byte count or a suffix K/M/G/T (powers of 1024, also KiB/MiB/GiB/TiB, case-insensitive): "cap_bytes:24GiB".
+// Booleans accept true/false/1/0. An unknown key, a bad value or an overflow throws Error(kConfig) whose
+// message names the key; nothing is half-applied.
+//
+// The config is parsed once and passed down by value; no code reads the environment on the hot path.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gmlake/units.h"
+
+namespace gmlake {
+
+// X(type, name, default, unit, description). type is one of: u64 (sizes, counts), bool, Policy.
+#define GMLAKE_CONFIG_FIELDS(X)                                                                                   \
+  X(Policy, policy, Policy::kGmlake, "",                                                                         \
+    "allocation policy: gmlake (stitching), caching (PyTorch native), expandable (PyTorch expandable_segments)") \
+  X(u64, cap_bytes, 0, "bytes",                                                                                  \
+    "memory cap: reserved bytes never exceed it, as PyTorch's per_process_memory_fraction; 0 = no cap")          \
+  X(u64, chunk_bytes, kChunkBytes, "bytes",                                                                      \
+    "physical chunk size, a multiple of the backend granularity (2 MiB on CUDA: cuMemGetAllocationGranularity)") \
+  X(u64, small_request_max_bytes, 1 * kMiB, "bytes",                                                             \
+    "requests up to this size are served from the small pool (PyTorch kSmallSize)")                               \
+  X(u64, arena_virtual_bytes, 1 * kTiB, "bytes",                                                                 \
+    "gmlake: virtual address space reserved per arena (one arena per pool, and per stream unless "               \
+    "cross_stream_reuse)")                                                                                        \
+  X(bool, cross_stream_reuse, true, "",                                                                          \
+    "gmlake: free memory of one stream may serve another stream once its free has completed")                    \
+  X(u64, fit_candidates, 8, "count",                                                                             \
+    "gmlake: free ranges examined, best fit first, for one that is already mapped before stitching")             \
+  X(u64, max_idle_mapped_bytes, 0, "bytes",                                                                      \
+    "gmlake: bound on mapped bytes no block uses (the stitched-range cache); beyond it pages are unmapped "      \
+    "least-recently-used first; 0 = unbounded")                                                                  \
+  X(u64, small_segment_bytes, 2 * kMiB, "bytes",                                                                 \
+    "caching: segment size of the small pool (PyTorch kSmallBuffer); expandable: small pool page size")          \
+  X(u64, large_segment_bytes, 20 * kMiB, "bytes",                                                                \
+    "caching: segment size for large requests under large_segment_threshold_bytes (PyTorch kLargeBuffer); "      \
+    "expandable: large pool page size")                                                                          \
+  X(u64, large_segment_threshold_bytes, 10 * kMiB, "bytes",                                                      \
+    "caching: large requests below this get a large_segment_bytes segment (PyTorch kMinLargeAlloc)")             \
+  X(u64, large_round_bytes, 2 * kMiB, "bytes",                                                                   \
+    "caching: larger requests get a segment of their size rounded up to this (PyTorch kRoundLarge)")             \
+  X(u64, expandable_virtual_bytes, 256 * kGiB, "bytes",                                                          \
+    "expandable: virtual size of each segment (PyTorch reserves 1.125 x device memory)")
+
+enum class Policy { kGmlake, kCaching, kExpandable };
+const char* to_string(Policy p);
+// Parses "gmlake" | "caching" | "expandable"; throws Error(kConfig) otherwise.
+Policy parse_policy(std::string_view text);
+
+struct Config {
+  using u64 = std::uint64_t;
+#define GMLAKE_CONFIG_DECLARE(type, name, def, unit, desc) type name = def;
+  GMLAKE_CONFIG_FIELDS(GMLAKE_CONFIG_DECLARE)
+#undef GMLAKE_CONFIG_DECLARE
+
+  // Applies "key:value,key:value" on top of this config (empty text: no change). Throws Error(kConfig)
+  // naming the key for an unknown key, a bad value, or a value out of range; then *this is unchanged.
+  void apply(std::string_view text);
+  // Checks relations between fields (chunk_bytes a power-of-two multiple of 512 B, ...). Throws Error(kConfig).
+  void validate() const;
+  // "key:value,..." for every field, in table order; parse(to_string()) gives back the same config.
+  std::string to_string() const;
+};
+
+// Config{} with `text` applied and validated.
+Config parse_config(std::string_view text);
+
+struct ConfigFieldInfo {
+  const char* name;
+  const char* type;
+  std::string default_value;
+  const char* unit;
+  const char* description;
+};
+// One entry per table row, in table order (for --help and docs).
+std::vector<ConfigFieldInfo> config_fields();
+
+}  // namespace gmlake

@@ -1,0 +1,74 @@
+// Allocation traces: the events of PyTorch memory snapshots (torch.cuda.memory._dump_snapshot) and of RMM
+// logging_resource_adaptor CSV logs, in one model the replay consumes.
+//
+// Readers never run code from the file: the pickle reader is a restricted unpickler of the data opcodes only
+// (a GLOBAL / REDUCE / BUILD opcode is rejected as "not a snapshot"), and every malformed, truncated or
+// unexpected input throws Error(kTrace) with one line naming the file and what is wrong.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace gmlake {
+
+enum class TraceAction : std::uint8_t {
+  kAlloc,          // a block of size_bytes (as requested, before rounding) at addr on stream
+  kFreeRequested,  // the program freed addr
+  kFreeCompleted,  // the allocator returned addr to its pool (after record_stream events completed)
+  kSegmentAlloc,   // PyTorch reserved a segment (cudaMalloc) of size_bytes at addr
+  kSegmentFree,    // ... released it
+  kSegmentMap,     // expandable segments: pages of size_bytes mapped at addr
+  kSegmentUnmap,   // ... unmapped
+};
+const char* to_string(TraceAction a);
+
+struct TraceEvent {
+  TraceAction action;
+  std::uint64_t addr;
+  std::uint64_t size_bytes;
+  std::uint64_t stream;
+  std::int64_t time_us;
+};
+
+// A block already live when recording began: replayed (allocated) before the first event.
+struct InitialBlock {
+  std::uint64_t addr;
+  std::uint64_t size_bytes;
+  std::uint64_t stream;
+};
+
+struct DeviceTrace {
+  int device = 0;
+  std::vector<TraceEvent> events;             // in recorded order
+  std::vector<InitialBlock> initial_blocks;   // frees with no alloc, and blocks active in `segments` at the end
+                                              // that the events never allocated; in address order
+};
+
+struct Trace {
+  std::string name;                  // file name without directories and extensions ("gpt2_varlen")
+  std::vector<DeviceTrace> devices;  // only devices with at least one event or initial block
+};
+
+// Reads `path`: a pickle snapshot (raw, .xz or .gz, recognised by magic bytes, not by name) or an RMM CSV log.
+// Throws Error(kTrace) when the file is missing, unreadable, truncated, corrupt or not a trace.
+Trace read_trace(const std::string& path);
+
+// The bytes of `path`, decompressed when they start with the xz or gzip magic. Throws Error(kTrace).
+std::vector<std::uint8_t> read_decompressed(const std::string& path);
+
+// Parses a PyTorch snapshot pickle (protocol 2-5). Throws Error(kTrace).
+Trace parse_snapshot_pickle(std::span<const std::uint8_t> bytes, std::string name);
+
+// Parses an RMM logging_resource_adaptor CSV (header Thread,Time,Action,Pointer,Size,Stream; actions
+// allocate, free, and "allocate failure" which is skipped). All events go to device 0. Throws Error(kTrace).
+Trace parse_rmm_csv(std::string_view text, std::string name);
+
+// PyTorch's own peak reserved bytes over the trace, from its segment events (segment_alloc/free/map/unmap),
+// or nullopt when the trace has none.
+std::optional<std::uint64_t> recorded_peak_reserved_bytes(const DeviceTrace& trace);
+
+}  // namespace gmlake

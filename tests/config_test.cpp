@@ -1,0 +1,73 @@
+#include "gmlake/config.h"
+
+#include <gtest/gtest.h>
+
+#include "gmlake/error.h"
+
+namespace gmlake {
+namespace {
+
+TEST(ConfigTest, DefaultsMatchPyTorchConstants) {
+  const Config c;
+  EXPECT_EQ(c.policy, Policy::kGmlake);
+  EXPECT_EQ(c.chunk_bytes, 2 * kMiB);
+  EXPECT_EQ(c.small_request_max_bytes, 1 * kMiB);
+  EXPECT_EQ(c.large_segment_bytes, 20 * kMiB);
+  EXPECT_EQ(c.large_segment_threshold_bytes, 10 * kMiB);
+  EXPECT_NO_THROW(c.validate());
+}
+
+TEST(ConfigTest, ParsesSizesWithUnitsAndBooleans) {
+  const Config c = parse_config("cap_bytes:24GiB, cross_stream_reuse:false,policy:caching,fit_candidates:3");
+  EXPECT_EQ(c.cap_bytes, 24 * kGiB);
+  EXPECT_FALSE(c.cross_stream_reuse);
+  EXPECT_EQ(c.policy, Policy::kCaching);
+  EXPECT_EQ(c.fit_candidates, 3u);
+  EXPECT_EQ(parse_config("cap_bytes:512k").cap_bytes, 512 * kKiB);
+  EXPECT_EQ(parse_config("").cap_bytes, 0u);
+}
+
+TEST(ConfigTest, ToStringRoundTrips) {
+  const Config c = parse_config("cap_bytes:3G,policy:expandable,cross_stream_reuse:0");
+  const Config back = parse_config(c.to_string());
+  EXPECT_EQ(back.to_string(), c.to_string());
+  EXPECT_EQ(back.cap_bytes, 3 * kGiB);
+}
+
+void expect_config_error(const std::string& text, const std::string& must_name) {
+  try {
+    parse_config(text);
+    ADD_FAILURE() << "no error for '" << text << "'";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConfig);
+    EXPECT_NE(std::string(e.what()).find(must_name), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigTest, UnknownKeyBadValueAndOverflowNameTheKey) {
+  expect_config_error("no_such_key:1", "no_such_key");
+  expect_config_error("cap_bytes:lots", "cap_bytes");
+  expect_config_error("cap_bytes:99999999999999999999", "cap_bytes");
+  expect_config_error("cap_bytes:17179869184T", "cap_bytes");
+  expect_config_error("cap_bytes:5X", "cap_bytes");
+  expect_config_error("cross_stream_reuse:maybe", "cross_stream_reuse");
+  expect_config_error("policy:magic", "policy");
+  expect_config_error("chunk_bytes:3000000", "chunk_bytes");
+  expect_config_error("cap_bytes", "cap_bytes");
+}
+
+TEST(ConfigTest, ABadEntryLeavesTheConfigUnchanged) {
+  Config c = parse_config("cap_bytes:1G");
+  EXPECT_THROW(c.apply("cap_bytes:2G,bogus:1"), Error);
+  EXPECT_EQ(c.cap_bytes, 1 * kGiB);
+}
+
+TEST(ConfigTest, FieldTableListsEveryField) {
+  const auto fields = config_fields();
+  ASSERT_GE(fields.size(), 10u);
+  EXPECT_STREQ(fields[0].name, "policy");
+  for (const auto& f : fields) EXPECT_NE(std::string(f.description), "");
+}
+
+}  // namespace
+}  // namespace gmlake
