@@ -12,11 +12,13 @@
 // The contract, written once here and checked once in this base class for every backend (host, sim, cuda,
 // wrappers): a violation throws Error(kInvalidArgument) before the backend is called, and nothing changes.
 //   - Sizes are non-zero multiples of granularity_bytes(); addresses returned by reserve() are aligned to it.
+//   - Every address passed in is a multiple of granularity_bytes(), and no range wraps around the address space.
 //   - map(addr, size, chunk): [addr, addr+size) lies inside one live reservation, overlaps no live mapping,
 //     and size == the chunk's size (a chunk is always mapped whole). One chunk may be mapped at several
 //     addresses at once (aliasing): all of them show the same bytes.
 //   - unmap(addr, size): [addr, addr+size) is exactly a union of whole live mappings.
-//   - set_access(addr, size): [addr, addr+size) is fully covered by live mappings; gives read/write access.
+//   - set_access(addr, size): [addr, addr+size) is fully covered by live mappings, and like unmap is exactly a
+//     union of whole ones (cuMemSetAccess wants every allocation in the range whole); gives read/write access.
 //     A fresh mapping has no access until set_access covers it. One call may cover many adjacent mappings
 //     (CUDA charges per chunk, not per call: ../shared/REFERENCE.md).
 //   - release(chunk): the chunk is live and mapped nowhere. address_free(addr, size): exactly one live
@@ -25,9 +27,13 @@
 // OS has no memory left) and is left as it was before the call: no half-created chunk, no partial mapping.
 //
 // Thread safety: none. A Backend is used by one pool, which serializes its calls under its own lock.
-// Every call is counted (counters()), and the live chunks, mappings and reservations are kept in this class,
-// so tests can ask, for any backend, whether a byte range is mapped with access (is_accessible) and whether
-// anything leaked (live_chunks() == 0 after teardown).
+// Counting: a call rejected by the contract check is not counted (it changed nothing and never reached the
+// backend). A call that passed the check is counted once, before the backend runs, whether the backend then
+// succeeds or throws: a failed driver call still cost a driver call. So counters()[c] is the number of calls
+// of kind c the backend received; one set_access over many mappings counts once.
+// The live chunks, mappings and reservations are kept in this class, so tests can ask, for any backend,
+// whether a byte range is mapped with access (is_accessible) and whether anything leaked (live_chunks() == 0
+// after teardown).
 #pragma once
 
 #include <array>
@@ -82,10 +88,12 @@ class Backend {
   std::uint64_t live_chunk_bytes() const { return live_chunk_bytes_; }
   std::uint64_t live_mappings() const { return mappings_.size(); }
   std::uint64_t live_reservations() const { return reservations_.size(); }
-  // True when every byte of [addr, addr+size_bytes) is mapped and has had set_access. O(log n + mappings).
+  // True when every byte of [addr, addr+size_bytes) is mapped and has had set_access since it was mapped.
+  // Any addr and size are accepted; false when size_bytes is 0 or the range wraps. O(log n + mappings).
   bool is_accessible(std::uintptr_t addr, std::uint64_t size_bytes) const;
 
  protected:
+  // Throws Error(kInvalidArgument) unless granularity_bytes is a power of two.
   explicit Backend(std::uint64_t granularity_bytes);
 
   // The backend's own calls. Each is called only with arguments that satisfy the contract above, and must

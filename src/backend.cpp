@@ -1,0 +1,261 @@
+// The Backend base class: checks the contract written in backend.h, counts calls, and keeps the tables of live
+// reservations, mappings and chunks. Every public call runs in three steps:
+//   1. check the contract against the tables (throw Error(kInvalidArgument), nothing counted or changed);
+//   2. count the call, then call the backend's do_* (which may throw, leaving the backend as it was);
+//   3. update the tables, either with non-throwing operations after the backend call or with insertions
+//      made before it and rolled back when it throws.
+// Lookups are std::map searches: O(log n), plus O(k) for the k mappings a range covers.
+#include "gmlake/backend.h"
+
+#include <fmt/format.h>
+
+#include <iterator>
+#include <optional>
+#include <string>
+#include <tuple>
+
+#include "gmlake/error.h"
+#include "gmlake/units.h"
+
+namespace gmlake {
+namespace {
+
+[[noreturn]] void invalid(const char* call, const std::string& why) {
+  throw Error(ErrorCode::kInvalidArgument, std::string("Backend::") + call + ": " + why);
+}
+
+std::string hex(std::uintptr_t addr) { return fmt::format("{:#x}", addr); }
+
+std::string range_text(std::uintptr_t addr, std::uint64_t size_bytes) {
+  return fmt::format("[{:#x}, +{} bytes)", addr, size_bytes);
+}
+
+// Runs `undo` while an exception is in flight, swallowing whatever it throws: the first error is the one
+// the caller must see.
+template <typename Undo>
+void undo_quietly(Undo&& undo) noexcept {
+  try {
+    undo();
+  } catch (...) {
+  }
+}
+
+// Throws unless `addr` is aligned to `granularity_bytes` and [addr, addr+size_bytes) does not wrap.
+void check_placement(const char* call, std::uintptr_t addr, std::uint64_t size_bytes, std::uint64_t granularity_bytes) {
+  if (addr % granularity_bytes != 0) {
+    invalid(call, "address " + hex(addr) + " is not aligned to the granularity " + std::to_string(granularity_bytes));
+  }
+  if (addr + size_bytes < addr) invalid(call, range_text(addr, size_bytes) + " wraps around the address space");
+}
+
+// The two range tables (reservations_, mappings_) map a range's start to a value whose size `size_of` reads;
+// their ranges never overlap. These helpers work on either.
+
+// True when some range of `table` overlaps [addr, addr+size_bytes). O(log n).
+template <typename Table, typename SizeOf>
+bool overlaps_any(const Table& table, std::uintptr_t addr, std::uint64_t size_bytes, SizeOf size_of) {
+  const auto next = table.lower_bound(addr);
+  if (next != table.end() && next->first - addr < size_bytes) return true;
+  if (next == table.begin()) return false;
+  const auto prev = std::prev(next);
+  return addr - prev->first < size_of(prev->second);
+}
+
+// When [addr, addr+size_bytes) is exactly a run of adjacent ranges of `table`, the iterator past the last
+// one of them (the run is [table.find(addr), result)); otherwise nullopt. O(log n + k) for a run of k.
+template <typename Table, typename SizeOf>
+std::optional<typename Table::iterator> whole_run_end(Table& table, std::uintptr_t addr, std::uint64_t size_bytes,
+                                                      SizeOf size_of) {
+  const std::uintptr_t end = addr + size_bytes;
+  auto it = table.find(addr);
+  while (it != table.end()) {
+    const std::uintptr_t range_end = it->first + size_of(it->second);
+    if (range_end == end) return std::next(it);
+    if (range_end > end) break;
+    const auto next = std::next(it);
+    if (next == table.end() || next->first != range_end) break;
+    it = next;
+  }
+  return std::nullopt;
+}
+
+const auto kReservationBytes = [](std::uint64_t size_bytes) { return size_bytes; };
+const auto kMappingBytes = [](const auto& mapping) { return mapping.size_bytes; };
+
+}  // namespace
+
+std::string_view to_string(BackendCall call) {
+  switch (call) {
+    case BackendCall::kReserve: return "reserve";
+    case BackendCall::kAddressFree: return "address_free";
+    case BackendCall::kCreate: return "create";
+    case BackendCall::kRelease: return "release";
+    case BackendCall::kMap: return "map";
+    case BackendCall::kUnmap: return "unmap";
+    case BackendCall::kSetAccess: return "set_access";
+    case BackendCall::kCount: break;
+  }
+  return "unknown";
+}
+
+Backend::Backend(std::uint64_t granularity_bytes) : granularity_bytes_(granularity_bytes) {
+  if (!is_pow2(granularity_bytes)) {
+    invalid("Backend", "granularity_bytes " + std::to_string(granularity_bytes) + " is not a power of two");
+  }
+}
+
+void Backend::check_size(const char* call, std::uint64_t size_bytes) const {
+  if (size_bytes == 0) invalid(call, "size_bytes is 0");
+  if (size_bytes % granularity_bytes_ != 0) {
+    invalid(call, "size_bytes " + std::to_string(size_bytes) + " is not a multiple of the granularity " +
+                      std::to_string(granularity_bytes_));
+  }
+}
+
+bool Backend::inside_one_reservation(std::uintptr_t addr, std::uint64_t size_bytes) const {
+  auto it = reservations_.upper_bound(addr);
+  if (it == reservations_.begin()) return false;
+  --it;
+  return addr - it->first <= it->second && size_bytes <= it->second - (addr - it->first);
+}
+
+std::uintptr_t Backend::reserve(std::uint64_t size_bytes) {
+  check_size("reserve", size_bytes);
+  count(BackendCall::kReserve);
+  const std::uintptr_t addr = do_reserve(size_bytes);
+  // A bad address is a bug in the backend; it is not freed, since the range may belong to a live reservation.
+  if (addr == 0 || addr % granularity_bytes_ != 0 || addr + size_bytes < addr ||
+      overlaps_any(reservations_, addr, size_bytes, kReservationBytes)) {
+    throw BackendError("reserve",
+                       std::string(name()) + " backend returned the bad range " + range_text(addr, size_bytes));
+  }
+  try {
+    reservations_.emplace(addr, size_bytes);
+  } catch (...) {
+    undo_quietly([&] { do_address_free(addr, size_bytes); });
+    throw;
+  }
+  return addr;
+}
+
+void Backend::address_free(std::uintptr_t addr, std::uint64_t size_bytes) {
+  check_size("address_free", size_bytes);
+  check_placement("address_free", addr, size_bytes, granularity_bytes_);
+  const auto it = reservations_.find(addr);
+  if (it == reservations_.end() || it->second != size_bytes) {
+    invalid("address_free", range_text(addr, size_bytes) + " is not a live reservation");
+  }
+  if (overlaps_any(mappings_, addr, size_bytes, kMappingBytes)) {
+    invalid("address_free", range_text(addr, size_bytes) + " still has live mappings inside");
+  }
+  count(BackendCall::kAddressFree);
+  do_address_free(addr, size_bytes);
+  reservations_.erase(it);
+}
+
+ChunkHandle Backend::create(std::uint64_t size_bytes) {
+  check_size("create", size_bytes);
+  count(BackendCall::kCreate);
+  const ChunkHandle chunk = do_create(size_bytes);
+  // A bad handle is a bug in the backend; it is not released, since it may name a live chunk.
+  if (chunk.value == 0 || chunk_bytes_.count(chunk.value) != 0) {
+    throw BackendError("create", std::string(name()) + " backend returned handle " + std::to_string(chunk.value) +
+                                     ", which is 0 or already live");
+  }
+  try {
+    chunk_bytes_.emplace(chunk.value, size_bytes);
+  } catch (...) {
+    undo_quietly([&] { do_release(chunk, size_bytes); });
+    throw;
+  }
+  live_chunk_bytes_ += size_bytes;
+  return chunk;
+}
+
+void Backend::release(ChunkHandle chunk) {
+  const auto it = chunk_bytes_.find(chunk.value);
+  if (it == chunk_bytes_.end()) invalid("release", "chunk " + std::to_string(chunk.value) + " is not live");
+  if (chunk_map_count_.count(chunk.value) != 0) {
+    invalid("release", "chunk " + std::to_string(chunk.value) + " is still mapped at " +
+                           std::to_string(chunk_map_count_.at(chunk.value)) + " address(es)");
+  }
+  count(BackendCall::kRelease);
+  do_release(chunk, it->second);
+  live_chunk_bytes_ -= it->second;
+  chunk_bytes_.erase(it);
+}
+
+void Backend::map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) {
+  check_size("map", size_bytes);
+  check_placement("map", addr, size_bytes, granularity_bytes_);
+  if (!inside_one_reservation(addr, size_bytes)) {
+    invalid("map", range_text(addr, size_bytes) + " is not inside one live reservation");
+  }
+  if (overlaps_any(mappings_, addr, size_bytes, kMappingBytes))
+    invalid("map", range_text(addr, size_bytes) + " overlaps a live mapping");
+  const auto chunk_it = chunk_bytes_.find(chunk.value);
+  if (chunk_it == chunk_bytes_.end()) invalid("map", "chunk " + std::to_string(chunk.value) + " is not live");
+  if (chunk_it->second != size_bytes) {
+    invalid("map", "size_bytes " + std::to_string(size_bytes) + " differs from the size of chunk " +
+                       std::to_string(chunk.value) + ", " + std::to_string(chunk_it->second) +
+                       " bytes (a chunk is mapped whole)");
+  }
+  count(BackendCall::kMap);
+  // Insert first (bad_alloc leaves nothing behind), roll back if the backend throws.
+  const auto mapping = mappings_.emplace(addr, Mapping{size_bytes, chunk, false}).first;
+  auto uses = chunk_map_count_.end();
+  bool fresh = false;
+  try {
+    std::tie(uses, fresh) = chunk_map_count_.try_emplace(chunk.value, 0);
+    do_map(addr, size_bytes, chunk);
+  } catch (...) {
+    mappings_.erase(mapping);
+    if (fresh) chunk_map_count_.erase(uses);
+    throw;
+  }
+  ++uses->second;
+}
+
+void Backend::unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
+  check_size("unmap", size_bytes);
+  check_placement("unmap", addr, size_bytes, granularity_bytes_);
+  const auto run_end = whole_run_end(mappings_, addr, size_bytes, kMappingBytes);
+  if (!run_end) invalid("unmap", range_text(addr, size_bytes) + " is not exactly a run of whole live mappings");
+  const auto last = *run_end;
+  count(BackendCall::kUnmap);
+  do_unmap(addr, size_bytes);
+  const auto first = mappings_.find(addr);
+  for (auto it = first; it != last; ++it) {
+    const auto uses = chunk_map_count_.find(it->second.chunk.value);
+    if (--uses->second == 0) chunk_map_count_.erase(uses);
+  }
+  mappings_.erase(first, last);
+}
+
+void Backend::set_access(std::uintptr_t addr, std::uint64_t size_bytes) {
+  check_size("set_access", size_bytes);
+  check_placement("set_access", addr, size_bytes, granularity_bytes_);
+  const auto run_end = whole_run_end(mappings_, addr, size_bytes, kMappingBytes);
+  if (!run_end) invalid("set_access", range_text(addr, size_bytes) + " is not exactly a run of whole live mappings");
+  const auto last = *run_end;
+  count(BackendCall::kSetAccess);
+  do_set_access(addr, size_bytes);
+  for (auto it = mappings_.find(addr); it != last; ++it) it->second.accessible = true;
+}
+
+bool Backend::is_accessible(std::uintptr_t addr, std::uint64_t size_bytes) const {
+  if (size_bytes == 0 || addr + size_bytes < addr) return false;
+  const std::uintptr_t end = addr + size_bytes;
+  auto it = mappings_.upper_bound(addr);
+  if (it == mappings_.begin()) return false;
+  --it;
+  std::uintptr_t covered = it->first;  // every byte of [addr, covered) is accessible
+  while (it != mappings_.end() && it->first == covered && it->second.accessible) {
+    covered = it->first + it->second.size_bytes;
+    if (covered >= end) return true;
+    ++it;
+  }
+  return false;
+}
+
+}  // namespace gmlake
