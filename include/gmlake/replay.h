@@ -1,0 +1,66 @@
+// Replay: feeds one device's allocation events from a trace (trace.h) to an allocator policy over a backend,
+// and measures how much memory the policy needs for that exact workload and how long its calls take.
+//
+// Events become allocator calls: alloc -> allocate(size, stream); free_requested immediately followed by its
+// free_completed -> deallocate; a free_requested whose free_completed comes later (record_stream) ->
+// begin_deferred_free ... end_deferred_free. Initial blocks (alive before recording began) are allocated
+// first. Segment events are PyTorch's own and are not replayed; they give pytorch_peak_reserved_bytes.
+// A free of an address that is not live is counted (unknown_frees) and skipped; an allocation that fails
+// with out-of-memory (under a cap) is counted (ooms) and its later free skipped. The replay goes on.
+//
+// Timing: the calls are resolved to slots before the timed loop, so ns_per_op is the allocator's own time
+// (allocate / free call, including its lock when `synchronized`), averaged over all ops.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gmlake/allocator.h"
+#include "gmlake/config.h"
+#include "gmlake/trace.h"
+
+namespace gmlake {
+
+// "sim" or "host" (and "cuda" when built with CUDA). Throws Error(kInvalidArgument) for any other name.
+std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes);
+
+struct ReplayOptions {
+  Config config;                // policy, cap and tuning
+  std::string backend = "sim";  // see make_backend
+  // Called about every 1% of the ops with the fraction done (0..1); may be empty.
+  std::function<void(double)> on_progress;
+  // When non-zero, allocator.check_invariants() runs every this many ops (tests); not timed.
+  std::uint64_t check_every_ops = 0;
+};
+
+struct ReplayResult {
+  std::string trace;
+  int device = 0;
+  Policy policy = Policy::kGmlake;
+  std::string backend;
+  std::uint64_t ops = 0;                   // allocator calls replayed (allocs + frees)
+  std::uint64_t lower_bound_bytes = 0;     // peak over time of live requested bytes
+  std::uint64_t peak_reserved_bytes = 0;
+  std::uint64_t peak_allocated_bytes = 0;
+  double utilization = 0;                  // lower bound / peak reserved
+  double fragmentation = 0;                // 1 - peak allocated / peak reserved (GMLake's metric)
+  std::optional<std::uint64_t> pytorch_peak_reserved_bytes;
+  double ns_per_op = 0;
+  std::uint64_t ooms = 0;
+  std::uint64_t unknown_frees = 0;
+  std::uint64_t peak_mappings = 0;         // most live backend mappings at once (host: VMAs, vm.max_map_count)
+  Stats stats;                             // the allocator's stats at the end (backend calls included)
+};
+
+// Replays `device` of `trace`. Throws Error for a bad backend name or config; never for trace content.
+ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options);
+
+// Peak over time of live requested bytes: the least memory any allocator needs for this trace.
+std::uint64_t lower_bound_bytes(const DeviceTrace& device);
+
+}  // namespace gmlake

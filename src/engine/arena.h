@@ -1,0 +1,26 @@
+// Arena: one reserved virtual address range of a pool, with its free ranges and its pages.
+//
+// Blocks are placed anywhere in the arena at 512 B granularity, so neighbouring blocks share the pages at
+// their edges; physical chunks back only the pages that blocks use (see page_table.h). The arena's virtual
+// size (Config::arena_virtual_bytes, 1 TiB by default) costs nothing physical.
+#pragma once
+
+#include <cstdint>
+
+#include "engine/free_index.h"
+#include "engine/page_table.h"
+
+namespace gmlake::engine {
+
+struct Arena {
+  Arena(std::uint32_t id_in, std::uintptr_t base_in, std::uint64_t virtual_bytes_in)
+      : id(id_in), base(base_in), virtual_bytes(virtual_bytes_in), free(virtual_bytes_in) {}
+
+  std::uint32_t id;
+  std::uintptr_t base;
+  std::uint64_t virtual_bytes;
+  FreeIndex free;
+  PageTable pages;
+};
+
+}  // namespace gmlake::engine

@@ -1,0 +1,412 @@
+#include "engine/stitching_allocator.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <stdexcept>
+#include <string>
+
+#include "gmlake/error.h"
+#include "gmlake/units.h"
+
+namespace gmlake::engine {
+namespace {
+
+std::string hex(std::uintptr_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+[[noreturn]] void broken(const std::string& what) { throw std::logic_error("gmlake invariant broken: " + what); }
+
+}  // namespace
+
+StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend)
+    : config_(config),
+      backend_(backend),
+      chunk_shift_(static_cast<unsigned>(std::countr_zero(config.chunk_bytes))),
+      cap_bytes_(config.cap_bytes),
+      idle_(Resolve{this}) {
+  config_.validate();
+  if (config_.chunk_bytes % backend.granularity_bytes() != 0) {
+    throw Error(ErrorCode::kConfig, "gmlake config: chunk_bytes: " + std::to_string(config_.chunk_bytes) +
+                                        " is not a multiple of the backend granularity " +
+                                        std::to_string(backend.granularity_bytes()));
+  }
+}
+
+StitchingAllocator::~StitchingAllocator() {
+  // Teardown must not throw: every backend call is tried, failures are skipped.
+  for (auto& arena : arenas_) {
+    for (std::uint64_t p = 0; p < arena->pages.size(); ++p) {
+      Page& page = arena->pages.at(p);
+      if (!page.chunk.value) continue;
+      try {
+        backend_.unmap(page_address(*arena, p), config_.chunk_bytes);
+      } catch (...) {
+      }
+      free_chunks_.push_back(page.chunk);
+      page.chunk = {};
+    }
+  }
+  for (ChunkHandle h : free_chunks_) {
+    try {
+      backend_.release(h);
+    } catch (...) {
+    }
+  }
+  for (auto& arena : arenas_) {
+    try {
+      backend_.address_free(arena->base, arena->virtual_bytes);
+    } catch (...) {
+    }
+  }
+}
+
+Arena& StitchingAllocator::arena_for(bool small, StreamId stream) {
+  std::uint32_t* slot;
+  if (config_.cross_stream_reuse) {
+    slot = &shared_arena_[small];
+  } else {
+    auto [it, inserted] = stream_arena_.try_emplace({stream, small}, UINT32_MAX);
+    slot = &it->second;
+  }
+  if (*slot == UINT32_MAX) {
+    const std::uintptr_t base = backend_.reserve(config_.arena_virtual_bytes);
+    const auto id = static_cast<std::uint32_t>(arenas_.size());
+    arenas_.push_back(std::make_unique<Arena>(id, base, config_.arena_virtual_bytes));
+    *slot = id;
+  }
+  return *arenas_[*slot];
+}
+
+bool StitchingAllocator::fully_mapped(const Arena& arena, std::uint64_t offset, std::uint64_t size_bytes) const {
+  const std::uint64_t last = (offset + size_bytes - 1) >> chunk_shift_;
+  for (std::uint64_t p = offset >> chunk_shift_; p <= last; ++p) {
+    const Page* page = arena.pages.find(p);
+    if (page == nullptr || !page->chunk.value) return false;
+  }
+  return true;
+}
+
+void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
+  if (size_bytes == 0) return nullptr;
+  if (size_bytes > config_.arena_virtual_bytes) {
+    ++stats_.num_ooms;
+    throw_oom(size_bytes, "larger than the arena's virtual space (arena_virtual_bytes)");
+  }
+  const std::uint64_t rounded = round_up(size_bytes, kRoundBytes);
+  Arena& arena = arena_for(rounded <= config_.small_request_max_bytes, stream);
+  const FreeRange range = arena.free.best_fit(rounded, config_.fit_candidates, [&](const FreeRange& r) {
+    return fully_mapped(arena, r.offset, rounded);
+  });
+  if (range.size_bytes == 0) {
+    ++stats_.num_ooms;
+    throw_oom(size_bytes, "no free virtual range large enough in the arena");
+  }
+  arena.free.take(range, range.offset, rounded);
+  std::uint64_t mapped = 0;
+  try {
+    mapped = back_pages(arena, range.offset, rounded, size_bytes);
+  } catch (const OutOfMemoryError&) {
+    arena.free.give(range.offset, rounded);
+    ++stats_.num_ooms;
+    update_inactive_split();
+    throw;
+  } catch (...) {
+    arena.free.give(range.offset, rounded);
+    update_inactive_split();
+    throw;
+  }
+  const std::uintptr_t address = arena.base + range.offset;
+  blocks_.emplace(address, Block{arena.id, false, range.offset, rounded, size_bytes, stream});
+  stats_.allocated_bytes.increase(static_cast<std::int64_t>(rounded));
+  stats_.active_bytes.increase(static_cast<std::int64_t>(rounded));
+  stats_.requested_bytes.increase(static_cast<std::int64_t>(size_bytes));
+  ++stats_.num_allocs;
+  if (mapped) {
+    ++stats_.stitches;
+    stats_.stitched_chunks += mapped;
+  } else {
+    ++stats_.stitch_reuses;
+  }
+  update_inactive_split();
+  return reinterpret_cast<void*>(address);
+}
+
+std::uint64_t StitchingAllocator::back_pages(Arena& arena, std::uint64_t offset, std::uint64_t size_bytes,
+                                             std::uint64_t requested) {
+  const std::uint64_t first = offset >> chunk_shift_;
+  const std::uint64_t last = (offset + size_bytes - 1) >> chunk_shift_;
+  for (std::uint64_t p = first; p <= last; ++p) {
+    Page& page = arena.pages.at(p);
+    if (page.users++ != 0) continue;
+    ++used_pages_;
+    if (page.idle) idle_.remove({arena.id, static_cast<std::uint32_t>(p)});
+  }
+  std::uint64_t mapped = 0;
+  try {
+    for (std::uint64_t p = first; p <= last;) {
+      if (arena.pages.at(p).chunk.value) {
+        ++p;
+        continue;
+      }
+      const std::uint64_t run_start = p;
+      while (p <= last && !arena.pages.at(p).chunk.value) ++p;
+      map_run(arena, run_start, p - run_start, requested);
+      mapped += p - run_start;
+    }
+  } catch (...) {
+    unuse_pages(arena, first, last);
+    throw;
+  }
+  return mapped;
+}
+
+void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::uint64_t count, std::uint64_t requested) {
+  std::uint64_t done = 0;
+  auto undo = [&] {
+    for (std::uint64_t i = 0; i < done; ++i) {
+      Page& page = arena.pages.at(first_page + i);
+      try {
+        backend_.unmap(page_address(arena, first_page + i), config_.chunk_bytes);
+      } catch (...) {
+        continue;  // still mapped without access: keep it out of every list; check_invariants would say so
+      }
+      free_chunks_.push_back(page.chunk);
+      page.chunk = {};
+    }
+  };
+  try {
+    for (; done < count; ++done) {
+      const ChunkHandle chunk = obtain_chunk(requested);
+      try {
+        backend_.map(page_address(arena, first_page + done), config_.chunk_bytes, chunk);
+      } catch (...) {
+        free_chunks_.push_back(chunk);
+        throw;
+      }
+      arena.pages.at(first_page + done).chunk = chunk;
+    }
+    backend_.set_access(page_address(arena, first_page), count << chunk_shift_);
+  } catch (...) {
+    undo();
+    throw;
+  }
+}
+
+ChunkHandle StitchingAllocator::obtain_chunk(std::uint64_t requested) {
+  if (free_chunks_.empty() && idle_.size() != 0) evict(idle_.front());
+  if (!free_chunks_.empty()) {
+    const ChunkHandle h = free_chunks_.back();
+    free_chunks_.pop_back();
+    return h;
+  }
+  const auto chunk_bytes = static_cast<std::int64_t>(config_.chunk_bytes);
+  if (cap_bytes_ != 0 && static_cast<std::uint64_t>(stats_.reserved_bytes.current + chunk_bytes) > cap_bytes_) {
+    throw_oom(requested, "the cap would be exceeded");
+  }
+  ChunkHandle h;
+  try {
+    h = backend_.create(config_.chunk_bytes);
+  } catch (const OutOfMemoryError&) {
+    throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
+  }
+  stats_.reserved_bytes.increase(chunk_bytes);
+  ++stats_.chunks_created;
+  return h;
+}
+
+void StitchingAllocator::evict(PageRef ref) {
+  Arena& arena = *arenas_[ref.arena];
+  Page& page = arena.pages.at(ref.page);
+  backend_.unmap(page_address(arena, ref.page), config_.chunk_bytes);
+  idle_.remove(ref);
+  free_chunks_.push_back(page.chunk);
+  page.chunk = {};
+  ++stats_.evictions;
+}
+
+void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first_page, std::uint64_t last_page) {
+  for (std::uint64_t p = first_page; p <= last_page; ++p) {
+    Page& page = arena.pages.at(p);
+    if (--page.users != 0) continue;
+    --used_pages_;
+    if (page.chunk.value) idle_.push_back({arena.id, static_cast<std::uint32_t>(p)});
+  }
+}
+
+StitchingAllocator::BlockMap::iterator StitchingAllocator::find_live(void* ptr, const char* call) {
+  auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == blocks_.end() || it->second.pending_free) {
+    ++stats_.invalid_frees;
+    throw Error(ErrorCode::kInvalidPointer,
+                std::string("gmlake: ") + call + "(" + hex(reinterpret_cast<std::uintptr_t>(ptr)) +
+                    "): not a live block (never allocated here, already freed, or an interior pointer)");
+  }
+  return it;
+}
+
+void StitchingAllocator::deallocate(void* ptr) {
+  if (ptr == nullptr) return;
+  release_block(find_live(ptr, "deallocate"));
+}
+
+void StitchingAllocator::begin_deferred_free(void* ptr) {
+  if (ptr == nullptr) return;
+  Block& b = find_live(ptr, "begin_deferred_free")->second;
+  b.pending_free = true;
+  stats_.allocated_bytes.decrease(static_cast<std::int64_t>(b.size_bytes));
+  stats_.requested_bytes.decrease(static_cast<std::int64_t>(b.requested_bytes));
+  ++stats_.num_frees;
+}
+
+void StitchingAllocator::end_deferred_free(void* ptr) {
+  if (ptr == nullptr) return;
+  auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == blocks_.end() || !it->second.pending_free) {
+    ++stats_.invalid_frees;
+    throw Error(ErrorCode::kInvalidPointer, "gmlake: end_deferred_free(" + hex(reinterpret_cast<std::uintptr_t>(ptr)) +
+                                                "): no deferred free is pending for this pointer");
+  }
+  release_block(it);
+}
+
+void StitchingAllocator::release_block(BlockMap::iterator it) {
+  const Block b = it->second;
+  Arena& arena = *arenas_[b.arena];
+  unuse_pages(arena, b.offset >> chunk_shift_, (b.offset + b.size_bytes - 1) >> chunk_shift_);
+  arena.free.give(b.offset, b.size_bytes);
+  blocks_.erase(it);
+  const auto size = static_cast<std::int64_t>(b.size_bytes);
+  stats_.active_bytes.decrease(size);
+  if (!b.pending_free) {
+    stats_.allocated_bytes.decrease(size);
+    stats_.requested_bytes.decrease(static_cast<std::int64_t>(b.requested_bytes));
+    ++stats_.num_frees;
+  }
+  if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
+  update_inactive_split();
+}
+
+void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
+  while (idle_.size() != 0 && (idle_.size() << chunk_shift_) > max_idle_bytes) evict(idle_.front());
+}
+
+void StitchingAllocator::release_free_chunks() {
+  while (!free_chunks_.empty()) {
+    backend_.release(free_chunks_.back());
+    free_chunks_.pop_back();
+    stats_.reserved_bytes.decrease(static_cast<std::int64_t>(config_.chunk_bytes));
+    ++stats_.chunks_released;
+  }
+}
+
+void StitchingAllocator::empty_cache() {
+  while (idle_.size() != 0) evict(idle_.front());
+  release_free_chunks();
+  update_inactive_split();
+}
+
+void StitchingAllocator::set_cap_bytes(std::uint64_t cap_bytes) {
+  cap_bytes_ = cap_bytes;
+  if (cap_bytes_ == 0) return;
+  release_free_chunks();
+  while (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && idle_.size() != 0) {
+    evict(idle_.front());
+    release_free_chunks();
+  }
+}
+
+void StitchingAllocator::update_inactive_split() {
+  Gauge& g = stats_.inactive_split_bytes;
+  g.current = static_cast<std::int64_t>(used_pages_ << chunk_shift_) - stats_.active_bytes.current;
+  g.peak = std::max(g.peak, g.current);
+}
+
+void StitchingAllocator::throw_oom(std::uint64_t requested, const std::string& reason) {
+  throw OutOfMemoryError(requested, static_cast<std::uint64_t>(stats_.reserved_bytes.current),
+                         static_cast<std::uint64_t>(stats_.allocated_bytes.current), cap_bytes_, reason);
+}
+
+Stats StitchingAllocator::stats() const {
+  Stats s = stats_;
+  s.backend_calls = backend_.counters();
+  return s;
+}
+
+std::vector<BlockInfo> StitchingAllocator::blocks() const {
+  std::vector<BlockInfo> out;
+  out.reserve(blocks_.size());
+  for (const auto& [address, b] : blocks_) {
+    out.push_back({address, b.size_bytes, b.requested_bytes, b.stream, b.pending_free});
+  }
+  std::sort(out.begin(), out.end(), [](const BlockInfo& a, const BlockInfo& b) { return a.address < b.address; });
+  return out;
+}
+
+void StitchingAllocator::check_invariants() const {
+  // Recount page users and block bytes from the blocks alone.
+  std::vector<std::vector<std::uint32_t>> users(arenas_.size());
+  for (std::size_t a = 0; a < arenas_.size(); ++a) users[a].assign(arenas_[a]->pages.size(), 0);
+  std::int64_t allocated = 0, active = 0, requested = 0;
+  std::vector<std::uint64_t> block_bytes(arenas_.size(), 0);
+  for (const auto& [address, b] : blocks_) {
+    const Arena& arena = *arenas_.at(b.arena);
+    if (address != arena.base + b.offset) broken("block address differs from its arena offset");
+    if (b.offset % kRoundBytes || b.size_bytes % kRoundBytes || b.size_bytes < b.requested_bytes)
+      broken("block " + hex(address) + " is not 512 B aligned or smaller than requested");
+    if (arena.free.find(b.offset).size_bytes || arena.free.find(b.offset + b.size_bytes - 1).size_bytes)
+      broken("block " + hex(address) + " overlaps a free range");
+    for (std::uint64_t p = b.offset >> chunk_shift_; p <= (b.offset + b.size_bytes - 1) >> chunk_shift_; ++p) {
+      if (p >= users[b.arena].size()) broken("block " + hex(address) + " lies beyond its arena's page table");
+      ++users[b.arena][p];
+    }
+    block_bytes[b.arena] += b.size_bytes;
+    active += static_cast<std::int64_t>(b.size_bytes);
+    if (!b.pending_free) {
+      allocated += static_cast<std::int64_t>(b.size_bytes);
+      requested += static_cast<std::int64_t>(b.requested_bytes);
+    }
+  }
+  // Pages: users recount, used pages mapped with access, idle list membership.
+  std::uint64_t used = 0, idle = 0, mapped = 0;
+  for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    const Arena& arena = *arenas_[a];
+    arena.free.check_invariants();
+    if (arena.free.free_bytes() + block_bytes[a] != arena.virtual_bytes)
+      broken("arena " + std::to_string(a) + ": free + block bytes != virtual size (blocks overlap?)");
+    for (std::uint64_t p = 0; p < arena.pages.size(); ++p) {
+      const Page& page = *arena.pages.find(p);
+      if (page.users != users[a][p]) broken("page users differ from the recount at page " + std::to_string(p));
+      if (page.chunk.value) ++mapped;
+      if (page.users) {
+        ++used;
+        if (!page.chunk.value) broken("a used page is not mapped");
+        if (!backend_.is_accessible(page_address(arena, p), config_.chunk_bytes))
+          broken("a used page has no access at " + hex(page_address(arena, p)));
+      }
+      if (page.idle != (page.chunk.value && page.users == 0)) broken("idle flag wrong at page " + std::to_string(p));
+      if (page.idle) ++idle;
+    }
+  }
+  if (used != used_pages_) broken("used page count differs from the recount");
+  if (idle != idle_.size()) broken("idle list length differs from the recount");
+  const auto chunk = static_cast<std::int64_t>(config_.chunk_bytes);
+  const std::int64_t reserved = static_cast<std::int64_t>(mapped + free_chunks_.size()) * chunk;
+  if (stats_.reserved_bytes.current != reserved) broken("reserved_bytes differs from the recount");
+  if (backend_.live_chunk_bytes() != static_cast<std::uint64_t>(reserved))
+    broken("backend live chunk bytes differ from reserved_bytes");
+  if (stats_.allocated_bytes.current != allocated) broken("allocated_bytes differs from the recount");
+  if (stats_.active_bytes.current != active) broken("active_bytes differs from the recount");
+  if (stats_.requested_bytes.current != requested) broken("requested_bytes differs from the recount");
+  if (stats_.inactive_split_bytes.current != static_cast<std::int64_t>(used) * chunk - active)
+    broken("inactive_split_bytes differs from the recount");
+  for (const auto* g : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                        &stats_.requested_bytes, &stats_.inactive_split_bytes}) {
+    if (g->peak < g->current) broken("a peak is below its current value");
+  }
+}
+
+}  // namespace gmlake::engine

@@ -1,0 +1,98 @@
+// StitchingAllocator: the `gmlake` policy.
+//
+// Design (docs/design.md has the long form):
+//   - Each pool (small: requests <= small_request_max_bytes; large: the rest) has an arena: one large
+//     reserved virtual range (per stream too when cross_stream_reuse is off). Blocks are placed best-fit at
+//     512 B granularity in the arena's free virtual ranges, split and coalesced as in PyTorch's allocator.
+//   - Physical memory is a set of equal chunks (chunk_bytes, 2 MiB). A page of an arena is backed by a chunk
+//     only while a block overlaps it. Placement prefers, among the fit_candidates best-fitting ranges, one whose
+//     pages are all mapped already: no backend call at all (a stitched-range reuse).
+//   - Otherwise the placement's unmapped pages are *stitched*: each gets a chunk from, in order, the free
+//     (unmapped) chunks, the idle mapped pages anywhere (least recently idled first: GMLake's stitched-block
+//     cache eviction), and only then a newly created chunk. So new physical memory is created only when no
+//     chunk anywhere is free, and peak reserved equals the peak number of pages in use: the fragmentation
+//     left is only the unused bytes of partly used pages.
+//   - set_access is called once per contiguous run of newly mapped pages (CUDA charges per chunk, not per
+//     call, but fewer calls still save the fixed cost).
+// Failure atomicity: if a stitch fails (cap, backend out of memory, backend error), the block is not placed,
+// pages mapped for it stay mapped as idle pages (usable later), a chunk mapped but not given access is
+// unmapped and kept free, and the error propagates; the allocator stays consistent and usable.
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <unordered_map>
+#include <vector>
+
+#include "engine/arena.h"
+#include "gmlake/allocator.h"
+
+namespace gmlake::engine {
+
+class StitchingAllocator final : public Allocator {
+ public:
+  StitchingAllocator(const Config& config, Backend& backend);
+  ~StitchingAllocator() override;  // unmaps and releases everything, live blocks included; never throws
+
+  void* allocate(std::uint64_t size_bytes, StreamId stream) override;
+  void deallocate(void* ptr) override;
+  void begin_deferred_free(void* ptr) override;
+  void end_deferred_free(void* ptr) override;
+  void empty_cache() override;
+  void set_cap_bytes(std::uint64_t cap_bytes) override;
+  Stats stats() const override;
+  void reset_peak_stats() override { stats_.reset_peaks(); }
+  std::vector<BlockInfo> blocks() const override;
+  void check_invariants() const override;
+  Policy policy() const override { return Policy::kGmlake; }
+  const Backend& backend() const override { return backend_; }
+
+ private:
+  struct Block {
+    std::uint32_t arena;
+    bool pending_free;
+    std::uint64_t offset;
+    std::uint64_t size_bytes;
+    std::uint64_t requested_bytes;
+    StreamId stream;
+  };
+  struct Resolve {
+    StitchingAllocator* self;
+    Page& operator()(PageRef r) const { return self->arenas_[r.arena]->pages.at(r.page); }
+  };
+  using BlockMap = std::unordered_map<std::uintptr_t, Block>;
+
+  Arena& arena_for(bool small, StreamId stream);
+  bool fully_mapped(const Arena& arena, std::uint64_t offset, std::uint64_t size_bytes) const;
+  // Marks the pages of [offset, offset+size) used and maps the empty ones; returns chunks mapped.
+  std::uint64_t back_pages(Arena& arena, std::uint64_t offset, std::uint64_t size_bytes, std::uint64_t requested);
+  void unuse_pages(Arena& arena, std::uint64_t first_page, std::uint64_t last_page);
+  void map_run(Arena& arena, std::uint64_t first_page, std::uint64_t count, std::uint64_t requested);
+  ChunkHandle obtain_chunk(std::uint64_t requested);
+  void evict(PageRef ref);
+  void trim_idle(std::uint64_t max_idle_bytes);
+  void release_free_chunks();
+  BlockMap::iterator find_live(void* ptr, const char* call);
+  void release_block(BlockMap::iterator it);
+  void update_inactive_split();
+  [[noreturn]] void throw_oom(std::uint64_t requested, const std::string& reason);
+  std::uintptr_t page_address(const Arena& arena, std::uint64_t page) const {
+    return arena.base + (page << chunk_shift_);
+  }
+
+  Config config_;
+  Backend& backend_;
+  unsigned chunk_shift_;
+  std::uint64_t cap_bytes_;
+  std::vector<std::unique_ptr<Arena>> arenas_;
+  std::uint32_t shared_arena_[2] = {UINT32_MAX, UINT32_MAX};   // [small] when cross_stream_reuse
+  std::map<std::pair<StreamId, bool>, std::uint32_t> stream_arena_;  // (stream, small) otherwise
+  BlockMap blocks_;
+  std::vector<ChunkHandle> free_chunks_;  // created, mapped nowhere
+  IdleList<Resolve> idle_;
+  std::uint64_t used_pages_ = 0;
+  Stats stats_;
+};
+
+}  // namespace gmlake::engine

@@ -1,0 +1,269 @@
+// Unit tests of the gmlake (stitching) policy on the sim backend.
+#include "engine/stitching_allocator.h"
+
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "gmlake/error.h"
+#include "gmlake/sim_backend.h"
+
+namespace gmlake::engine {
+namespace {
+
+class StitchingAllocatorTest : public ::testing::Test {
+ protected:
+  explicit StitchingAllocatorTest(std::uint64_t physical_limit_bytes = 0) : backend_(kChunkBytes, physical_limit_bytes) {}
+  StitchingAllocator& make(const std::string& conf = "") {
+    alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf), backend_);
+    return *alloc_;
+  }
+  std::uint64_t reserved() const { return static_cast<std::uint64_t>(alloc_->stats().reserved_bytes.current); }
+  std::uint64_t calls(BackendCall c) const { return backend_.counters()[c]; }
+  static std::uintptr_t addr(void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+
+  SimBackend backend_;
+  std::unique_ptr<StitchingAllocator> alloc_;
+};
+
+TEST_F(StitchingAllocatorTest, SmallRequestsShareOneChunk) {
+  auto& a = make();
+  for (int i = 0; i < 4; ++i) ASSERT_NE(a.allocate(512 * kKiB, 0), nullptr);
+  EXPECT_EQ(reserved(), 2 * kMiB);
+  EXPECT_EQ(a.stats().allocated_bytes.current, static_cast<std::int64_t>(2 * kMiB));
+  a.check_invariants();
+}
+
+TEST_F(StitchingAllocatorTest, RequestsAreRoundedTo512BytesAndRequestedBytesKeepTheAskedSize) {
+  auto& a = make();
+  void* p = a.allocate(1, 0);
+  void* q = a.allocate(513, 0);
+  EXPECT_EQ(addr(q) - addr(p), 512u);
+  EXPECT_EQ(a.stats().allocated_bytes.current, 512 + 1024);
+  EXPECT_EQ(a.stats().requested_bytes.current, 1 + 513);
+  a.check_invariants();
+}
+
+TEST_F(StitchingAllocatorTest, StitchesFreeChunksInsteadOfCreatingNewOnes) {
+  auto& a = make();
+  void* p0 = a.allocate(2 * kMiB, 0);
+  void* p1 = a.allocate(2 * kMiB, 0);
+  void* p2 = a.allocate(2 * kMiB, 0);
+  ASSERT_EQ(reserved(), 6 * kMiB);
+  a.deallocate(p0);
+  a.deallocate(p2);
+  // 4 MiB fits only past p1: one page there is still mapped, the other takes p0's chunk.
+  void* big = a.allocate(4 * kMiB, 0);
+  EXPECT_EQ(addr(big), addr(p2));
+  EXPECT_EQ(reserved(), 6 * kMiB);
+  EXPECT_EQ(calls(BackendCall::kCreate), 3u);
+  EXPECT_EQ(a.stats().evictions, 1u);
+  EXPECT_EQ(a.stats().stitches, 4u);  // three first-time mappings and this one
+  a.check_invariants();
+  (void)p1;
+}
+
+TEST_F(StitchingAllocatorTest, AFreedRangeIsReusedWithNoBackendCall) {
+  auto& a = make();
+  void* p = a.allocate(6 * kMiB + 512, 0);
+  a.deallocate(p);
+  const BackendCounters before = backend_.counters();
+  void* q = a.allocate(6 * kMiB, 0);
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(backend_.counters().calls, before.calls);
+  EXPECT_EQ(a.stats().stitch_reuses, 1u);
+  a.check_invariants();
+}
+
+TEST_F(StitchingAllocatorTest, SetAccessIsCalledOncePerContiguousRunOfNewPages) {
+  auto& a = make();
+  a.allocate(8 * kMiB, 0);
+  EXPECT_EQ(calls(BackendCall::kMap), 4u);
+  EXPECT_EQ(calls(BackendCall::kSetAccess), 1u);
+}
+
+TEST_F(StitchingAllocatorTest, CapFailsWithTheFiguresAndTheAllocatorStaysUsable) {
+  auto& a = make("cap_bytes:4M");
+  void* p = a.allocate(3 * kMiB, 0);
+  const Stats before = a.stats();
+  try {
+    a.allocate(3 * kMiB, 0);
+    FAIL() << "no out-of-memory under the cap";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.requested_bytes(), 3 * kMiB);
+    EXPECT_EQ(e.reserved_bytes(), 4 * kMiB);
+    EXPECT_EQ(e.allocated_bytes(), 3 * kMiB);
+    EXPECT_EQ(e.cap_bytes(), 4 * kMiB);
+  }
+  EXPECT_EQ(a.stats().num_ooms, 1u);
+  EXPECT_EQ(a.stats().allocated_bytes.current, before.allocated_bytes.current);
+  a.check_invariants();
+  a.deallocate(p);
+  EXPECT_NE(a.allocate(3 * kMiB, 0), nullptr);
+  EXPECT_LE(reserved(), 4 * kMiB);
+  a.check_invariants();
+}
+
+TEST_F(StitchingAllocatorTest, InvalidFreesAreRejectedAndChangeNothing) {
+  auto& a = make();
+  void* p = a.allocate(4 * kKiB, 0);
+  const Stats before = a.stats();
+  EXPECT_THROW(a.deallocate(reinterpret_cast<void*>(addr(p) + 512)), Error);  // interior
+  EXPECT_THROW(a.deallocate(reinterpret_cast<void*>(0x1234)), Error);         // never allocated
+  a.deallocate(p);
+  try {
+    a.deallocate(p);  // double free
+    FAIL();
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidPointer);
+  }
+  EXPECT_THROW(a.end_deferred_free(p), Error);
+  EXPECT_EQ(a.stats().invalid_frees, 4u);
+  EXPECT_EQ(before.allocated_bytes.current, 4 * static_cast<std::int64_t>(kKiB));
+  EXPECT_EQ(a.stats().allocated_bytes.current, 0);
+  a.check_invariants();
+  EXPECT_NE(a.allocate(4 * kKiB, 0), nullptr);
+}
+
+TEST_F(StitchingAllocatorTest, SizeZeroReturnsNullAndFreeingNullIsANoOp) {
+  auto& a = make();
+  EXPECT_EQ(a.allocate(0, 0), nullptr);
+  a.deallocate(nullptr);
+  EXPECT_EQ(a.stats().num_allocs, 0u);
+  EXPECT_EQ(calls(BackendCall::kCreate), 0u);
+}
+
+TEST_F(StitchingAllocatorTest, AHugeRequestIsAnOutOfMemoryNotACrash) {
+  auto& a = make();
+  EXPECT_THROW(a.allocate(std::uint64_t{1} << 63, 0), OutOfMemoryError);
+  EXPECT_THROW(a.allocate(UINT64_MAX, 0), OutOfMemoryError);
+  EXPECT_EQ(a.stats().num_ooms, 2u);
+  EXPECT_NE(a.allocate(kMiB, 0), nullptr);
+  a.check_invariants();
+}
+
+TEST_F(StitchingAllocatorTest, DeferredFreeKeepsMemoryUnusableUntilItEnds) {
+  auto& a = make();
+  void* p = a.allocate(2 * kMiB, 0);
+  a.begin_deferred_free(p);
+  EXPECT_EQ(a.stats().allocated_bytes.current, 0);
+  EXPECT_EQ(a.stats().active_bytes.current, static_cast<std::int64_t>(2 * kMiB));
+  EXPECT_THROW(a.deallocate(p), Error);  // freeing a pending block again
+  void* q = a.allocate(2 * kMiB, 0);
+  EXPECT_NE(q, p);
+  EXPECT_EQ(reserved(), 4 * kMiB);
+  a.check_invariants();
+  a.end_deferred_free(p);
+  a.deallocate(q);
+  void* r = a.allocate(4 * kMiB, 0);  // both chunks are free again: no new one
+  EXPECT_NE(r, nullptr);
+  EXPECT_EQ(reserved(), 4 * kMiB);
+  a.check_invariants();
+}
+
+TEST_F(StitchingAllocatorTest, EmptyCacheReturnsEveryFreeChunk) {
+  auto& a = make();
+  std::vector<void*> ps;
+  for (int i = 0; i < 10; ++i) ps.push_back(a.allocate((i + 1) * 700 * kKiB, 0));
+  void* keep = a.allocate(3 * kMiB, 0);
+  for (void* p : ps) a.deallocate(p);
+  a.empty_cache();
+  a.check_invariants();
+  EXPECT_EQ(reserved(), 2 * kChunkBytes);  // the pages `keep` touches
+  a.deallocate(keep);
+  a.empty_cache();
+  EXPECT_EQ(reserved(), 0u);
+  EXPECT_EQ(backend_.live_chunks(), 0u);
+  EXPECT_EQ(backend_.live_mappings(), 0u);
+  a.check_invariants();
+}
+
+TEST_F(StitchingAllocatorTest, StreamsWithoutCrossStreamReuseStillShareChunks) {
+  auto& a = make("cross_stream_reuse:false");
+  void* p = a.allocate(4 * kMiB, 1);
+  a.deallocate(p);
+  void* q = a.allocate(4 * kMiB, 2);
+  EXPECT_NE(q, p);                   // another stream's arena
+  EXPECT_EQ(reserved(), 4 * kMiB);   // but the same chunks, moved
+  EXPECT_EQ(a.stats().evictions, 2u);
+  a.check_invariants();
+}
+
+TEST_F(StitchingAllocatorTest, StreamsWithCrossStreamReuseShareFreeRanges) {
+  auto& a = make();
+  void* p = a.allocate(4 * kMiB, 1);
+  a.deallocate(p);
+  EXPECT_EQ(a.allocate(4 * kMiB, 2), p);
+  EXPECT_EQ(a.blocks().at(0).stream, 2u);
+}
+
+TEST_F(StitchingAllocatorTest, IdleMappedBytesStayUnderTheirBound) {
+  auto& a = make("max_idle_mapped_bytes:4M");
+  std::vector<void*> ps;
+  for (int i = 0; i < 8; ++i) ps.push_back(a.allocate(2 * kMiB, 0));
+  for (void* p : ps) a.deallocate(p);
+  EXPECT_EQ(a.stats().evictions, 6u);
+  EXPECT_EQ(backend_.live_mappings(), 2u);
+  EXPECT_EQ(reserved(), 16 * kMiB);  // evicted chunks stay reserved, free for the next stitch
+  a.check_invariants();
+}
+
+TEST_F(StitchingAllocatorTest, SetCapBelowReservedReleasesFreeMemory) {
+  auto& a = make();
+  void* p = a.allocate(2 * kMiB, 0);
+  for (int i = 0; i < 4; ++i) a.deallocate(a.allocate(8 * kMiB, 0));
+  ASSERT_GT(reserved(), 4 * kMiB);
+  a.set_cap_bytes(4 * kMiB);
+  EXPECT_LE(reserved(), 4 * kMiB);
+  a.check_invariants();
+  a.deallocate(p);
+}
+
+class StitchingAllocatorLimitTest : public StitchingAllocatorTest {
+ protected:
+  StitchingAllocatorLimitTest() : StitchingAllocatorTest(6 * kMiB) {}
+};
+
+TEST_F(StitchingAllocatorLimitTest, BackendOutOfMemoryLeavesNoPartialStitch) {
+  auto& a = make();
+  void* p = a.allocate(4 * kMiB, 0);
+  EXPECT_THROW(a.allocate(5 * kMiB, 0), OutOfMemoryError);
+  a.check_invariants();
+  EXPECT_EQ(a.stats().allocated_bytes.current, static_cast<std::int64_t>(4 * kMiB));
+  a.deallocate(p);
+  EXPECT_NE(a.allocate(5 * kMiB, 0), nullptr);  // reuses what the failed stitch mapped
+  EXPECT_EQ(reserved(), 6 * kMiB);
+  a.check_invariants();
+}
+
+TEST_F(StitchingAllocatorTest, RandomOperationsKeepEveryInvariant) {
+  auto& a = make();
+  std::mt19937_64 rng(42);
+  std::vector<void*> live;
+  for (int step = 0; step < 20000; ++step) {
+    if (live.empty() || rng() % 100 < 55) {
+      const unsigned magnitude = static_cast<unsigned>(rng() % 25);  // 1 B .. 32 MiB
+      const std::uint64_t size = 1 + rng() % (std::uint64_t{1} << magnitude);
+      live.push_back(a.allocate(size, rng() % 2));
+    } else {
+      const std::size_t i = rng() % live.size();
+      if (rng() % 10 == 0) {
+        a.begin_deferred_free(live[i]);
+        a.end_deferred_free(live[i]);
+      } else {
+        a.deallocate(live[i]);
+      }
+      live[i] = live.back();
+      live.pop_back();
+    }
+    if (step % 500 == 0) a.empty_cache();
+    if (step % 50 == 0) a.check_invariants();
+  }
+  for (void* p : live) a.deallocate(p);
+  a.empty_cache();
+  a.check_invariants();
+  EXPECT_EQ(backend_.live_chunks(), 0u);
+}
+
+}  // namespace
+}  // namespace gmlake::engine
