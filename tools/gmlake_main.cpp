@@ -1,1 +1,153 @@
-int main() { return 0; }
+// gmlake: the command-line front end. Thin: argument parsing and output; the work is in the library.
+//
+//   gmlake replay TRACE... [--policy gmlake|caching|expandable|all] [--backend sim|host] [--cap BYTES]
+//                          [--conf KEY:VALUE,...] [--json FILE]
+//   gmlake conf            the configuration table (GMLAKE_CONF keys, defaults, units)
+//
+// Bad input gets one line on stderr and exit status 2.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gmlake/config.h"
+#include "gmlake/error.h"
+#include "gmlake/replay.h"
+#include "gmlake/report.h"
+#include "gmlake/trace.h"
+
+namespace {
+
+constexpr int kExitBadInput = 2;
+
+[[noreturn]] void die(const std::string& message) {
+  std::fprintf(stderr, "gmlake: %s\n", message.c_str());
+  std::exit(kExitBadInput);
+}
+
+// A one-line progress bar on stderr, shown only on a terminal and only once a replay has run for a second.
+class Progress {
+ public:
+  explicit Progress(std::string label) : label_(std::move(label)), start_(std::chrono::steady_clock::now()) {}
+  ~Progress() {
+    if (shown_) std::fprintf(stderr, "\r%*s\r", 78, "");
+  }
+  void operator()(double fraction) {
+    if (!isatty(STDERR_FILENO)) return;
+    if (!shown_ && std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
+    shown_ = true;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(fraction * kWidth);
+    std::fprintf(stderr, "\r%-40.40s [%s%s] %3d%%", label_.c_str(), std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, ' ').c_str(), static_cast<int>(fraction * 100));
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string label_;
+  std::chrono::steady_clock::time_point start_;
+  bool shown_ = false;
+};
+
+std::vector<gmlake::Policy> policies_from(const std::string& text) {
+  if (text == "all") return {gmlake::Policy::kCaching, gmlake::Policy::kExpandable, gmlake::Policy::kGmlake};
+  try {
+    return {gmlake::parse_policy(text)};
+  } catch (const gmlake::Error&) {
+    die("unknown policy '" + text + "': expected gmlake, caching, expandable or all");
+  }
+}
+
+int run_replay(const std::vector<std::string>& paths, const std::string& policy_text, const std::string& backend,
+               const std::string& cap, const std::string& conf, const std::string& json_path) {
+  gmlake::Config config;
+  try {
+    if (const char* env = std::getenv("GMLAKE_CONF")) config.apply(env);
+    config.apply(conf);
+    if (!cap.empty()) config.apply("cap_bytes:" + cap);
+  } catch (const gmlake::Error& e) {
+    die(e.what());
+  }
+  if (backend != "sim" && backend != "host") die("unknown backend '" + backend + "': expected sim or host");
+  const std::vector<gmlake::Policy> policies = policies_from(policy_text);
+
+  std::vector<gmlake::ReplayResult> results;
+  for (const std::string& path : paths) {
+    gmlake::Trace trace;
+    try {
+      trace = gmlake::read_trace(path);
+    } catch (const gmlake::Error& e) {
+      die(e.what());
+    }
+    if (trace.devices.empty()) die(path + ": the trace holds no allocation events");
+    for (const gmlake::DeviceTrace& device : trace.devices) {
+      for (gmlake::Policy policy : policies) {
+        gmlake::ReplayOptions options;
+        options.config = config;
+        options.config.policy = policy;
+        options.backend = backend;
+        Progress progress(fmt::format("{} dev {} {}", trace.name, device.device, gmlake::to_string(policy)));
+        options.on_progress = [&progress](double f) { progress(f); };
+        try {
+          results.push_back(gmlake::replay(trace, device, options));
+        } catch (const gmlake::Error& e) {
+          die(e.what());
+        }
+      }
+    }
+  }
+  std::fputs(gmlake::format_table(results).c_str(), stdout);
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << gmlake::format_json(results);
+    if (!out) die("cannot write " + json_path);
+  }
+  return 0;
+}
+
+int run_conf() {
+  for (const gmlake::ConfigFieldInfo& f : gmlake::config_fields()) {
+    std::printf("%-32s %-7s %-16s %s%s%s\n", f.name, f.type, f.default_value.c_str(), f.description,
+                *f.unit ? " [" : "", *f.unit ? (std::string(f.unit) + "]").c_str() : "");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gmlake: a stitching GPU memory allocator. `gmlake replay` shows how much memory each allocation "
+               "policy needs for a recorded PyTorch workload."};
+  app.require_subcommand(1);
+
+  CLI::App* replay = app.add_subcommand("replay", "replay PyTorch memory snapshots or RMM logs through policies");
+  std::vector<std::string> paths;
+  std::string policy = "all", backend = "sim", cap, conf, json_path;
+  replay->add_option("traces", paths, "snapshot files (.pickle, .pickle.xz, .pickle.gz) or RMM CSV logs")->required();
+  replay->add_option("--policy", policy, "gmlake, caching, expandable or all")->capture_default_str();
+  replay->add_option("--backend", backend, "sim (accounting only) or host (real virtual memory)")->capture_default_str();
+  replay->add_option("--cap", cap, "memory cap in bytes (suffixes K, M, G, T)");
+  replay->add_option("--conf", conf, "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`)");
+  replay->add_option("--json", json_path, "also write the results as a JSON array to this file");
+
+  CLI::App* conf_cmd = app.add_subcommand("conf", "list the configuration keys, defaults and units");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    die(e.what());
+  }
+  if (*conf_cmd) return run_conf();
+  return run_replay(paths, policy, backend, cap, conf, json_path);
+}

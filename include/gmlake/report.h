@@ -1,0 +1,21 @@
+// Reports of replay results: the side-by-side table `gmlake replay` prints and its --json form.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "gmlake/replay.h"
+
+namespace gmlake {
+
+// One block per (trace, device): a header line with the lower bound and PyTorch's recorded peak reserved,
+// then one row per policy. Sizes in GB (10^9 bytes, as PyTorch's figures in traces/README.md).
+std::string format_table(const std::vector<ReplayResult>& results);
+
+// A JSON array, one object per result, with the keys: trace, device, policy, backend, ops, lower_bound_bytes,
+// peak_reserved_bytes, peak_allocated_bytes, utilization, fragmentation, pytorch_peak_reserved_bytes (null
+// where unknown), ns_per_op, stitches, ooms, backend_calls (object: call kind -> count), and besides those
+// stitched_chunks, stitch_reuses, evictions, unknown_frees, peak_mappings.
+std::string format_json(const std::vector<ReplayResult>& results);
+
+}  // namespace gmlake
