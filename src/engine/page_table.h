@@ -1,15 +1,16 @@
-// Pages: the 2 MiB (chunk_bytes) slots of an arena's virtual space, each mapped to one physical chunk or to
-// none, and the idle list of mapped pages that no block uses.
+// Pages: the chunk_bytes (2 MiB) slots of an arena's virtual space, each mapped to one physical chunk or to
+// none, and the queue of idle pages (mapped, used by no block) in least-recently-idled order.
 //
-// A page is *used* when at least one live or pending block overlaps it (users > 0), *idle* when it is mapped
-// and unused, *empty* when unmapped. Invariants (checked by StitchingAllocator::check_invariants):
+// A page is *used* when at least one live or pending block overlaps it (users > 0), *idle* when it is
+// mapped and unused, *empty* when unmapped. Invariants (checked by StitchingAllocator::check_invariants):
 //   users > 0  =>  chunk mapped with access;
-//   on the idle list  <=>  chunk mapped and users == 0.
-// The idle list is ordered by the time pages became idle (oldest first): it is GMLake's stitched-block cache,
-// evicted least-recently-used when a chunk is needed elsewhere.
+//   idle  <=>  the IdleQueue holds an entry {page, idle_since} that is the page's current one.
+// The idle queue is GMLake's stitched-block cache: the oldest idle page is evicted first when a chunk is
+// needed elsewhere.
 #pragma once
 
 #include <cstdint>
+#include <deque>
 #include <vector>
 
 #include "gmlake/backend.h"
@@ -24,19 +25,21 @@ struct PageRef {
 };
 
 struct Page {
-  ChunkHandle chunk;       // value 0: unmapped
-  std::uint32_t users = 0; // live or pending blocks overlapping this page
-  bool idle = false;       // on the idle list
-  PageRef idle_prev, idle_next;
+  ChunkHandle chunk;            // value 0: unmapped
+  std::uint32_t users = 0;      // live or pending blocks overlapping this page
+  std::uint64_t idle_since = 0; // IdleQueue tick of the page's last transition to idle
+  bool idle() const { return chunk.value != 0 && users == 0; }
 };
 
 // An arena's pages, grown on demand up to the arena's high-water mark.
 class PageTable {
  public:
-  Page& at(std::uint64_t index) {
-    if (index >= pages_.size()) pages_.resize(index + 1);
-    return pages_[index];
+  // Pages [first, last], grown to hold them; the pointer is valid until the next call that grows the table.
+  Page* span(std::uint64_t first, std::uint64_t last) {
+    if (last >= pages_.size()) pages_.resize(last + 1);
+    return pages_.data() + first;
   }
+  Page& at(std::uint64_t index) { return *span(index, index); }
   const Page* find(std::uint64_t index) const { return index < pages_.size() ? &pages_[index] : nullptr; }
   std::uint64_t size() const { return pages_.size(); }
 
@@ -44,37 +47,71 @@ class PageTable {
   std::vector<Page> pages_;
 };
 
-// Intrusive doubly linked list of idle pages across every arena. `Resolve` maps a PageRef to its Page&.
-template <typename Resolve>
-class IdleList {
+// Idle pages across every arena, least recently idled first. A free turns a run of adjacent pages idle at
+// once; the run is queued as one entry, and its pages get the entry's tick as idle_since. Pages are never
+// unlinked when they turn used again: they just stop matching the entry (idle() false, or a newer tick), and
+// pop_oldest skips them. So the hot path costs one queue push per free, whatever the block's size. The queue
+// is compacted when stale entries outnumber live pages.
+class IdleQueue {
  public:
-  explicit IdleList(Resolve resolve) : resolve_(resolve) {}
+  struct Entry {
+    std::uint32_t arena;
+    std::uint64_t first_page;
+    std::uint64_t count;  // pages first_page .. first_page + count - 1
+    std::uint64_t tick;
+  };
 
-  void push_back(PageRef ref) {
-    Page& p = resolve_(ref);
-    p.idle = true;
-    p.idle_prev = tail_;
-    p.idle_next = PageRef{};
-    if (tail_.valid()) resolve_(tail_).idle_next = ref; else head_ = ref;
-    tail_ = ref;
-    ++size_;
+  // A new tick for pages turning idle now; pass it to push().
+  std::uint64_t next_tick() { return ++tick_; }
+  void push(std::uint32_t arena, std::uint64_t first_page, std::uint64_t count, std::uint64_t tick) {
+    entries_.push_back({arena, first_page, count, tick});
   }
-  void remove(PageRef ref) {
-    Page& p = resolve_(ref);
-    if (p.idle_prev.valid()) resolve_(p.idle_prev).idle_next = p.idle_next; else head_ = p.idle_next;
-    if (p.idle_next.valid()) resolve_(p.idle_next).idle_prev = p.idle_prev; else tail_ = p.idle_prev;
-    p.idle = false;
-    p.idle_prev = p.idle_next = PageRef{};
-    --size_;
+  // The oldest page that is still idle with its queued tick, removed from the queue; !valid() when none.
+  // `pages(arena)` gives that arena's PageTable.
+  template <typename Pages>
+  PageRef pop_oldest(Pages&& pages) {
+    while (!entries_.empty()) {
+      Entry& e = entries_.front();
+      while (e.count != 0) {
+        const std::uint64_t p = e.first_page++;
+        --e.count;
+        const Page* page = pages(e.arena).find(p);
+        if (page != nullptr && page->idle() && page->idle_since == e.tick) {
+          if (e.count == 0) entries_.pop_front();
+          return {e.arena, static_cast<std::uint32_t>(p)};
+        }
+      }
+      entries_.pop_front();
+    }
+    return PageRef{};
   }
-  // The least recently idled page; !valid() when empty.
-  PageRef front() const { return head_; }
-  std::uint64_t size() const { return size_; }
+  // Drops stale pages from the queue when entries reach four times the idle pages (amortized O(1)).
+  template <typename Pages>
+  void compact_if_stale(std::uint64_t idle_pages, Pages&& pages) {
+    if (entries_.size() < 1024 || entries_.size() < 4 * idle_pages) return;
+    std::deque<Entry> kept;
+    for (const Entry& e : entries_) {
+      for (std::uint64_t p = e.first_page; p < e.first_page + e.count; ++p) {
+        const Page* page = pages(e.arena).find(p);
+        if (page != nullptr && page->idle() && page->idle_since == e.tick) kept.push_back({e.arena, p, 1, e.tick});
+      }
+    }
+    entries_.swap(kept);
+  }
+  // Calls f(arena, page) for every queued page that is still current.
+  template <typename Pages, typename F>
+  void for_each_current(Pages&& pages, F&& f) const {
+    for (const Entry& e : entries_) {
+      for (std::uint64_t p = e.first_page; p < e.first_page + e.count; ++p) {
+        const Page* page = pages(e.arena).find(p);
+        if (page != nullptr && page->idle() && page->idle_since == e.tick) f(e.arena, p);
+      }
+    }
+  }
 
  private:
-  Resolve resolve_;
-  PageRef head_, tail_;
-  std::uint64_t size_ = 0;
+  std::deque<Entry> entries_;
+  std::uint64_t tick_ = 0;
 };
 
 }  // namespace gmlake::engine

@@ -4,7 +4,9 @@
 #include <bit>
 #include <cstdio>
 #include <stdexcept>
+#include <set>
 #include <string>
+#include <tuple>
 
 #include "gmlake/error.h"
 #include "gmlake/units.h"
@@ -26,8 +28,7 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend)
     : config_(config),
       backend_(backend),
       chunk_shift_(static_cast<unsigned>(std::countr_zero(config.chunk_bytes))),
-      cap_bytes_(config.cap_bytes),
-      idle_(Resolve{this}) {
+      cap_bytes_(config.cap_bytes) {
   config_.validate();
   if (config_.chunk_bytes % backend.granularity_bytes() != 0) {
     throw Error(ErrorCode::kConfig, "gmlake config: chunk_bytes: " + std::to_string(config_.chunk_bytes) +
@@ -90,6 +91,17 @@ bool StitchingAllocator::fully_mapped(const Arena& arena, std::uint64_t offset, 
   return true;
 }
 
+std::uint64_t StitchingAllocator::unmapped_pages(const Arena& arena, std::uint64_t offset,
+                                                std::uint64_t size_bytes) const {
+  std::uint64_t n = 0;
+  const std::uint64_t last = (offset + size_bytes - 1) >> chunk_shift_;
+  for (std::uint64_t p = offset >> chunk_shift_; p <= last; ++p) {
+    const Page* page = arena.pages.find(p);
+    n += page == nullptr || !page->chunk.value;
+  }
+  return n;
+}
+
 void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   if (size_bytes == 0) return nullptr;
   if (size_bytes > config_.arena_virtual_bytes) {
@@ -98,9 +110,8 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   }
   const std::uint64_t rounded = round_up(size_bytes, kRoundBytes);
   Arena& arena = arena_for(rounded <= config_.small_request_max_bytes, stream);
-  const FreeRange range = arena.free.best_fit(rounded, config_.fit_candidates, [&](const FreeRange& r) {
-    return fully_mapped(arena, r.offset, rounded);
-  });
+  auto mapped_fit = [&](const FreeRange& r) { return fully_mapped(arena, r.offset, rounded); };
+  const FreeRange range = arena.free.best_fit(rounded, config_.fit_candidates, mapped_fit).range;
   if (range.size_bytes == 0) {
     ++stats_.num_ooms;
     throw_oom(size_bytes, "no free virtual range large enough in the arena");
@@ -119,18 +130,23 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     update_inactive_split();
     throw;
   }
-  const std::uintptr_t address = arena.base + range.offset;
-  blocks_.emplace(address, Block{arena.id, false, range.offset, rounded, size_bytes, stream});
-  stats_.allocated_bytes.increase(static_cast<std::int64_t>(rounded));
-  stats_.active_bytes.increase(static_cast<std::int64_t>(rounded));
-  stats_.requested_bytes.increase(static_cast<std::int64_t>(size_bytes));
-  ++stats_.num_allocs;
   if (mapped) {
     ++stats_.stitches;
     stats_.stitched_chunks += mapped;
   } else {
     ++stats_.stitch_reuses;
   }
+  return place(arena, range.offset, rounded, size_bytes, stream);
+}
+
+void* StitchingAllocator::place(Arena& arena, std::uint64_t offset, std::uint64_t rounded, std::uint64_t requested,
+                                StreamId stream) {
+  const std::uintptr_t address = arena.base + offset;
+  blocks_.emplace(address, Block{arena.id, false, offset, rounded, requested, stream});
+  stats_.allocated_bytes.increase(static_cast<std::int64_t>(rounded));
+  stats_.active_bytes.increase(static_cast<std::int64_t>(rounded));
+  stats_.requested_bytes.increase(static_cast<std::int64_t>(requested));
+  ++stats_.num_allocs;
   update_inactive_split();
   return reinterpret_cast<void*>(address);
 }
@@ -139,12 +155,16 @@ std::uint64_t StitchingAllocator::back_pages(Arena& arena, std::uint64_t offset,
                                              std::uint64_t requested) {
   const std::uint64_t first = offset >> chunk_shift_;
   const std::uint64_t last = (offset + size_bytes - 1) >> chunk_shift_;
-  for (std::uint64_t p = first; p <= last; ++p) {
-    Page& page = arena.pages.at(p);
+  std::uint64_t empty = 0;
+  Page* pages = arena.pages.span(first, last);
+  for (std::uint64_t i = 0; i <= last - first; ++i) {
+    Page& page = pages[i];
+    empty += page.chunk.value == 0;
     if (page.users++ != 0) continue;
     ++used_pages_;
-    if (page.idle) idle_.remove({arena.id, static_cast<std::uint32_t>(p)});
+    idle_pages_ -= page.chunk.value != 0;  // its idle-queue entry goes stale
   }
+  if (empty == 0) return 0;
   std::uint64_t mapped = 0;
   try {
     for (std::uint64_t p = first; p <= last;) {
@@ -197,7 +217,7 @@ void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::ui
 }
 
 ChunkHandle StitchingAllocator::obtain_chunk(std::uint64_t requested) {
-  if (free_chunks_.empty() && idle_.size() != 0) evict(idle_.front());
+  if (free_chunks_.empty() && idle_pages_ != 0) evict_oldest_idle();
   if (!free_chunks_.empty()) {
     const ChunkHandle h = free_chunks_.back();
     free_chunks_.pop_back();
@@ -218,23 +238,45 @@ ChunkHandle StitchingAllocator::obtain_chunk(std::uint64_t requested) {
   return h;
 }
 
-void StitchingAllocator::evict(PageRef ref) {
+void StitchingAllocator::evict_oldest_idle() {
+  const PageRef ref = idle_.pop_oldest([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
+  if (!ref.valid()) broken("idle page count is positive but the idle queue has no current entry");
   Arena& arena = *arenas_[ref.arena];
   Page& page = arena.pages.at(ref.page);
-  backend_.unmap(page_address(arena, ref.page), config_.chunk_bytes);
-  idle_.remove(ref);
+  try {
+    backend_.unmap(page_address(arena, ref.page), config_.chunk_bytes);
+  } catch (...) {
+    page.idle_since = idle_.next_tick();  // still mapped and idle: queue it again
+    idle_.push(ref.arena, ref.page, 1, page.idle_since);
+    throw;
+  }
   free_chunks_.push_back(page.chunk);
   page.chunk = {};
+  --idle_pages_;
   ++stats_.evictions;
 }
 
 void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first_page, std::uint64_t last_page) {
-  for (std::uint64_t p = first_page; p <= last_page; ++p) {
-    Page& page = arena.pages.at(p);
+  Page* pages = arena.pages.span(first_page, last_page);
+  const std::uint64_t tick = idle_.next_tick();
+  std::uint64_t run_start = 0, run_count = 0;  // the run of pages turning idle, queued as one entry
+  for (std::uint64_t i = 0; i <= last_page - first_page; ++i) {
+    Page& page = pages[i];
     if (--page.users != 0) continue;
     --used_pages_;
-    if (page.chunk.value) idle_.push_back({arena.id, static_cast<std::uint32_t>(p)});
+    if (page.chunk.value == 0) continue;
+    ++idle_pages_;
+    page.idle_since = tick;
+    if (run_count != 0 && run_start + run_count == first_page + i) {
+      ++run_count;
+    } else {
+      if (run_count != 0) idle_.push(arena.id, run_start, run_count, tick);
+      run_start = first_page + i;
+      run_count = 1;
+    }
   }
+  if (run_count != 0) idle_.push(arena.id, run_start, run_count, tick);
+  idle_.compact_if_stale(idle_pages_, [this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
 }
 
 StitchingAllocator::BlockMap::iterator StitchingAllocator::find_live(void* ptr, const char* call) {
@@ -275,10 +317,8 @@ void StitchingAllocator::end_deferred_free(void* ptr) {
 
 void StitchingAllocator::release_block(BlockMap::iterator it) {
   const Block b = it->second;
-  Arena& arena = *arenas_[b.arena];
-  unuse_pages(arena, b.offset >> chunk_shift_, (b.offset + b.size_bytes - 1) >> chunk_shift_);
-  arena.free.give(b.offset, b.size_bytes);
   blocks_.erase(it);
+  return_range(b.arena, b.offset, b.size_bytes);
   const auto size = static_cast<std::int64_t>(b.size_bytes);
   stats_.active_bytes.decrease(size);
   if (!b.pending_free) {
@@ -286,12 +326,18 @@ void StitchingAllocator::release_block(BlockMap::iterator it) {
     stats_.requested_bytes.decrease(static_cast<std::int64_t>(b.requested_bytes));
     ++stats_.num_frees;
   }
-  if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
   update_inactive_split();
 }
 
+void StitchingAllocator::return_range(std::uint32_t arena_id, std::uint64_t offset, std::uint64_t size_bytes) {
+  Arena& arena = *arenas_[arena_id];
+  unuse_pages(arena, offset >> chunk_shift_, (offset + size_bytes - 1) >> chunk_shift_);
+  arena.free.give(offset, size_bytes);
+  if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
+}
+
 void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
-  while (idle_.size() != 0 && (idle_.size() << chunk_shift_) > max_idle_bytes) evict(idle_.front());
+  while (idle_pages_ != 0 && (idle_pages_ << chunk_shift_) > max_idle_bytes) evict_oldest_idle();
 }
 
 void StitchingAllocator::release_free_chunks() {
@@ -304,7 +350,7 @@ void StitchingAllocator::release_free_chunks() {
 }
 
 void StitchingAllocator::empty_cache() {
-  while (idle_.size() != 0) evict(idle_.front());
+  while (idle_pages_ != 0) evict_oldest_idle();
   release_free_chunks();
   update_inactive_split();
 }
@@ -313,8 +359,8 @@ void StitchingAllocator::set_cap_bytes(std::uint64_t cap_bytes) {
   cap_bytes_ = cap_bytes;
   if (cap_bytes_ == 0) return;
   release_free_chunks();
-  while (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && idle_.size() != 0) {
-    evict(idle_.front());
+  while (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && idle_pages_ != 0) {
+    evict_oldest_idle();
     release_free_chunks();
   }
 }
@@ -347,36 +393,51 @@ std::vector<BlockInfo> StitchingAllocator::blocks() const {
 }
 
 void StitchingAllocator::check_invariants() const {
-  // Recount page users and block bytes from the blocks alone.
+  // Each arena is tiled exactly by its free ranges and its live and pending blocks.
+  std::vector<std::vector<FreeRange>> tiles(arenas_.size());
   std::vector<std::vector<std::uint32_t>> users(arenas_.size());
-  for (std::size_t a = 0; a < arenas_.size(); ++a) users[a].assign(arenas_[a]->pages.size(), 0);
+  for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    arenas_[a]->free.check_invariants();
+    tiles[a] = arenas_[a]->free.ranges();
+    users[a].assign(arenas_[a]->pages.size(), 0);
+  }
+  auto use = [&](std::uint32_t a, std::uint64_t offset, std::uint64_t size, const char* what) {
+    tiles.at(a).push_back({offset, size});
+    for (std::uint64_t p = offset >> chunk_shift_; p <= (offset + size - 1) >> chunk_shift_; ++p) {
+      if (p >= users[a].size()) broken(std::string(what) + " lies beyond its arena's page table");
+      ++users[a][p];
+    }
+  };
   std::int64_t allocated = 0, active = 0, requested = 0;
-  std::vector<std::uint64_t> block_bytes(arenas_.size(), 0);
   for (const auto& [address, b] : blocks_) {
     const Arena& arena = *arenas_.at(b.arena);
     if (address != arena.base + b.offset) broken("block address differs from its arena offset");
     if (b.offset % kRoundBytes || b.size_bytes % kRoundBytes || b.size_bytes < b.requested_bytes)
       broken("block " + hex(address) + " is not 512 B aligned or smaller than requested");
-    if (arena.free.find(b.offset).size_bytes || arena.free.find(b.offset + b.size_bytes - 1).size_bytes)
-      broken("block " + hex(address) + " overlaps a free range");
-    for (std::uint64_t p = b.offset >> chunk_shift_; p <= (b.offset + b.size_bytes - 1) >> chunk_shift_; ++p) {
-      if (p >= users[b.arena].size()) broken("block " + hex(address) + " lies beyond its arena's page table");
-      ++users[b.arena][p];
-    }
-    block_bytes[b.arena] += b.size_bytes;
+    use(b.arena, b.offset, b.size_bytes, "a block");
     active += static_cast<std::int64_t>(b.size_bytes);
     if (!b.pending_free) {
       allocated += static_cast<std::int64_t>(b.size_bytes);
       requested += static_cast<std::int64_t>(b.requested_bytes);
     }
   }
-  // Pages: users recount, used pages mapped with access, idle list membership.
+  for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    auto& t = tiles[a];
+    std::sort(t.begin(), t.end(), [](const FreeRange& x, const FreeRange& y) { return x.offset < y.offset; });
+    std::uint64_t expect = 0;
+    for (const FreeRange& r : t) {
+      if (r.offset != expect) broken("arena " + std::to_string(a) + ": overlap or gap at offset " + std::to_string(r.offset));
+      expect = r.offset + r.size_bytes;
+    }
+    if (expect != arenas_[a]->virtual_bytes) broken("arena " + std::to_string(a) + " is not tiled to its end");
+  }
+  // Pages: users recount, used pages mapped with access, idle queue membership.
+  std::set<std::pair<std::size_t, std::uint64_t>> queued;
+  idle_.for_each_current([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; },
+                         [&](std::uint32_t a, std::uint64_t p) { queued.insert({a, p}); });
   std::uint64_t used = 0, idle = 0, mapped = 0;
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
     const Arena& arena = *arenas_[a];
-    arena.free.check_invariants();
-    if (arena.free.free_bytes() + block_bytes[a] != arena.virtual_bytes)
-      broken("arena " + std::to_string(a) + ": free + block bytes != virtual size (blocks overlap?)");
     for (std::uint64_t p = 0; p < arena.pages.size(); ++p) {
       const Page& page = *arena.pages.find(p);
       if (page.users != users[a][p]) broken("page users differ from the recount at page " + std::to_string(p));
@@ -387,12 +448,14 @@ void StitchingAllocator::check_invariants() const {
         if (!backend_.is_accessible(page_address(arena, p), config_.chunk_bytes))
           broken("a used page has no access at " + hex(page_address(arena, p)));
       }
-      if (page.idle != (page.chunk.value && page.users == 0)) broken("idle flag wrong at page " + std::to_string(p));
-      if (page.idle) ++idle;
+      if (page.idle()) {
+        ++idle;
+        if (!queued.count({a, p})) broken("idle page " + std::to_string(p) + " is not queued");
+      }
     }
   }
   if (used != used_pages_) broken("used page count differs from the recount");
-  if (idle != idle_.size()) broken("idle list length differs from the recount");
+  if (idle != idle_pages_) broken("idle page count differs from the recount");
   const auto chunk = static_cast<std::int64_t>(config_.chunk_bytes);
   const std::int64_t reserved = static_cast<std::int64_t>(mapped + free_chunks_.size()) * chunk;
   if (stats_.reserved_bytes.current != reserved) broken("reserved_bytes differs from the recount");

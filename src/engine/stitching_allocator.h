@@ -22,9 +22,9 @@
 #include <cstdint>
 #include <map>
 #include <memory>
-#include <unordered_map>
 #include <vector>
 
+#include "absl/container/flat_hash_map.h"
 #include "engine/arena.h"
 #include "gmlake/allocator.h"
 
@@ -57,24 +57,23 @@ class StitchingAllocator final : public Allocator {
     std::uint64_t requested_bytes;
     StreamId stream;
   };
-  struct Resolve {
-    StitchingAllocator* self;
-    Page& operator()(PageRef r) const { return self->arenas_[r.arena]->pages.at(r.page); }
-  };
-  using BlockMap = std::unordered_map<std::uintptr_t, Block>;
+  using BlockMap = absl::flat_hash_map<std::uintptr_t, Block>;
 
   Arena& arena_for(bool small, StreamId stream);
   bool fully_mapped(const Arena& arena, std::uint64_t offset, std::uint64_t size_bytes) const;
+  std::uint64_t unmapped_pages(const Arena& arena, std::uint64_t offset, std::uint64_t size_bytes) const;
   // Marks the pages of [offset, offset+size) used and maps the empty ones; returns chunks mapped.
   std::uint64_t back_pages(Arena& arena, std::uint64_t offset, std::uint64_t size_bytes, std::uint64_t requested);
   void unuse_pages(Arena& arena, std::uint64_t first_page, std::uint64_t last_page);
   void map_run(Arena& arena, std::uint64_t first_page, std::uint64_t count, std::uint64_t requested);
   ChunkHandle obtain_chunk(std::uint64_t requested);
-  void evict(PageRef ref);
+  void evict_oldest_idle();
   void trim_idle(std::uint64_t max_idle_bytes);
   void release_free_chunks();
   BlockMap::iterator find_live(void* ptr, const char* call);
   void release_block(BlockMap::iterator it);
+  void return_range(std::uint32_t arena, std::uint64_t offset, std::uint64_t size_bytes);
+  void* place(Arena& arena, std::uint64_t offset, std::uint64_t rounded, std::uint64_t requested, StreamId stream);
   void update_inactive_split();
   [[noreturn]] void throw_oom(std::uint64_t requested, const std::string& reason);
   std::uintptr_t page_address(const Arena& arena, std::uint64_t page) const {
@@ -90,7 +89,8 @@ class StitchingAllocator final : public Allocator {
   std::map<std::pair<StreamId, bool>, std::uint32_t> stream_arena_;  // (stream, small) otherwise
   BlockMap blocks_;
   std::vector<ChunkHandle> free_chunks_;  // created, mapped nowhere
-  IdleList<Resolve> idle_;
+  IdleQueue idle_;
+  std::uint64_t idle_pages_ = 0;
   std::uint64_t used_pages_ = 0;
   Stats stats_;
 };
