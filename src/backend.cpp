@@ -191,8 +191,9 @@ void Backend::map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chu
   if (!inside_one_reservation(addr, size_bytes)) {
     invalid("map", range_text(addr, size_bytes) + " is not inside one live reservation");
   }
-  if (overlaps_any(mappings_, addr, size_bytes, kMappingBytes))
+  if (overlaps_any(mappings_, addr, size_bytes, kMappingBytes)) {
     invalid("map", range_text(addr, size_bytes) + " overlaps a live mapping");
+  }
   const auto chunk_it = chunk_bytes_.find(chunk.value);
   if (chunk_it == chunk_bytes_.end()) invalid("map", "chunk " + std::to_string(chunk.value) + " is not live");
   if (chunk_it->second != size_bytes) {

@@ -30,13 +30,15 @@ class SimBackend final : public Backend {
 
   std::string_view name() const override { return "sim"; }
   bool host_accessible() const override { return false; }
+  // The limit create() enforces on live_chunk_bytes(), 0 for none. The OutOfMemoryError it throws carries
+  // requested = the chunk's size, reserved = live_chunk_bytes(), allocated = 0, cap = this limit.
   std::uint64_t physical_limit_bytes() const { return physical_limit_bytes_; }
 
  protected:
   // Throws BackendError("reserve", ...) when the fake address space (up to 2^64) is exhausted.
   std::uintptr_t do_reserve(std::uint64_t size_bytes) override;
   void do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) override;
-  // Throws OutOfMemoryError(size, live chunk bytes, 0, limit) when the limit would be exceeded.
+  // Throws OutOfMemoryError when the physical limit would be exceeded.
   ChunkHandle do_create(std::uint64_t size_bytes) override;
   void do_release(ChunkHandle chunk, std::uint64_t size_bytes) override;
   void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) override;

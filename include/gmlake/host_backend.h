@@ -1,0 +1,83 @@
+// The host backend: real virtual memory on Linux, with the CUDA VMM calls played by their POSIX twins.
+//
+//   reserve       mmap(nullptr, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE), over-reserved and
+//                 trimmed so the start is aligned to granularity_bytes()
+//   address_free  munmap
+//   create        a range of one memfd (memfd_create, MFD_CLOEXEC): a released range of the same size when
+//                 there is one, else the file grows with ftruncate. Nothing is allocated yet.
+//   release       fallocate(FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE): the pages go back to the OS, and the
+//                 range reads back as zeroes when a later create reuses it
+//   map           mmap(addr, PROT_NONE, MAP_SHARED | MAP_FIXED, memfd, offset): one chunk mapped at two
+//                 addresses shows the same bytes at both (aliasing)
+//   unmap         mmap(addr, PROT_NONE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_FIXED): puts the
+//                 reservation's placeholder back, so no hole is left for another mmap to take
+//   set_access    mprotect(PROT_READ | PROT_WRITE)
+//
+// No call touches memory: a page is allocated only when the caller first touches it, so a trace of any size
+// can be replayed (backend calls only) on a small machine as long as the caller does not write the memory.
+//
+// VMA limit: each live mapping is one kernel VMA (adjacent mappings of contiguous memfd offsets with the same
+// protection may merge into one), and a reservation split by mappings adds placeholder VMAs between them. Linux
+// allows vm.max_map_count VMAs per process (65530 by default, shared with the rest of the process), so
+// somewhat fewer than 65530 live mappings that do not merge (128 GiB of separate 2 MiB chunks at best, half
+// that when placeholders sit between them) is the ceiling; past it map, unmap or set_access fail with
+// BackendError("mmap"/"mprotect", "Cannot allocate memory ..."). live_mappings() counts the mappings.
+//
+// Errors: a failing system call throws BackendError naming it ("mmap", "munmap", "ftruncate", "fallocate",
+// "mprotect", "memfd_create") with the OS's error text, or OutOfMemoryError when create finds no memory
+// (ENOMEM or ENOSPC from ftruncate, or the physical limit). What the call changed is undone first, except
+// where the kernel gives no way back: a failing unmap may have removed part of the range's mappings already
+// (the rest of it stays mapped), and a failing set_access may have given access to part of the range. In both
+// cases the base class's tables still describe the range as it was before the call.
+//
+// Thread safety: none, like every Backend. After fork() the child shares the mapped memory (MAP_SHARED).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <string_view>
+#include <vector>
+
+#include "gmlake/backend.h"
+#include "gmlake/units.h"
+
+namespace gmlake {
+
+class HostBackend final : public Backend {
+ public:
+  // granularity_bytes: a power of two, at least the page size (else Error(kInvalidArgument)).
+  // physical_limit_bytes: the most chunk bytes live at once, 0 for no limit. Throws BackendError when
+  // memfd_create fails.
+  explicit HostBackend(std::uint64_t granularity_bytes = kChunkBytes, std::uint64_t physical_limit_bytes = 0);
+  // Frees everything still live (every reservation, with whatever is mapped in it, and the memfd with every
+  // chunk). Never throws.
+  ~HostBackend() override;
+
+  std::string_view name() const override { return "host"; }
+  bool host_accessible() const override { return true; }
+  // The limit create() enforces on live_chunk_bytes(), 0 for none. The OutOfMemoryError it throws carries
+  // requested = the chunk's size, reserved = live_chunk_bytes(), allocated = 0, cap = this limit.
+  std::uint64_t physical_limit_bytes() const { return physical_limit_bytes_; }
+
+ protected:
+  std::uintptr_t do_reserve(std::uint64_t size_bytes) override;
+  void do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) override;
+  ChunkHandle do_create(std::uint64_t size_bytes) override;
+  void do_release(ChunkHandle chunk, std::uint64_t size_bytes) override;
+  void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) override;
+  void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) override;
+  void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) override;
+
+ private:
+  std::uint64_t take_offset(std::uint64_t size_bytes);
+
+  int memfd_;
+  std::uint64_t physical_limit_bytes_;
+  std::uint64_t memfd_bytes_ = 0;  // the memfd's size: every chunk offset lies below it
+  std::uint64_t next_handle_ = 1;
+  std::map<std::uint64_t, std::uint64_t> chunk_offsets_;              // handle -> offset in the memfd
+  std::map<std::uint64_t, std::vector<std::uint64_t>> free_offsets_;  // size -> offsets of released ranges
+  std::map<std::uintptr_t, std::uint64_t> reservations_;              // start -> size, for the destructor
+};
+
+}  // namespace gmlake

@@ -1,0 +1,185 @@
+// The host backend: see host_backend.h for which system call plays which CUDA VMM call. Each do_* makes its
+// system call(s) and keeps its own small tables (chunk offsets, released offsets, reservations) in step,
+// undoing the system call when a table update fails.
+#include "gmlake/host_backend.h"
+
+#include <fcntl.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <limits>
+#include <string>
+#include <system_error>
+
+#include "gmlake/error.h"
+
+namespace gmlake {
+namespace {
+
+constexpr int kPlaceholderFlags = MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE;
+constexpr std::uint64_t kMaxFileBytes = static_cast<std::uint64_t>(std::numeric_limits<off_t>::max());
+
+std::string os_error_text(int error_number) {
+  std::string text = std::generic_category().message(error_number);
+  if (error_number == ENOMEM) text += " (out of memory, or past vm.max_map_count VMAs: see host_backend.h)";
+  return text;
+}
+
+[[noreturn]] void throw_os_error(const char* call, int error_number) {
+  throw BackendError(call, os_error_text(error_number));
+}
+
+void* as_pointer(std::uintptr_t addr) { return reinterpret_cast<void*>(addr); }
+
+std::uint64_t page_bytes() { return static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)); }
+
+// Puts a no-access, nothing-committed placeholder over [addr, addr+size_bytes). Returns errno, 0 on success.
+int place_placeholder(std::uintptr_t addr, std::uint64_t size_bytes) {
+  void* p = mmap(as_pointer(addr), size_bytes, PROT_NONE, kPlaceholderFlags | MAP_FIXED, -1, 0);
+  return p == MAP_FAILED ? errno : 0;
+}
+
+// Maps a placeholder of `size_bytes` whose start is aligned to `alignment_bytes`. mmap aligns to pages only:
+// map alignment - page more, then trim the unaligned head and the tail. Throws BackendError, leaving nothing.
+std::uintptr_t map_aligned_placeholder(std::uint64_t size_bytes, std::uint64_t alignment_bytes) {
+  const std::uint64_t slack_bytes = alignment_bytes - page_bytes();
+  if (size_bytes > std::numeric_limits<std::size_t>::max() - slack_bytes) throw_os_error("mmap", ENOMEM);
+  const std::uint64_t mapped_bytes = size_bytes + slack_bytes;
+  void* p = mmap(nullptr, mapped_bytes, PROT_NONE, kPlaceholderFlags, -1, 0);
+  if (p == MAP_FAILED) throw_os_error("mmap", errno);
+  const auto raw = reinterpret_cast<std::uintptr_t>(p);
+  const std::uintptr_t addr = round_up(raw, alignment_bytes);
+  const std::uint64_t head_bytes = addr - raw;
+  const std::uint64_t tail_bytes = mapped_bytes - head_bytes - size_bytes;
+  // On failure, unmap only what is still ours: a trimmed piece may already belong to another thread's mmap.
+  if (head_bytes != 0 && munmap(p, head_bytes) != 0) {
+    const int error_number = errno;
+    munmap(p, mapped_bytes);
+    throw_os_error("munmap", error_number);
+  }
+  if (tail_bytes != 0 && munmap(as_pointer(addr + size_bytes), tail_bytes) != 0) {
+    const int error_number = errno;
+    munmap(as_pointer(addr), size_bytes + tail_bytes);
+    throw_os_error("munmap", error_number);
+  }
+  return addr;
+}
+
+int open_memfd() {
+  const int fd = memfd_create("gmlake-host-backend", MFD_CLOEXEC);
+  if (fd < 0) throw_os_error("memfd_create", errno);
+  return fd;
+}
+
+std::uint64_t checked_granularity(std::uint64_t granularity_bytes) {
+  if (granularity_bytes % page_bytes() != 0) {
+    throw Error(ErrorCode::kInvalidArgument, "HostBackend: granularity_bytes " + std::to_string(granularity_bytes) +
+                                                 " is not a multiple of the page size " + std::to_string(page_bytes()));
+  }
+  return granularity_bytes;
+}
+
+}  // namespace
+
+HostBackend::HostBackend(std::uint64_t granularity_bytes, std::uint64_t physical_limit_bytes)
+    : Backend(checked_granularity(granularity_bytes)),
+      memfd_(open_memfd()),
+      physical_limit_bytes_(physical_limit_bytes) {}
+
+HostBackend::~HostBackend() {
+  for (const auto& [addr, size_bytes] : reservations_) munmap(as_pointer(addr), size_bytes);
+  close(memfd_);
+}
+
+std::uintptr_t HostBackend::do_reserve(std::uint64_t size_bytes) {
+  const std::uintptr_t addr = map_aligned_placeholder(size_bytes, granularity_bytes());
+  try {
+    reservations_.emplace(addr, size_bytes);
+  } catch (...) {
+    munmap(as_pointer(addr), size_bytes);
+    throw;
+  }
+  return addr;
+}
+
+void HostBackend::do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) {
+  if (munmap(as_pointer(addr), size_bytes) != 0) throw_os_error("munmap", errno);
+  reservations_.erase(addr);
+}
+
+// A released range of exactly `size_bytes` when there is one, else a new range at the end of the memfd.
+std::uint64_t HostBackend::take_offset(std::uint64_t size_bytes) {
+  const auto released = free_offsets_.find(size_bytes);
+  if (released != free_offsets_.end() && !released->second.empty()) {
+    const std::uint64_t offset = released->second.back();
+    released->second.pop_back();
+    return offset;
+  }
+  const std::uint64_t reserved_bytes = live_chunk_bytes();
+  if (size_bytes > kMaxFileBytes - memfd_bytes_) {
+    throw OutOfMemoryError(size_bytes, reserved_bytes, 0, physical_limit_bytes_, "host backend memfd is full");
+  }
+  if (ftruncate(memfd_, static_cast<off_t>(memfd_bytes_ + size_bytes)) != 0) {
+    const int error_number = errno;
+    if (error_number == ENOMEM || error_number == ENOSPC) {
+      throw OutOfMemoryError(size_bytes, reserved_bytes, 0, physical_limit_bytes_,
+                             "ftruncate: " + std::generic_category().message(error_number));
+    }
+    throw_os_error("ftruncate", error_number);
+  }
+  const std::uint64_t offset = memfd_bytes_;
+  memfd_bytes_ += size_bytes;
+  return offset;
+}
+
+ChunkHandle HostBackend::do_create(std::uint64_t size_bytes) {
+  const std::uint64_t live_bytes = live_chunk_bytes();
+  if (physical_limit_bytes_ != 0 && size_bytes > physical_limit_bytes_ - live_bytes) {
+    throw OutOfMemoryError(size_bytes, live_bytes, 0, physical_limit_bytes_, "host backend physical limit");
+  }
+  const ChunkHandle chunk{next_handle_};
+  const auto entry = chunk_offsets_.emplace(chunk.value, 0).first;  // bad_alloc here leaves nothing behind
+  try {
+    entry->second = take_offset(size_bytes);
+  } catch (...) {
+    chunk_offsets_.erase(entry);
+    throw;
+  }
+  ++next_handle_;
+  return chunk;
+}
+
+void HostBackend::do_release(ChunkHandle chunk, std::uint64_t size_bytes) {
+  const auto entry = chunk_offsets_.find(chunk.value);
+  std::vector<std::uint64_t>& released = free_offsets_[size_bytes];
+  released.push_back(entry->second);  // before the hole is punched: bad_alloc here leaves nothing behind
+  if (fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(entry->second),
+                static_cast<off_t>(size_bytes)) != 0) {
+    const int error_number = errno;
+    released.pop_back();
+    throw_os_error("fallocate", error_number);
+  }
+  chunk_offsets_.erase(entry);
+}
+
+void HostBackend::do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) {
+  const auto offset = static_cast<off_t>(chunk_offsets_.at(chunk.value));
+  void* p = mmap(as_pointer(addr), size_bytes, PROT_NONE, MAP_SHARED | MAP_FIXED, memfd_, offset);
+  if (p == MAP_FAILED) {
+    const int error_number = errno;
+    place_placeholder(addr, size_bytes);  // in case the kernel removed the old placeholder before failing
+    throw_os_error("mmap", error_number);
+  }
+}
+
+void HostBackend::do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
+  const int error_number = place_placeholder(addr, size_bytes);
+  if (error_number != 0) throw_os_error("mmap", error_number);
+}
+
+void HostBackend::do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) {
+  if (mprotect(as_pointer(addr), size_bytes, PROT_READ | PROT_WRITE) != 0) throw_os_error("mprotect", errno);
+}
+
+}  // namespace gmlake
