@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "gmlake/error.h"
+#include "gmlake/host_backend.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
 #include "policy_test_support.h"
@@ -289,6 +290,12 @@ TEST(CachingAllocatorRandom, KeepsEveryInvariantThroughTwentyThousandRandomOpera
   CachingAllocator alloc(caching_config(), backend);
   testing::run_random_workload(alloc, backend, 20240611, 20000);
   EXPECT_EQ(backend.live_reservations(), 0u);
+}
+
+TEST(CachingAllocatorHost, ServesDisjointWritableMemoryOnTheHostBackend) {
+  HostBackend backend;
+  CachingAllocator alloc(caching_config(), backend);
+  testing::expect_blocks_are_disjoint_writable_memory(alloc);
 }
 
 TEST(CachingAllocatorLifetime, DestructorReturnsEveryChunkAndReservation) {

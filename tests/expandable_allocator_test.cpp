@@ -5,6 +5,7 @@
 #include <string>
 
 #include "gmlake/error.h"
+#include "gmlake/host_backend.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
 #include "policy_test_support.h"
@@ -246,6 +247,14 @@ TEST(ExpandableAllocatorRandom, KeepsEveryInvariantThroughTwentyThousandRandomOp
   ExpandableAllocator alloc(expandable_config(), backend);
   testing::run_random_workload(alloc, backend, 20240612, 20000);
   EXPECT_EQ(backend.live_reservations(), 0u);
+}
+
+TEST(ExpandableAllocatorHost, ServesDisjointWritableMemoryOnTheHostBackend) {
+  HostBackend backend;
+  Config host_config = expandable_config();
+  host_config.expandable_virtual_bytes = kGiB;  // keep the host reservations small
+  ExpandableAllocator alloc(host_config, backend);
+  testing::expect_blocks_are_disjoint_writable_memory(alloc);
 }
 
 TEST(ExpandableAllocatorLifetime, DestructorReturnsEveryChunkAndReservation) {

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstring>
 #include <cstdint>
 #include <random>
 #include <vector>
@@ -167,6 +168,37 @@ inline void run_random_workload(Allocator& a, const Backend& backend, std::uint6
   EXPECT_EQ(backend.live_chunks(), 0u);
   EXPECT_EQ(backend.live_mappings(), 0u);
   EXPECT_GT(ooms, 0) << "the workload never hit the cap";
+}
+
+// On a backend whose memory the CPU can touch: fills every block with its own byte, frees some, allocates
+// more, and expects every live block to still hold its byte (blocks are real, disjoint, accessible memory).
+inline void expect_blocks_are_disjoint_writable_memory(Allocator& a) {
+  const std::uint64_t sizes[] = {1, 4 * kKiB, kMiB, 3 * kMiB, 12 * kMiB, 25 * kMiB, 700 * kKiB, 5 * kMiB};
+  struct Filled {
+    void* ptr;
+    std::uint64_t size_bytes;
+    unsigned char byte;
+  };
+  std::vector<Filled> live;
+  unsigned char next_byte = 1;
+  auto fill = [&](std::uint64_t size) {
+    void* p = a.allocate(size, 0);
+    std::memset(p, next_byte, size);
+    live.push_back({p, size, next_byte++});
+  };
+  for (std::uint64_t size : sizes) fill(size);
+  for (std::size_t i = 0; i < live.size(); i += 2) a.deallocate(live[i].ptr);
+  std::erase_if(live, [&](const Filled& f) { return (f.byte - 1) % 2 == 0; });
+  for (std::uint64_t size : sizes) fill(size / 2 + 1);
+  for (const Filled& f : live) {
+    const auto* bytes = static_cast<const unsigned char*>(f.ptr);
+    for (std::uint64_t i = 0; i < f.size_bytes; i += 4093) ASSERT_EQ(bytes[i], f.byte) << f.ptr << " + " << i;
+    ASSERT_EQ(bytes[f.size_bytes - 1], f.byte);
+  }
+  a.check_invariants();
+  for (const Filled& f : live) a.deallocate(f.ptr);
+  a.empty_cache();
+  EXPECT_EQ(a.backend().live_chunks(), 0u);
 }
 
 }  // namespace gmlake::testing
