@@ -26,12 +26,9 @@
 
 namespace gmlake {
 
-// "sim" or "host" (and "cuda" when built with CUDA). Throws Error(kInvalidArgument) for any other name.
-std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes);
-
 struct ReplayOptions {
   Config config;                // policy, cap and tuning
-  std::string backend = "sim";  // see make_backend
+  std::string backend = "sim";  // a make_backend name (backend_factory.h)
   // Called about every 1% of the ops with the fraction done (0..1); may be empty.
   std::function<void(double)> on_progress;
   // When non-zero, allocator.check_invariants() runs every this many ops (tests); not timed.
