@@ -13,6 +13,8 @@
 #include <string_view>
 #include <vector>
 
+#include "gmlake/units.h"
+
 namespace gmlake {
 
 enum class TraceAction : std::uint8_t {
@@ -46,6 +48,10 @@ struct DeviceTrace {
   std::vector<TraceEvent> events;             // in recorded order
   std::vector<InitialBlock> initial_blocks;   // frees with no alloc, and blocks active in `segments` at the end
                                               // that the events never allocated; in address order
+  // Bytes PyTorch held in segments when recording began (a snapshot may start mid-run): the `segments`
+  // total_size at the end, minus what the segment events added, plus what they released; 0 when that is
+  // negative, for RMM logs, and for snapshots without `segments`.
+  std::uint64_t initial_reserved_bytes = 0;
 };
 
 struct Trace {
@@ -57,18 +63,24 @@ struct Trace {
 // Throws Error(kTrace) when the file is missing, unreadable, truncated, corrupt or not a trace.
 Trace read_trace(const std::string& path);
 
-// The bytes of `path`, decompressed when they start with the xz or gzip magic. Throws Error(kTrace).
+// The bytes of `path`, decompressed when they start with the xz or gzip magic (concatenated xz streams and
+// gzip members are read as one). Throws Error(kTrace) naming `path` when it cannot be opened or read, when
+// the compressed data is truncated or corrupt, and when it holds more than kMaxTraceBytes.
 std::vector<std::uint8_t> read_decompressed(const std::string& path);
+inline constexpr std::uint64_t kMaxTraceBytes = 16 * kGiB;  // decompressed
 
 // Parses a PyTorch snapshot pickle (protocol 2-5). Throws Error(kTrace).
 Trace parse_snapshot_pickle(std::span<const std::uint8_t> bytes, std::string name);
 
-// Parses an RMM logging_resource_adaptor CSV (header Thread,Time,Action,Pointer,Size,Stream; actions
-// allocate, free, and "allocate failure" which is skipped). All events go to device 0. Throws Error(kTrace).
+// Parses an RMM logging_resource_adaptor CSV (header Thread,Time,Action,Pointer,Size,Stream in any order;
+// actions allocate, free, and "allocate failure" which is skipped). A free becomes free_requested then
+// free_completed; a free of a pointer the log never allocated becomes an initial block. Time is kept when it
+// is a number (taken as microseconds), else 0. All events go to device 0. Throws Error(kTrace) naming the line.
 Trace parse_rmm_csv(std::string_view text, std::string name);
 
-// PyTorch's own peak reserved bytes over the trace, from its segment events (segment_alloc/free/map/unmap),
-// or nullopt when the trace has none.
+// PyTorch's own peak reserved bytes over the trace: initial_reserved_bytes plus the running sum of its segment
+// events (segment_alloc/map add size_bytes, segment_free/unmap subtract it, never below 0), at its highest;
+// nullopt when the trace has no segment events.
 std::optional<std::uint64_t> recorded_peak_reserved_bytes(const DeviceTrace& trace);
 
 }  // namespace gmlake
