@@ -1,0 +1,162 @@
+#include "gmlake/replay.h"
+
+#include <algorithm>
+#include <chrono>
+#include <unordered_map>
+
+#include "gmlake/backend_factory.h"
+#include "gmlake/error.h"
+
+namespace gmlake {
+namespace {
+
+enum class OpKind : std::uint8_t { kAlloc, kFree, kBeginDeferred, kEndDeferred };
+
+struct Op {
+  OpKind kind;
+  std::uint32_t slot;
+  std::uint64_t size_bytes;
+  std::uint64_t stream;
+};
+
+struct Program {
+  std::vector<Op> ops;
+  std::uint32_t slots = 0;
+  std::uint64_t unknown_frees = 0;
+  std::uint64_t lower_bound_bytes = 0;
+};
+
+// Turns trace events into allocator calls on slots (one slot per allocation), outside the timed loop.
+Program compile(const DeviceTrace& device) {
+  Program prog;
+  prog.ops.reserve(device.events.size() + device.initial_blocks.size());
+  struct Live {
+    std::uint32_t slot;
+    std::uint64_t size_bytes;
+    bool pending;
+  };
+  std::unordered_map<std::uint64_t, Live> live;  // trace address -> live allocation
+  std::uint64_t live_requested = 0;
+  auto alloc = [&](std::uint64_t addr, std::uint64_t size, std::uint64_t stream) {
+    if (size == 0) return;
+    if (auto it = live.find(addr); it != live.end()) {  // the trace reuses a live address: it was freed unseen
+      live_requested -= it->second.pending ? 0 : it->second.size_bytes;
+      prog.ops.push_back({OpKind::kFree, it->second.slot, 0, 0});
+      live.erase(it);
+    }
+    const std::uint32_t slot = prog.slots++;
+    live[addr] = {slot, size, false};
+    prog.ops.push_back({OpKind::kAlloc, slot, size, stream});
+    live_requested += size;
+    prog.lower_bound_bytes = std::max(prog.lower_bound_bytes, live_requested);
+  };
+  for (const InitialBlock& b : device.initial_blocks) alloc(b.addr, b.size_bytes, b.stream);
+  const auto& ev = device.events;
+  for (std::size_t i = 0; i < ev.size(); ++i) {
+    const TraceEvent& e = ev[i];
+    switch (e.action) {
+      case TraceAction::kAlloc:
+        alloc(e.addr, e.size_bytes, e.stream);
+        break;
+      case TraceAction::kFreeRequested: {
+        auto it = live.find(e.addr);
+        if (it == live.end() || it->second.pending) {
+          ++prog.unknown_frees;
+          break;
+        }
+        live_requested -= it->second.size_bytes;
+        const bool completes_now = i + 1 < ev.size() && ev[i + 1].action == TraceAction::kFreeCompleted &&
+                                   ev[i + 1].addr == e.addr;
+        if (completes_now) {
+          prog.ops.push_back({OpKind::kFree, it->second.slot, 0, 0});
+          live.erase(it);
+          ++i;  // the free_completed is consumed
+        } else {
+          prog.ops.push_back({OpKind::kBeginDeferred, it->second.slot, 0, 0});
+          it->second.pending = true;
+        }
+        break;
+      }
+      case TraceAction::kFreeCompleted: {
+        auto it = live.find(e.addr);
+        if (it == live.end()) break;  // recording began between the request and the completion
+        if (!it->second.pending) live_requested -= it->second.size_bytes;
+        prog.ops.push_back({it->second.pending ? OpKind::kEndDeferred : OpKind::kFree, it->second.slot, 0, 0});
+        live.erase(it);
+        break;
+      }
+      default:
+        break;  // PyTorch's segment events: not allocator calls
+    }
+  }
+  return prog;
+}
+
+}  // namespace
+
+std::uint64_t lower_bound_bytes(const DeviceTrace& device) { return compile(device).lower_bound_bytes; }
+
+ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options) {
+  const Program prog = compile(device);
+  std::unique_ptr<Backend> backend = make_backend(options.backend, options.config.chunk_bytes);
+  std::unique_ptr<Allocator> allocator = make_allocator(options.config, *backend);
+
+  ReplayResult r;
+  r.trace = trace.name;
+  r.device = device.device;
+  r.policy = options.config.policy;
+  r.backend = options.backend;
+  r.lower_bound_bytes = prog.lower_bound_bytes;
+  r.unknown_frees = prog.unknown_frees;
+  r.pytorch_peak_reserved_bytes = recorded_peak_reserved_bytes(device);
+
+  std::vector<void*> slots(prog.slots, nullptr);
+  const std::uint64_t progress_every = std::max<std::uint64_t>(prog.ops.size() / 100, 1);
+  const std::uint64_t block_ops = options.check_every_ops ? options.check_every_ops : progress_every;
+  std::chrono::nanoseconds timed{0};
+  std::uint64_t peak_mappings = 0;
+  for (std::size_t begin = 0; begin < prog.ops.size(); begin += block_ops) {
+    const std::size_t end = std::min<std::size_t>(begin + block_ops, prog.ops.size());
+    const auto t0 = std::chrono::steady_clock::now();
+    for (std::size_t i = begin; i < end; ++i) {
+      const Op& op = prog.ops[i];
+      void*& p = slots[op.slot];
+      switch (op.kind) {
+        case OpKind::kAlloc:
+          try {
+            p = allocator->allocate(op.size_bytes, op.stream);
+          } catch (const OutOfMemoryError&) {
+            ++r.ooms;
+          }
+          break;
+        case OpKind::kFree:
+          if (p) allocator->deallocate(p);
+          break;
+        case OpKind::kBeginDeferred:
+          if (p) allocator->begin_deferred_free(p);
+          break;
+        case OpKind::kEndDeferred:
+          if (p) allocator->end_deferred_free(p);
+          break;
+      }
+    }
+    timed += std::chrono::steady_clock::now() - t0;
+    peak_mappings = std::max(peak_mappings, backend->live_mappings());
+    if (options.check_every_ops) allocator->check_invariants();
+    if (options.on_progress) options.on_progress(static_cast<double>(end) / static_cast<double>(prog.ops.size()));
+  }
+  r.ops = prog.ops.size();
+  r.stats = allocator->stats();
+  r.peak_reserved_bytes = static_cast<std::uint64_t>(r.stats.reserved_bytes.peak);
+  r.peak_allocated_bytes = static_cast<std::uint64_t>(r.stats.allocated_bytes.peak);
+  r.peak_mappings = std::max(peak_mappings, backend->live_mappings());
+  if (r.peak_reserved_bytes) {
+    r.utilization = static_cast<double>(r.lower_bound_bytes) / static_cast<double>(r.peak_reserved_bytes);
+    r.fragmentation = 1.0 - static_cast<double>(r.peak_allocated_bytes) / static_cast<double>(r.peak_reserved_bytes);
+  }
+  r.ns_per_op = r.ops ? static_cast<double>(timed.count()) / static_cast<double>(r.ops) : 0;
+  allocator.reset();  // tear down before the backend it uses
+  return r;
+}
+
+}  // namespace gmlake
