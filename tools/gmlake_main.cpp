@@ -27,8 +27,10 @@ namespace {
 
 constexpr int kExitBadInput = 2;
 
+// Library errors already start with "gmlake ...": those are printed as they are.
 [[noreturn]] void die(const std::string& message) {
-  std::fprintf(stderr, "gmlake: %s\n", message.c_str());
+  const bool prefixed = message.rfind("gmlake", 0) == 0;
+  std::fprintf(stderr, "%s%s\n", prefixed ? "" : "gmlake: ", message.c_str());
   std::exit(kExitBadInput);
 }
 

@@ -1,0 +1,130 @@
+// The `gmlake` command line, run as a user would: the main job's output, its --json form, and bad input,
+// which must get one clear line on stderr and exit status 2, never a crash or a traceback.
+#include <sys/wait.h>
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <nlohmann/json.hpp>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gmlake_cli_test_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  Outcome gmlake(const std::string& args) {
+    const std::string cmd = std::string(GMLAKE_CLI_PATH) + " " + args + " >" + (dir_ / "out").string() + " 2>" +
+                            (dir_ / "err").string();
+    const int raw = std::system(cmd.c_str());
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir_ / "out"), slurp(dir_ / "err")};
+  }
+  void expect_bad_input(const std::string& args, const std::string& must_mention) {
+    const Outcome o = gmlake(args);
+    EXPECT_EQ(o.status, 2) << args << "\nstderr: " << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << "not one line: " << o.err;
+    EXPECT_NE(o.err.find(must_mention), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find("Traceback"), std::string::npos);
+  }
+  fs::path write(const std::string& name, const std::string& bytes) {
+    std::ofstream(dir_ / name, std::ios::binary) << bytes;
+    return dir_ / name;
+  }
+
+  fs::path dir_;
+  const std::string trace_ = std::string(GMLAKE_TRACES_DIR) + "/resnet50.snapshot.pickle.xz";
+};
+
+TEST_F(CliTest, ReplayPrintsEveryPolicySideBySideAndWritesTheJsonKeys) {
+  const fs::path json = dir_ / "r.json";
+  const Outcome o = gmlake("replay " + trace_ + " --json " + json.string());
+  ASSERT_EQ(o.status, 0) << o.err;
+  for (const char* word : {"caching", "expandable", "gmlake", "utilization", "resnet50", "lower bound"}) {
+    EXPECT_NE(o.out.find(word), std::string::npos) << word;
+  }
+  const auto results = nlohmann::json::parse(slurp(json));
+  ASSERT_EQ(results.size(), 3u);
+  for (const auto& r : results) {
+    for (const char* key : {"trace", "device", "policy", "backend", "ops", "lower_bound_bytes", "peak_reserved_bytes",
+                            "peak_allocated_bytes", "utilization", "fragmentation", "pytorch_peak_reserved_bytes",
+                            "ns_per_op", "stitches", "ooms", "backend_calls"}) {
+      EXPECT_TRUE(r.contains(key)) << key;
+    }
+    EXPECT_EQ(r["trace"], "resnet50");
+    EXPECT_EQ(r["pytorch_peak_reserved_bytes"], 7495221248u);
+    EXPECT_TRUE(r["backend_calls"].contains("map"));
+    EXPECT_GT(r["utilization"].get<double>(), 0.5);
+  }
+}
+
+TEST_F(CliTest, OnePolicyOnTheHostBackendWithACap) {
+  const Outcome o = gmlake("replay " + trace_ + " --policy gmlake --backend host --cap 7G");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("host backend"), std::string::npos);
+  EXPECT_EQ(o.out.find("caching"), std::string::npos);
+}
+
+TEST_F(CliTest, AMissingFileIsBadInput) { expect_bad_input("replay /no/such/trace.pickle", "/no/such/trace.pickle"); }
+
+TEST_F(CliTest, ATruncatedXzFileIsBadInput) {
+  const std::string whole = slurp(trace_);
+  expect_bad_input("replay " + write("cut.pickle.xz", whole.substr(0, whole.size() / 2)).string(), "cut.pickle.xz");
+}
+
+TEST_F(CliTest, CorruptCompressedDataIsBadInput) {
+  std::string whole = slurp(trace_);
+  for (std::size_t i = 64; i < whole.size(); i += 97) whole[i] = static_cast<char>(whole[i] ^ 0x5a);
+  expect_bad_input("replay " + write("corrupt.pickle.xz", whole).string(), "corrupt.pickle.xz");
+}
+
+TEST_F(CliTest, APickleThatIsNotASnapshotIsBadInput) {
+  // protocol 4: an empty list, then STOP
+  expect_bad_input("replay " + write("list.pickle", std::string("\x80\x04]\x94.", 5)).string(), "snapshot");
+}
+
+TEST_F(CliTest, APickleThatWouldRunCodeIsRejected) {
+  // protocol 2: GLOBAL 'os system', the classic hostile pickle
+  expect_bad_input("replay " + write("evil.pickle", std::string("\x80\x02" "cos\nsystem\n" "X\x02\x00\x00\x00id\x85R.", 25)).string(),
+                   "GLOBAL");
+}
+
+TEST_F(CliTest, UnknownPolicyBackendOrCapIsBadInput) {
+  expect_bad_input("replay " + trace_ + " --policy magic", "magic");
+  expect_bad_input("replay " + trace_ + " --backend gpu9", "gpu9");
+  expect_bad_input("replay " + trace_ + " --cap lots", "cap_bytes");
+  expect_bad_input("replay " + trace_ + " --conf nokey:1", "nokey");
+}
+
+TEST_F(CliTest, ConfListsEveryConfigurationKey) {
+  const Outcome o = gmlake("conf");
+  ASSERT_EQ(o.status, 0);
+  for (const char* key : {"policy", "cap_bytes", "chunk_bytes", "cross_stream_reuse", "fit_candidates"}) {
+    EXPECT_NE(o.out.find(key), std::string::npos) << key;
+  }
+}
+
+}  // namespace

@@ -1,0 +1,154 @@
+// Replays of the real traces shipped in traces/ (and of ../shared/traces when present): regression guards on
+// the memory each policy needs, plus the replay's handling of deferred frees, unknown frees and caps.
+// These assert memory figures only; speed is measured by bench/replay_bench.cpp, never asserted.
+#include "gmlake/replay.h"
+
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include <nlohmann/json.hpp>
+
+#include "gmlake/trace.h"
+
+namespace gmlake {
+namespace {
+
+ReplayResult run(const Trace& trace, Policy policy, const std::string& conf = "", std::uint64_t check_every = 0) {
+  ReplayOptions options;
+  options.config = parse_config(conf);
+  options.config.policy = policy;
+  options.check_every_ops = check_every;
+  return replay(trace, trace.devices.at(0), options);
+}
+
+std::uint64_t pytorch_figure(const std::string& dir, const std::string& name, const std::string& conf) {
+  std::ifstream in(dir + "/" + name + "." + conf + ".json");
+  return nlohmann::json::parse(in).at("peak_reserved").get<std::uint64_t>();
+}
+
+class ShippedTraceTest : public ::testing::TestWithParam<std::string> {
+ protected:
+  static const Trace& trace(const std::string& name) {
+    static std::map<std::string, Trace> cache;
+    auto it = cache.find(name);
+    if (it == cache.end()) {
+      it = cache.emplace(name, read_trace(std::string(GMLAKE_TRACES_DIR) + "/" + name + ".snapshot.pickle.xz")).first;
+    }
+    return it->second;
+  }
+};
+
+TEST_P(ShippedTraceTest, GmlakeReachesUtilizationOfAtLeast099WithItsInvariantsIntact) {
+  const ReplayResult r = run(trace(GetParam()), Policy::kGmlake, "", /*check_every=*/20000);
+  EXPECT_GE(r.utilization, 0.99) << "peak reserved " << r.peak_reserved_bytes;
+  EXPECT_EQ(r.ooms, 0u);
+  EXPECT_EQ(r.unknown_frees, 0u);
+  EXPECT_LT(r.peak_mappings, 65530u / 2) << "keep well under vm.max_map_count";
+}
+
+TEST_P(ShippedTraceTest, CachingPolicyIsWithinThreePercentOfPyTorchsRecordedNativePeak) {
+  const ReplayResult r = run(trace(GetParam()), Policy::kCaching);
+  ASSERT_TRUE(r.pytorch_peak_reserved_bytes.has_value());
+  EXPECT_EQ(*r.pytorch_peak_reserved_bytes, pytorch_figure(GMLAKE_TRACES_DIR, GetParam(), "native"));
+  const double ratio = static_cast<double>(r.peak_reserved_bytes) / static_cast<double>(*r.pytorch_peak_reserved_bytes);
+  EXPECT_NEAR(ratio, 1.0, 0.03);
+}
+
+TEST_P(ShippedTraceTest, ExpandablePolicyIsWithinOnePercentOfPyTorchsExpandableSegmentsPeak) {
+  const ReplayResult r = run(trace(GetParam()), Policy::kExpandable);
+  const double ratio = static_cast<double>(r.peak_reserved_bytes) /
+                       static_cast<double>(pytorch_figure(GMLAKE_TRACES_DIR, GetParam(), "expandable"));
+  EXPECT_NEAR(ratio, 1.0, 0.01);
+}
+
+TEST_P(ShippedTraceTest, GmlakeNeedsLessThanBothPyTorchPolicies) {
+  const std::uint64_t gmlake = run(trace(GetParam()), Policy::kGmlake).peak_reserved_bytes;
+  EXPECT_LT(gmlake, run(trace(GetParam()), Policy::kExpandable).peak_reserved_bytes);
+  EXPECT_LT(gmlake, run(trace(GetParam()), Policy::kCaching).peak_reserved_bytes);
+}
+
+TEST_P(ShippedTraceTest, UnderACapJustAboveGmlakesPeakGmlakeFitsAndNativeCachingDoesNot) {
+  const ReplayResult free_run = run(trace(GetParam()), Policy::kGmlake);
+  const std::string cap = "cap_bytes:" + std::to_string(free_run.peak_reserved_bytes + 32 * kMiB);
+  EXPECT_EQ(run(trace(GetParam()), Policy::kGmlake, cap).ooms, 0u);
+  EXPECT_GT(run(trace(GetParam()), Policy::kCaching, cap).ooms, 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Traces, ShippedTraceTest, ::testing::Values("gpt2_varlen", "resnet50"));
+
+TEST(SharedTraceTest, GmlakeReachesUtilizationOfAtLeast099OnEverySharedTrace) {
+  const std::filesystem::path dir = GMLAKE_SHARED_TRACES_DIR;
+  if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << "no " << dir;
+  int replayed = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(dir)) {
+    if (entry.path().string().find(".snapshot.pickle") == std::string::npos) continue;
+    const Trace t = read_trace(entry.path().string());
+    for (const DeviceTrace& d : t.devices) {
+      ReplayOptions options;
+      const ReplayResult r = replay(t, d, options);
+      EXPECT_GE(r.utilization, 0.99) << t.name << " device " << d.device;
+      ++replayed;
+    }
+  }
+  EXPECT_GE(replayed, 4);
+}
+
+// A hand-made trace: two streams, a deferred free (record_stream), a free of an unknown address.
+Trace handmade() {
+  Trace t;
+  t.name = "handmade";
+  DeviceTrace d;
+  auto ev = [&](TraceAction a, std::uint64_t addr, std::uint64_t size, std::uint64_t stream) {
+    d.events.push_back({a, addr, size, stream, 0});
+  };
+  ev(TraceAction::kAlloc, 0x1000, 3 * kMiB, 0);
+  ev(TraceAction::kAlloc, 0x2000, 1000, 7);
+  ev(TraceAction::kFreeRequested, 0x1000, 3 * kMiB, 0);  // completes later: deferred
+  ev(TraceAction::kAlloc, 0x3000, 3 * kMiB, 0);           // cannot reuse 0x1000's memory yet
+  ev(TraceAction::kFreeCompleted, 0x1000, 3 * kMiB, 0);
+  ev(TraceAction::kFreeRequested, 0x9999, 512, 0);         // never allocated
+  ev(TraceAction::kFreeRequested, 0x2000, 1000, 7);
+  ev(TraceAction::kFreeCompleted, 0x2000, 1000, 7);
+  t.devices.push_back(d);
+  return t;
+}
+
+TEST(ReplayTest, DeferredFreesHoldTheirMemoryUntilTheyComplete) {
+  for (Policy p : {Policy::kGmlake, Policy::kCaching, Policy::kExpandable}) {
+    const ReplayResult r = run(handmade(), p);
+    EXPECT_EQ(r.ops, 6u) << to_string(p);
+    EXPECT_EQ(r.lower_bound_bytes, 3 * kMiB + 1000) << to_string(p);  // a requested free is no longer live
+    EXPECT_GE(r.peak_reserved_bytes, 6 * kMiB) << to_string(p);
+    EXPECT_EQ(r.stats.active_bytes.current, 3 * static_cast<std::int64_t>(kMiB)) << to_string(p);
+  }
+}
+
+TEST(ReplayTest, AFreeOfAnUnknownAddressIsCountedAndTheReplayGoesOn) {
+  const ReplayResult r = run(handmade(), Policy::kGmlake);
+  EXPECT_EQ(r.unknown_frees, 1u);
+  EXPECT_EQ(r.stats.num_frees, 2u);
+}
+
+TEST(ReplayTest, InitialBlocksAreAllocatedBeforeTheFirstEvent) {
+  Trace t = handmade();
+  t.devices[0].initial_blocks.push_back({0x5000, 10 * kMiB, 0});
+  t.devices[0].events.push_back({TraceAction::kFreeRequested, 0x5000, 10 * kMiB, 0, 0});
+  t.devices[0].events.push_back({TraceAction::kFreeCompleted, 0x5000, 10 * kMiB, 0, 0});
+  const ReplayResult r = run(t, Policy::kGmlake);
+  EXPECT_EQ(r.lower_bound_bytes, 13 * kMiB + 1000);
+  EXPECT_EQ(r.unknown_frees, 1u);  // only 0x9999
+  EXPECT_EQ(r.stats.active_bytes.current, 3 * static_cast<std::int64_t>(kMiB));
+}
+
+TEST(ReplayTest, OutOfMemoryUnderACapIsCountedAndLaterFreesOfTheFailedBlockAreSkipped) {
+  // 3 MiB on two pages of the large arena, 1000 B on a page of the small one; the next 3 MiB needs two more.
+  const ReplayResult r = run(handmade(), Policy::kGmlake, "cap_bytes:6M");
+  EXPECT_EQ(r.ooms, 1u);
+  EXPECT_EQ(r.unknown_frees, 1u);
+  EXPECT_EQ(r.peak_reserved_bytes, 6 * kMiB);
+}
+
+}  // namespace
+}  // namespace gmlake
