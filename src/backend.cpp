@@ -215,6 +215,7 @@ void Backend::map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chu
     throw;
   }
   ++uses->second;
+  if (mappings_.size() > peak_mappings_) peak_mappings_ = mappings_.size();
 }
 
 void Backend::unmap(std::uintptr_t addr, std::uint64_t size_bytes) {

@@ -113,6 +113,20 @@ TYPED_TEST(BackendConformanceTest, RoundTripCountsEachCallOnceAndLeavesNothingLi
   }
 }
 
+TYPED_TEST(BackendConformanceTest, PeakMappingsRemembersTheMostMappingsLiveAtOnce) {
+  Backend& b = *this->backend_;
+  const std::uintptr_t addr = b.reserve(4 * kGranule);
+  const ChunkHandle chunk = b.create(kGranule);
+  for (std::uint64_t i = 0; i < 3; ++i) b.map(addr + i * kGranule, kGranule, chunk);
+  b.unmap(addr, 3 * kGranule);
+  b.map(addr, kGranule, chunk);
+  EXPECT_EQ(b.live_mappings(), 1u);
+  EXPECT_EQ(b.peak_mappings(), 3u);
+  b.unmap(addr, kGranule);
+  b.release(chunk);
+  b.address_free(addr, 4 * kGranule);
+}
+
 TYPED_TEST(BackendConformanceTest, ReservationsAreAlignedDistinctAndDoNotOverlap) {
   Backend& b = *this->backend_;
   const std::uintptr_t a = b.reserve(3 * kGranule);

@@ -87,6 +87,8 @@ class Backend {
   std::uint64_t live_chunks() const { return chunk_bytes_.size(); }
   std::uint64_t live_chunk_bytes() const { return live_chunk_bytes_; }
   std::uint64_t live_mappings() const { return mappings_.size(); }
+  // The most live mappings there have been at once (on the host backend: VMAs, bounded by vm.max_map_count).
+  std::uint64_t peak_mappings() const { return peak_mappings_; }
   std::uint64_t live_reservations() const { return reservations_.size(); }
   // True when every byte of [addr, addr+size_bytes) is mapped and has had set_access since it was mapped.
   // Any addr and size are accepted; false when size_bytes is 0 or the range wraps. O(log n + mappings).
@@ -123,6 +125,7 @@ class Backend {
   std::map<std::uint64_t, std::uint64_t> chunk_bytes_;     // handle -> size
   std::map<std::uint64_t, std::uint32_t> chunk_map_count_; // handle -> live mappings of it
   std::uint64_t live_chunk_bytes_ = 0;
+  std::uint64_t peak_mappings_ = 0;
 };
 
 }  // namespace gmlake

@@ -114,7 +114,6 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   const std::uint64_t progress_every = std::max<std::uint64_t>(prog.ops.size() / 100, 1);
   const std::uint64_t block_ops = options.check_every_ops ? options.check_every_ops : progress_every;
   std::chrono::nanoseconds timed{0};
-  std::uint64_t peak_mappings = 0;
   for (std::size_t begin = 0; begin < prog.ops.size(); begin += block_ops) {
     const std::size_t end = std::min<std::size_t>(begin + block_ops, prog.ops.size());
     const auto t0 = std::chrono::steady_clock::now();
@@ -141,7 +140,6 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
       }
     }
     timed += std::chrono::steady_clock::now() - t0;
-    peak_mappings = std::max(peak_mappings, backend->live_mappings());
     if (options.check_every_ops) allocator->check_invariants();
     if (options.on_progress) options.on_progress(static_cast<double>(end) / static_cast<double>(prog.ops.size()));
   }
@@ -149,7 +147,7 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   r.stats = allocator->stats();
   r.peak_reserved_bytes = static_cast<std::uint64_t>(r.stats.reserved_bytes.peak);
   r.peak_allocated_bytes = static_cast<std::uint64_t>(r.stats.allocated_bytes.peak);
-  r.peak_mappings = std::max(peak_mappings, backend->live_mappings());
+  r.peak_mappings = backend->peak_mappings();
   if (r.peak_reserved_bytes) {
     r.utilization = static_cast<double>(r.lower_bound_bytes) / static_cast<double>(r.peak_reserved_bytes);
     r.fragmentation = 1.0 - static_cast<double>(r.peak_allocated_bytes) / static_cast<double>(r.peak_reserved_bytes);
