@@ -78,6 +78,8 @@ class CudaBackend final : public Backend {
   // What cuMemGetAllocationGranularity recommends for this device; granularity_bytes() is a multiple of it.
   std::uint64_t device_granularity_bytes() const { return device_granularity_bytes_; }
   bool exportable() const { return exportable_; }
+  // The retained primary context (a CUcontext), for other CUDA helpers of this device (CudaStreamEvents).
+  void* context() const { return context_; }
   // The limit create() enforces on live_chunk_bytes() before asking the driver, 0 for none.
   std::uint64_t physical_limit_bytes() const { return physical_limit_bytes_; }
 

@@ -52,7 +52,15 @@ struct DriverApi {
   X(cuMemsetD8)                             \
   X(cuMemsetD32)                            \
   X(cuMemcpyHtoD)                           \
-  X(cuMemcpyDtoH)
+  X(cuMemcpyDtoH)                           \
+  X(cuEventCreate)                          \
+  X(cuEventRecord)                          \
+  X(cuEventQuery)                           \
+  X(cuEventSynchronize)                     \
+  X(cuEventDestroy)                         \
+  X(cuStreamCreate)                         \
+  X(cuStreamDestroy)                        \
+  X(cuMemsetD32Async)
 #define GMLAKE_CUDA_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   GMLAKE_CUDA_DRIVER_ENTRY_POINTS(GMLAKE_CUDA_DRIVER_MEMBER)
 #undef GMLAKE_CUDA_DRIVER_MEMBER
