@@ -1,4 +1,4 @@
-// Loading the CUDA driver: dlopen, cuGetProcAddress for every entry point, cuInit(0); once per process.
+// Loading the CUDA driver: dlopen, dlsym for every entry point, cuInit(0); once per process.
 #include "cuda/cuda_driver.h"
 
 #include <dlfcn.h>
@@ -19,8 +19,6 @@ struct LoadedDriver {
   std::optional<BackendError> error;
 };
 
-using GetProcAddress = decltype(&::cuGetProcAddress);
-
 // "CUDA_ERROR_OUT_OF_MEMORY (out of memory)", or the number when the driver does not know it.
 std::string describe(const DriverApi& api, CUresult result) {
   const char* name = nullptr;
@@ -34,21 +32,24 @@ std::string describe(const DriverApi& api, CUresult result) {
   return text;
 }
 
-// Resolves every entry point of `api` through `get_proc`. Returns "<entry point>: <why>" for the first one the
-// driver does not have, nullopt when all were found.
-std::optional<std::string> resolve_all(GetProcAddress get_proc, DriverApi& api) {
+#define GMLAKE_CUDA_STRINGIFY_EXPANDED(x) GMLAKE_CUDA_STRINGIFY(x)
+#define GMLAKE_CUDA_STRINGIFY(x) #x
+
+// Resolves every entry point of `api` with dlsym, by the exact symbol cuda.h declares for it (its name after
+// cuda.h's macros: "cuMemcpyDtoH_v2"), so each pointer has the ABI its type says. (cuGetProcAddress at the
+// header's CUDA_VERSION is not that: for some names it returns a newer ABI, e.g. cuCtxSynchronize_v2(CUcontext)
+// for "cuCtxSynchronize" on CUDA 13.) Returns "<symbol>: <why>" for the first one missing, nullopt when all
+// were found.
+std::optional<std::string> resolve_all(void* library, DriverApi& api) {
   std::optional<std::string> missing;
-  const auto resolve = [&](const char* name, void** slot) {
-    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
-    const CUresult result = get_proc(name, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
-    if (result == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && *slot != nullptr) return true;
-    *slot = nullptr;
-    missing = std::string(name) + ": not found in " + kDriverLibrary + " (CUresult " + std::to_string(result) +
-              ", query status " + std::to_string(static_cast<int>(status)) + ")";
+  const auto resolve = [&](const char* symbol, void** slot) {
+    *slot = dlsym(library, symbol);
+    if (*slot != nullptr) return true;
+    missing = std::string(symbol) + ": not found in " + kDriverLibrary + " (driver too old?)";
     return false;
   };
 #define GMLAKE_CUDA_DRIVER_RESOLVE(name) \
-  if (!resolve(#name, reinterpret_cast<void**>(&api.name))) return missing;
+  if (!resolve(GMLAKE_CUDA_STRINGIFY_EXPANDED(name), reinterpret_cast<void**>(&api.name))) return missing;
   GMLAKE_CUDA_DRIVER_ENTRY_POINTS(GMLAKE_CUDA_DRIVER_RESOLVE)
 #undef GMLAKE_CUDA_DRIVER_RESOLVE
   return std::nullopt;
@@ -64,15 +65,8 @@ LoadedDriver load() {
                                        (why ? why : "dlopen failed"));
     return loaded;
   }
-  // cuda.h's cuGetProcAddress is cuGetProcAddress_v2 (CUDA 12.0 and later).
-  auto* get_proc = reinterpret_cast<GetProcAddress>(dlsym(library, "cuGetProcAddress_v2"));
-  if (get_proc == nullptr) {
-    loaded.error.emplace("cuGetProcAddress", std::string(kDriverLibrary) +
-                                                 " has no cuGetProcAddress_v2: the driver is older than CUDA 12");
-    return loaded;
-  }
-  if (const std::optional<std::string> missing = resolve_all(get_proc, loaded.api)) {
-    loaded.error.emplace("cuGetProcAddress", *missing);
+  if (const std::optional<std::string> missing = resolve_all(library, loaded.api)) {
+    loaded.error.emplace("dlsym", *missing);
     return loaded;
   }
   const CUresult result = loaded.api.cuInit(0);

@@ -1,12 +1,14 @@
 // The CUDA driver API, loaded at run time: libcuda.so.1 is opened with dlopen the first time a CUDA backend (or
-// a GPU test) asks for it, and every entry point gmlake uses is resolved with cuGetProcAddress. Nothing links
+// a GPU test) asks for it, and every entry point gmlake uses is resolved with dlsym. Nothing links
 // against libcuda, so the library, the `gmlake` CLI and the test programs start on machines with no GPU driver
 // (CI), and a process that already runs PyTorch shares the driver PyTorch loaded (dlopen of the same soname
 // returns the same library).
 //
-// Only cuda.h's declarations are used (for the function types): each entry point is looked up by its base name
-// ("cuMemcpyHtoD") at the CUDA_VERSION of the header it was compiled against, which gives the version whose
-// signature cuda.h declares (cuMemcpyHtoD_v2), and legacy default-stream semantics.
+// Only cuda.h's declarations are used (for the function types): each entry point is looked up by the exact
+// symbol cuda.h declares for it after its macros (cuMemcpyHtoD -> "cuMemcpyHtoD_v2"), which has the signature
+// cuda.h declares, and legacy default-stream semantics. (Looking names up with cuGetProcAddress at the header's
+// CUDA_VERSION does not guarantee that: on CUDA 13 it returned cuCtxSynchronize_v2(CUcontext) for
+// "cuCtxSynchronize", seen on the H200 machine as CUDA_ERROR_CONTEXT_IS_DESTROYED.)
 //
 // Also: the error text of a CUresult, and ScopedContext, which makes a context current for the length of a
 // scope and restores what was current before.
@@ -68,7 +70,7 @@ struct DriverApi {
 
 // The driver, loaded and initialized (cuInit(0)) once per process. Throws BackendError:
 //   ("cuInit", "libcuda.so.1 not found ...")       no driver library on this machine (CI, a CPU-only host)
-//   ("cuGetProcAddress", "<entry point>: ...")     a driver too old for an entry point gmlake needs
+//   ("dlsym", "<symbol>: ...")                     a driver too old for an entry point gmlake needs
 //   ("cuInit", "CUDA_ERROR_NO_DEVICE ...")           cuInit failed (no device, stub library, ...)
 // A failure is remembered: every later call throws the same error again without retrying.
 const DriverApi& driver();
