@@ -28,11 +28,16 @@ class ManualEvents final : public StreamEvents {
     unfinished.erase(t);
     ++released;
   }
+  void synchronize_all() override {
+    ++synchronizations;
+    unfinished.clear();
+  }
   void finish_all() { unfinished.clear(); }
 
   std::set<Token> unfinished;
   std::set<StreamId> recorded_streams;
   int waits = 0;
+  int synchronizations = 0;
   int released = 0;
 
  private:
@@ -103,11 +108,21 @@ TEST_F(StreamFenceTest, EmptyCacheWaitsForQueuedWorkBeforeReleasing) {
   a.deallocate(a.allocate(4 * kMiB, 1));
   a.deallocate(a.allocate(2 * kMiB, 2));
   a.empty_cache();
-  EXPECT_GE(events_.waits, 1);
+  EXPECT_EQ(events_.synchronizations, 1);
   EXPECT_TRUE(events_.unfinished.empty());
   EXPECT_EQ(reserved(), 0u);
   EXPECT_EQ(backend_.live_chunks(), 0u);
   a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, TeardownSynchronizesTheDeviceInsteadOfRecordingOnStreamsThatMayBeGone) {
+  auto& a = make("cross_stream_reuse:false");
+  a.deallocate(a.allocate(4 * kMiB, 1));
+  const std::size_t recorded = events_.recorded_streams.size();
+  alloc_.reset();
+  EXPECT_EQ(events_.synchronizations, 1);
+  EXPECT_EQ(events_.recorded_streams.size(), recorded);
+  EXPECT_EQ(backend_.live_chunks(), 0u);
 }
 
 TEST_F(StreamFenceTest, AnIdleBoundEvictsOnlyFinishedPages) {

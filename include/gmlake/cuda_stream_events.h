@@ -4,6 +4,7 @@
 //   done     cuEventQuery (CUDA_ERROR_NOT_READY: false)
 //   wait     cuEventSynchronize
 //   release  the event goes back to the pool; the pool's events are destroyed with this object
+//   synchronize_all  cuCtxSynchronize in the device's primary context
 // A StreamId is a CUstream / cudaStream_t handle's value (0: the legacy default stream, as PyTorch's default).
 // Calls run in the backend's device's primary context (made current around each call, then restored).
 // Errors: a failing driver call throws BackendError("cuEventRecord", "<CUDA_ERROR_NAME> (...)").
@@ -29,6 +30,7 @@ class CudaStreamEvents final : public StreamEvents {
   bool done(Token token) override;
   void wait(Token token) override;
   void release(Token token) override;
+  void synchronize_all() override;
   std::uint64_t events_created() const { return created_; }
 
  private:

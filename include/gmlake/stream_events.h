@@ -25,6 +25,9 @@ class StreamEvents {
   virtual void wait(Token token) = 0;
   // The token is not needed any more (its event goes back to a pool).
   virtual void release(Token token) = 0;
+  // Blocks until all work queued on every stream of the device has finished (cuCtxSynchronize). Used before
+  // giving memory back (empty_cache, teardown); records nothing, so streams destroyed since are no danger.
+  virtual void synchronize_all() = 0;
 };
 
 }  // namespace gmlake

@@ -59,4 +59,9 @@ void CudaStreamEvents::wait(Token token) {
 
 void CudaStreamEvents::release(Token token) { pool_.push_back(token); }
 
+void CudaStreamEvents::synchronize_all() {
+  const cuda::ScopedContext current(static_cast<CUcontext>(context_));
+  check("cuCtxSynchronize", driver().cuCtxSynchronize());
+}
+
 }  // namespace gmlake

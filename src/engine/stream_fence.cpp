@@ -41,7 +41,6 @@ void StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t n
   if (!events_ || safe(stream, tick)) return;
   Stream& s = streams_[stream];
   if (s.marks.empty() || s.marks.back().tick < tick) s.marks.push_back({now_tick, events_->record(stream)});
-  ++waits_;
   while (s.safe_tick < tick) {
     events_->wait(s.marks.front().token);
     poll(s);
@@ -50,7 +49,12 @@ void StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t n
 
 void StreamFence::wait_all(std::uint64_t now_tick) {
   if (!events_) return;
-  for (auto& [id, s] : streams_) wait_safe(id, now_tick, now_tick);
+  events_->synchronize_all();
+  for (auto& [id, s] : streams_) {
+    for (const Mark& m : s.marks) events_->release(m.token);
+    s.marks.clear();
+    s.safe_tick = now_tick;
+  }
 }
 
 }  // namespace gmlake::engine

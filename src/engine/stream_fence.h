@@ -32,9 +32,8 @@ class StreamFence {
   bool safe(StreamId stream, std::uint64_t tick);
   // Blocks until safe(stream, tick); `now_tick` (>= tick) labels a mark recorded now if none covers tick.
   void wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick);
-  // Blocks until all work queued so far on every stream seen has finished.
+  // Blocks until all work queued so far on every stream has finished: every tick up to `now_tick` is safe.
   void wait_all(std::uint64_t now_tick);
-  std::uint64_t waits() const { return waits_; }
 
  private:
   struct Mark {
@@ -49,7 +48,6 @@ class StreamFence {
 
   StreamEvents* events_;
   absl::flat_hash_map<StreamId, Stream> streams_;
-  std::uint64_t waits_ = 0;
 };
 
 }  // namespace gmlake::engine
