@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what gmlake needs to build and test, from Debian 12 packages. Skips apt when all are present.
 set -euo pipefail
-pkgs=(cmake g++ make libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev libabsl-dev liblzma-dev zlib1g-dev xz-utils)
+pkgs=(cmake g++ make libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev libabsl-dev liblzma-dev zlib1g-dev xz-utils python3)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -10,6 +10,7 @@
 #include "gmlake/sim_backend.h"
 #if GMLAKE_HAVE_CUDA
 #include "gmlake/cuda_backend.h"
+#include "gmlake/cuda_stream_events.h"
 #endif
 
 namespace gmlake {
@@ -62,6 +63,13 @@ std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granu
   }
 #endif
   unknown(name);
+}
+
+std::unique_ptr<StreamEvents> make_stream_events([[maybe_unused]] Backend& backend) {
+#if GMLAKE_HAVE_CUDA
+  if (auto* cuda = dynamic_cast<CudaBackend*>(&backend)) return std::make_unique<CudaStreamEvents>(*cuda);
+#endif
+  return nullptr;
 }
 
 std::vector<std::string_view> backend_names() {

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "gmlake/backend.h"
+#include "gmlake/stream_events.h"
 
 namespace gmlake {
 
@@ -18,6 +19,10 @@ std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granu
 
 // The names make_backend accepts on this build, without device suffixes: {"sim", "host"[, "cuda"]}.
 std::vector<std::string_view> backend_names();
+
+// What an allocator over `backend` must be given to be safe with asynchronous streams (stream_events.h): CUDA
+// events for a cuda backend; null for host and sim, which run nothing asynchronously. `backend` must outlive it.
+std::unique_ptr<StreamEvents> make_stream_events(Backend& backend);
 
 // The part of a backend name before any ":N" device suffix ("cuda:1" -> "cuda"), to match against
 // backend_names().

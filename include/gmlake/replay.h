@@ -35,6 +35,14 @@ struct ReplayOptions {
   std::function<void(double)> on_progress;
   // When non-zero, allocator.check_invariants() runs every this many ops (tests); not timed.
   std::uint64_t check_every_ops = 0;
+  // When true, an allocation that fails with BackendError is counted (backend_errors) and skipped like an
+  // out-of-memory one, and the replay goes on; check_invariants() then runs right after every failed
+  // allocation. For fault injection (fault_backend.h); when false, a BackendError ends the replay.
+  bool tolerate_backend_errors = false;
+  // When non-zero, allocator.empty_cache() runs every this many ops (timed), as a training loop that calls
+  // torch.cuda.empty_cache() each step. With tolerate_backend_errors, one that fails with BackendError is
+  // counted (empty_cache_errors) and the replay goes on.
+  std::uint64_t empty_cache_every_ops = 0;
 };
 
 struct ReplayResult {
@@ -52,6 +60,8 @@ struct ReplayResult {
   double ns_per_op = 0;
   std::uint64_t ooms = 0;
   std::uint64_t unknown_frees = 0;
+  std::uint64_t backend_errors = 0;        // allocations failed by BackendError (tolerate_backend_errors)
+  std::uint64_t empty_cache_errors = 0;    // empty_cache calls failed by BackendError (tolerate_backend_errors)
   std::uint64_t peak_mappings = 0;         // most live backend mappings at once (host: VMAs, vm.max_map_count)
   std::uint64_t backend_time_ns = 0;       // wall time inside backend calls, all kinds (see Timing above)
   Stats stats;                             // the allocator's stats at the end (backend calls included)
@@ -59,6 +69,11 @@ struct ReplayResult {
 
 // Replays `device` of `trace`. Throws Error for a bad backend name or config; never for trace content.
 ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options);
+
+// The same over a backend the caller made (a FaultBackend, a backend with a physical limit); options.backend
+// is not used, and the result names backend.name(). The allocator is torn down before this returns, so the
+// backend's live_chunks(), live_mappings() and live_reservations() then show whatever it leaked.
+ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend);
 
 // Peak over time of live requested bytes: the least memory any allocator needs for this trace.
 std::uint64_t lower_bound_bytes(const DeviceTrace& device);

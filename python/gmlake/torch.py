@@ -17,11 +17,19 @@ import pathlib
 _lib = None
 _allocator = None
 
-# gmlake stats (include/gmlake/stats.h) -> torch.cuda.memory_stats() names
+# gmlake_stats (include/gmlake/gmlake.h; the order of include/gmlake/stats.h's tables): gauges, then counters.
 _GAUGES = ["allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes", "inactive_split_bytes"]
-_COUNTERS = ["num_alloc_retries", "num_ooms"]
-_GMLAKE_COUNTERS = ["stitches", "stitched_chunks", "stitch_reuses", "evictions", "fence_waits", "chunks_created",
-                    "chunks_released", "invalid_frees"]
+_COUNTERS = ["num_alloc_retries", "num_ooms", "num_allocs", "num_frees", "invalid_frees", "stitches",
+             "stitched_chunks", "stitch_reuses", "evictions", "fence_waits", "chunks_created", "chunks_released"]
+_TORCH_COUNTERS = ["num_alloc_retries", "num_ooms"]  # the counters torch.cuda.memory_stats() also has
+
+
+class _Gauge(ctypes.Structure):
+    _fields_ = [("current", ctypes.c_int64), ("peak", ctypes.c_int64)]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [(g, _Gauge) for g in _GAUGES] + [(c, ctypes.c_uint64) for c in _COUNTERS]
 
 
 class GmlakeError(RuntimeError):
@@ -47,23 +55,36 @@ def _load():
     global _lib
     if _lib is None:
         lib = ctypes.CDLL(library_path())
-        lib.gmlake_configure.argtypes = [ctypes.c_char_p]
-        lib.gmlake_configure.restype = ctypes.c_int
+        lib.gmlake_init.argtypes = [ctypes.c_char_p]
+        lib.gmlake_init.restype = ctypes.c_int
         lib.gmlake_last_error.restype = ctypes.c_char_p
-        lib.gmlake_empty_cache.argtypes = [ctypes.c_int]
-        lib.gmlake_empty_cache.restype = ctypes.c_int
-        lib.gmlake_reset_peak_stats.argtypes = [ctypes.c_int]
-        lib.gmlake_reset_peak_stats.restype = ctypes.c_int
-        lib.gmlake_get_stat.argtypes = [ctypes.c_int, ctypes.c_char_p, ctypes.POINTER(ctypes.c_int64),
-                                        ctypes.POINTER(ctypes.c_int64)]
-        lib.gmlake_get_stat.restype = ctypes.c_int
+        lib.gmlake_malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_uint64]
+        lib.gmlake_malloc.restype = ctypes.c_void_p
+        lib.gmlake_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint64]
+        lib.gmlake_free.restype = None
+        for name in ("gmlake_empty_cache", "gmlake_reset_peak_stats"):
+            getattr(lib, name).argtypes = [ctypes.c_int]
+            getattr(lib, name).restype = ctypes.c_int
+        lib.gmlake_get_stats.argtypes = [ctypes.c_int, ctypes.POINTER(_Stats)]
+        lib.gmlake_get_stats.restype = ctypes.c_int
         _lib = lib
     return _lib
+
+
+def library():
+    """The loaded libgmlake_c.so (ctypes.CDLL), with argument types set for its C API (include/gmlake/gmlake.h)."""
+    return _load()
 
 
 def _check(rc):
     if rc != 0:
         raise GmlakeError(_load().gmlake_last_error().decode())
+
+
+def configure(conf):
+    """Initializes the C API with a GMLAKE_CONF-form string (gmlake_init). Raises GmlakeError on a bad key or
+    value, or when gmlake was initialized already."""
+    _check(_load().gmlake_init(conf.encode()))
 
 
 def enable(conf=None):
@@ -81,7 +102,7 @@ def enable(conf=None):
         raise GmlakeError("gmlake.torch.enable() must run before the first CUDA allocation: PyTorch already "
                           f"holds {torch.cuda.memory_reserved()} bytes")
     text = conf if conf is not None else os.environ.get("GMLAKE_CONF", "")
-    _check(_load().gmlake_configure(text.encode()))
+    configure("backend:cuda" + ("," + text if text else ""))
     allocator = torch.cuda.memory.CUDAPluggableAllocator(library_path(), "gmlake_malloc", "gmlake_free")
     try:
         torch.cuda.memory.change_current_allocator(allocator)
@@ -91,48 +112,48 @@ def enable(conf=None):
 
 
 def _device(device):
+    if isinstance(device, int):
+        return device
     import torch
 
-    if device is None:
-        return torch.cuda.current_device()
-    return torch.device(device).index if not isinstance(device, int) else device
+    return torch.cuda.current_device() if device is None else torch.device(device).index
 
 
-def _stat(device, name):
-    cur, peak = ctypes.c_int64(), ctypes.c_int64()
-    _check(_load().gmlake_get_stat(device, name.encode(), ctypes.byref(cur), ctypes.byref(peak)))
-    return cur.value, peak.value
+def _stats(device):
+    out = _Stats()
+    _check(_load().gmlake_get_stats(device, ctypes.byref(out)))
+    return out
 
 
 def memory_stats(device=None):
     """gmlake's statistics with the keys of torch.cuda.memory_stats() ("reserved_bytes.all.peak", ...) for
-    what gmlake tracks, plus "gmlake.<counter>" for its own counters."""
-    d = _device(device)
+    what gmlake tracks, plus "gmlake.<counter>" for all its counters."""
+    s = _stats(_device(device))
     out = {}
     for g in _GAUGES:
-        cur, peak = _stat(d, g)
-        out[f"{g}.all.current"], out[f"{g}.all.peak"] = cur, peak
+        gauge = getattr(s, g)
+        out[f"{g}.all.current"], out[f"{g}.all.peak"] = gauge.current, gauge.peak
+    for c in _TORCH_COUNTERS:
+        out[c] = getattr(s, c)
     for c in _COUNTERS:
-        out[c] = _stat(d, c)[0]
-    for c in _GMLAKE_COUNTERS:
-        out[f"gmlake.{c}"] = _stat(d, c)[0]
+        out[f"gmlake.{c}"] = getattr(s, c)
     return out
 
 
 def max_memory_reserved(device=None):
-    return _stat(_device(device), "reserved_bytes")[1]
+    return _stats(_device(device)).reserved_bytes.peak
 
 
 def max_memory_allocated(device=None):
-    return _stat(_device(device), "allocated_bytes")[1]
+    return _stats(_device(device)).allocated_bytes.peak
 
 
 def memory_reserved(device=None):
-    return _stat(_device(device), "reserved_bytes")[0]
+    return _stats(_device(device)).reserved_bytes.current
 
 
 def memory_allocated(device=None):
-    return _stat(_device(device), "allocated_bytes")[0]
+    return _stats(_device(device)).allocated_bytes.current
 
 
 def reset_peak_memory_stats(device=None):
@@ -151,7 +172,5 @@ def memory_summary(device=None):
     for g in _GAUGES:
         lines.append(f"  {g:<22} current {s[g + '.all.current'] / gb:9.3f} GB   peak {s[g + '.all.peak'] / gb:9.3f} GB")
     for c in _COUNTERS:
-        lines.append(f"  {c:<22} {s[c]}")
-    for c in _GMLAKE_COUNTERS:
         lines.append(f"  {c:<22} {s['gmlake.' + c]}")
     return "\n".join(lines)

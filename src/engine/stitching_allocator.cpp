@@ -10,6 +10,7 @@
 
 #include "gmlake/error.h"
 #include "gmlake/units.h"
+#include "teardown.h"
 
 namespace gmlake::engine {
 namespace {
@@ -44,7 +45,8 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
 }
 
 StitchingAllocator::~StitchingAllocator() {
-  // Teardown must not throw: every backend call is tried, failures are skipped.
+  // Teardown must not throw: every backend call is tried twice (teardown.h); what fails twice stays with the
+  // backend.
   try {
     fence_.wait_all(idle_.next_tick());  // no queued work may still touch what is unmapped below
   } catch (...) {
@@ -53,26 +55,14 @@ StitchingAllocator::~StitchingAllocator() {
     for (std::uint64_t p = 0; p < arena->pages.size(); ++p) {
       Page& page = arena->pages.at(p);
       if (!page.chunk.value) continue;
-      try {
-        backend_.unmap(page_address(*arena, p), config_.chunk_bytes);
-      } catch (...) {
+      if (attempt_twice([&] { backend_.unmap(page_address(*arena, p), config_.chunk_bytes); })) {
+        free_chunks_.push_back(page.chunk);
       }
-      free_chunks_.push_back(page.chunk);
       page.chunk = {};
     }
   }
-  for (ChunkHandle h : free_chunks_) {
-    try {
-      backend_.release(h);
-    } catch (...) {
-    }
-  }
-  for (auto& arena : arenas_) {
-    try {
-      backend_.address_free(arena->base, arena->virtual_bytes);
-    } catch (...) {
-    }
-  }
+  for (ChunkHandle h : free_chunks_) attempt_twice([&] { backend_.release(h); });
+  for (auto& arena : arenas_) attempt_twice([&] { backend_.address_free(arena->base, arena->virtual_bytes); });
 }
 
 Arena& StitchingAllocator::arena_for(bool small, StreamId stream) {
@@ -120,7 +110,14 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     throw_oom(size_bytes, "larger than the arena's virtual space (arena_virtual_bytes)");
   }
   const std::uint64_t rounded = round_up(size_bytes, kRoundBytes);
-  Arena& arena = arena_for(rounded <= config_.small_request_max_bytes, stream);
+  Arena* arena_ptr = nullptr;
+  try {
+    arena_ptr = &arena_for(rounded <= config_.small_request_max_bytes, stream);
+  } catch (const OutOfMemoryError& e) {
+    ++stats_.num_ooms;
+    throw_oom(size_bytes, std::string("no address space for a new arena: ") + e.what());
+  }
+  Arena& arena = *arena_ptr;
   auto mapped_fit = [&](const FreeRange& r) { return fully_mapped(arena, r.offset, rounded); };
   const FreeRange range = arena.free.best_fit(rounded, config_.fit_candidates, mapped_fit).range;
   if (range.size_bytes == 0) {
@@ -375,8 +372,13 @@ void StitchingAllocator::return_range(std::uint32_t arena_id, std::uint64_t offs
 }
 
 void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
-  while (idle_pages_ != 0 && (idle_pages_ << chunk_shift_) > max_idle_bytes && oldest_idle_is_safe()) {
-    evict_oldest_idle();
+  // Best effort, since a free must not fail once its block is released: a page whose unmap fails stays idle
+  // and queued, and the next free trims again. Only pages no queued work can touch are evicted.
+  try {
+    while (idle_pages_ != 0 && (idle_pages_ << chunk_shift_) > max_idle_bytes && oldest_idle_is_safe()) {
+      evict_oldest_idle();
+    }
+  } catch (const BackendError&) {
   }
 }
 

@@ -8,6 +8,7 @@
 #include "gmlake/error.h"
 #include "gmlake/units.h"
 #include "policy/request_sizing.h"
+#include "teardown.h"
 
 namespace gmlake::policy {
 namespace {
@@ -46,20 +47,23 @@ void BlockAllocator::require_granularity_multiple(std::uint64_t value_bytes, con
 }
 
 BlockAllocator::~BlockAllocator() {
+  // A destructor must not throw: every backend call is tried twice (teardown.h); what fails twice stays with
+  // the backend (live_chunks, live_reservations show it).
   for (auto& [address, segment] : segments_) {
-    try {
-      std::size_t page = 0;
-      while (page < segment->pages.size()) {
-        std::size_t run = 0;
-        while (segment->page_mapped(page + run)) ++run;
-        if (run != 0) unmap_pages(*segment, page, run);
-        page += run + 1;
+    std::size_t page = 0;
+    while (page < segment->pages.size()) {
+      std::size_t run = 0;
+      while (segment->page_mapped(page + run)) ++run;
+      const std::uintptr_t run_address = page_address(*segment, page);
+      if (run != 0 && attempt_twice([&] { backend_.unmap(run_address, run * segment->page_bytes); })) {
+        for (std::size_t i = page; i < page + run; ++i) attempt_twice([&] { backend_.release(segment->pages[i]); });
       }
-      backend_.address_free(segment->address, segment->size_bytes);
-    } catch (...) {
-      // A destructor must not throw; the backend reports what leaked (live_chunks, live_reservations).
+      page += run + 1;
     }
+    attempt_twice([&] { backend_.address_free(segment->address, segment->size_bytes); });
   }
+  for (const Parked& c : parked_chunks_) attempt_twice([&] { backend_.release(ChunkHandle{c.start}); });
+  for (const Parked& r : parked_ranges_) attempt_twice([&] { backend_.address_free(r.start, r.size_bytes); });
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -237,7 +241,13 @@ Segment* BlockAllocator::reserve_segment(std::uint64_t size_bytes, std::uint64_t
 }
 
 void BlockAllocator::free_segment(Segment* segment) {
-  backend_.address_free(segment->address, segment->size_bytes);
+  park_range(segment->address, segment->size_bytes);  // first, so that a bad_alloc leaves the segment alone
+  try {
+    backend_.address_free(segment->address, segment->size_bytes);
+    parked_ranges_.pop_back();
+  } catch (const Error&) {
+    if (!parked_failure_) parked_failure_ = std::current_exception();
+  }
   arena_.recycle(segment->first);
   segments_.erase(segment->address);
 }
@@ -266,7 +276,11 @@ bool BlockAllocator::map_pages(Segment& segment, std::size_t first_page, std::si
   } catch (...) {
     if (mapped != 0) backend_.unmap(page_address(segment, first_page), mapped * segment.page_bytes);
     drop_new_chunks(segment, first_page, count);
-    throw;
+    try {
+      throw;
+    } catch (const OutOfMemoryError&) {
+      return false;
+    }
   }
   stats_.reserved_bytes.increase(as_gauge(bytes));
   stats_.chunks_created += count;
@@ -275,8 +289,7 @@ bool BlockAllocator::map_pages(Segment& segment, std::size_t first_page, std::si
 
 void BlockAllocator::drop_new_chunks(Segment& segment, std::size_t first_page, std::size_t count) {
   for (std::size_t page = first_page; page < first_page + count; ++page) {
-    backend_.release(segment.pages[page]);
-    segment.pages[page] = ChunkHandle{};
+    release_chunk(std::exchange(segment.pages[page], ChunkHandle{}), segment.page_bytes, /*counted=*/false);
   }
   trim_pages(segment);
 }
@@ -284,12 +297,50 @@ void BlockAllocator::drop_new_chunks(Segment& segment, std::size_t first_page, s
 void BlockAllocator::unmap_pages(Segment& segment, std::size_t first_page, std::size_t count) {
   backend_.unmap(page_address(segment, first_page), count * segment.page_bytes);
   for (std::size_t page = first_page; page < first_page + count; ++page) {
-    backend_.release(segment.pages[page]);
-    segment.pages[page] = ChunkHandle{};
+    release_chunk(std::exchange(segment.pages[page], ChunkHandle{}), segment.page_bytes, /*counted=*/true);
   }
   trim_pages(segment);
-  stats_.reserved_bytes.decrease(as_gauge(count * segment.page_bytes));
-  stats_.chunks_released += count;
+}
+
+void BlockAllocator::release_chunk(ChunkHandle chunk, std::uint64_t size_bytes, bool counted) {
+  parked_chunks_.push_back({chunk.value, size_bytes});  // first, so that a bad_alloc cannot lose the chunk
+  try {
+    backend_.release(chunk);
+  } catch (const Error&) {
+    if (!counted) stats_.reserved_bytes.increase(as_gauge(size_bytes));
+    if (!parked_failure_) parked_failure_ = std::current_exception();
+    return;
+  }
+  parked_chunks_.pop_back();
+  if (!counted) return;
+  stats_.reserved_bytes.decrease(as_gauge(size_bytes));
+  ++stats_.chunks_released;
+}
+
+void BlockAllocator::park_range(std::uintptr_t address, std::uint64_t size_bytes) {
+  parked_ranges_.push_back({address, size_bytes});
+}
+
+void BlockAllocator::retry_parked() {
+  parked_failure_ = nullptr;
+  std::vector<Parked> chunks;
+  std::vector<Parked> ranges;
+  chunks.swap(parked_chunks_);
+  ranges.swap(parked_ranges_);
+  for (const Parked& c : chunks) release_chunk(ChunkHandle{c.start}, c.size_bytes, /*counted=*/true);
+  for (const Parked& r : ranges) {
+    park_range(r.start, r.size_bytes);
+    try {
+      backend_.address_free(r.start, r.size_bytes);
+      parked_ranges_.pop_back();
+    } catch (const Error&) {
+      if (!parked_failure_) parked_failure_ = std::current_exception();
+    }
+  }
+}
+
+void BlockAllocator::throw_parked_failure() const {
+  if (parked_failure_) std::rethrow_exception(parked_failure_);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -342,6 +393,7 @@ void BlockAllocator::check_invariants() const {
     fail("a free set holds a block that is not a free block of a segment");
   }
   if (live_.size() != live_blocks) fail("the live table holds an address that is not a live block");
+  for (const Parked& c : parked_chunks_) recount.reserved_bytes.current += as_gauge(c.size_bytes);
   check_gauges(recount);
 }
 

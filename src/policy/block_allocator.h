@@ -18,6 +18,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <memory>
 #include <memory_resource>
@@ -105,14 +106,28 @@ class BlockAllocator : public Allocator {
   // Reserves an address range of `size_bytes` (a multiple of page_bytes) covered by one kUnmapped block
   // (segment->first), or returns nullptr when the backend has no address space left.
   Segment* reserve_segment(std::uint64_t size_bytes, std::uint64_t page_bytes, StreamId stream, PoolKind pool);
-  // Frees a segment with no mapped page; its only block is recycled.
+  // Frees a segment with no mapped page; its only block is recycled. Never throws: when address_free fails,
+  // the range is parked (below).
   void free_segment(Segment* segment);
   // Creates, maps and gives access to `count` unmapped pages from `first_page` (one set_access over them).
-  // Returns false, changing nothing, when the cap or the backend's memory leaves no room. Other backend errors
-  // propagate, also changing nothing. Only the pages change, not the blocks.
+  // Returns false, changing nothing, when the cap or the backend's memory leaves no room (out-of-memory from
+  // any of those calls). Other backend errors propagate, also changing nothing. Only the pages change, not
+  // the blocks.
   bool map_pages(Segment& segment, std::size_t first_page, std::size_t count);
-  // Unmaps `count` mapped pages from `first_page` (one unmap) and releases their chunks.
+  // Unmaps `count` mapped pages from `first_page` (one unmap) and releases their chunks. When the unmap fails
+  // it throws, changing nothing; once it has succeeded the pages are gone from the segment whatever follows: a
+  // chunk whose release fails is parked.
   void unmap_pages(Segment& segment, std::size_t first_page, std::size_t count);
+
+  // --- parked resources ---
+  // A release or address_free that fails once the allocator has let go of what it frees (a chunk already
+  // unmapped, a range whose segment is gone) cannot leave the allocator as it was. The chunk or range is
+  // parked instead: still held (a parked chunk counts in reserved_bytes), retried by retry_parked(), which the
+  // release paths (empty_cache, the out-of-memory retry) call first, and by the destructor. The first such
+  // failure since the last retry_parked() is kept, so that empty_cache can report it when it is done.
+  void retry_parked();
+  // Throws the failure kept since the last retry_parked(), if any (empty_cache's last step).
+  void throw_parked_failure() const;
 
   const Config& config() const { return config_; }
   // The pool the policy's own sets take their nodes from.
@@ -127,6 +142,10 @@ class BlockAllocator : public Allocator {
   void note_freed(Block* b);
   void retire(Block* b);
   void drop_new_chunks(Segment& segment, std::size_t first_page, std::size_t count);
+  // Releases a chunk the allocator holds; parks it when the backend fails. `counted`: whether reserved_bytes
+  // includes it already (false for chunks just created and never mapped).
+  void release_chunk(ChunkHandle chunk, std::uint64_t size_bytes, bool counted);
+  void park_range(std::uintptr_t address, std::uint64_t size_bytes);
   void check_segment_blocks(const Segment& segment, Stats& recount, std::size_t* free_blocks,
                             std::size_t* live_blocks) const;
   void check_gauges(const Stats& recount) const;
@@ -140,6 +159,13 @@ class BlockAllocator : public Allocator {
   std::array<FreeBlockSet, kPoolKinds> free_;
   std::pmr::unordered_map<std::uintptr_t, Block*> live_;  // kAllocated and kPendingFree blocks by address
   std::map<std::uintptr_t, std::unique_ptr<Segment>> segments_;  // by address
+  struct Parked {
+    std::uint64_t start;  // a chunk handle's value, or a range's address
+    std::uint64_t size_bytes;
+  };
+  std::vector<Parked> parked_chunks_;
+  std::vector<Parked> parked_ranges_;
+  std::exception_ptr parked_failure_;
 };
 
 }  // namespace gmlake::policy

@@ -41,7 +41,10 @@ void* CachingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   return hand_out(b, rounded_bytes, size_bytes, split);
 }
 
-void CachingAllocator::empty_cache() { release_free_segments(); }
+void CachingAllocator::empty_cache() {
+  release_free_segments();
+  throw_parked_failure();
+}
 
 // PyTorch's get_free_block with default settings: lower_bound on (stream, size).
 Block* CachingAllocator::take_best_fit(PoolKind pool, StreamId stream, std::uint64_t rounded_bytes) {
@@ -73,14 +76,16 @@ Block* CachingAllocator::new_segment(PoolKind pool, StreamId stream, std::uint64
   return segment->first;
 }
 
+// Unmaps first: when that fails nothing has changed; after it, nothing throws (failed releases are parked).
 void CachingAllocator::release_segment(Segment* segment) {
-  erase_free(segment->first);
   unmap_pages(*segment, 0, 1);
+  erase_free(segment->first);
   free_segment(segment);
 }
 
 // PyTorch's release_cached_blocks: every segment that is one whole free block, of every stream and pool.
 void CachingAllocator::release_free_segments() {
+  retry_parked();
   for (auto it = segments().begin(); it != segments().end();) {
     Segment* segment = it->second.get();
     ++it;

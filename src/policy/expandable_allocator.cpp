@@ -81,7 +81,10 @@ void* ExpandableAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   return hand_out(b, rounded_bytes, size_bytes, policy::expandable_should_split(b->size_bytes, rounded_bytes));
 }
 
-void ExpandableAllocator::empty_cache() { release_free_pages(); }
+void ExpandableAllocator::empty_cache() {
+  release_free_pages();
+  throw_parked_failure();
+}
 
 // PyTorch's get_free_block under expandable segments: from the best fit, step to the next larger block while
 // that one could grow to less (so the segment's growing end is taken last).
@@ -201,6 +204,7 @@ void ExpandableAllocator::drop_unused_segment(Segment* segment) {
 
 // PyTorch's release_cached_blocks under expandable segments (unmap_block on every free block).
 void ExpandableAllocator::release_free_pages() {
+  retry_parked();
   blocks_.clear();
   for (PoolKind pool : {PoolKind::kSmall, PoolKind::kLarge}) {
     for (Block* b : free_set(pool)) blocks_.push_back(b);
@@ -223,8 +227,8 @@ void ExpandableAllocator::unmap_whole_pages(Block* b) {
       round_up_to(b->address - segment.address, segment.page_bytes) / segment.page_bytes);
   const std::size_t end_page = page_of(segment, b->end());
   if (first_page >= end_page) return;
+  unmap_pages(segment, first_page, end_page - first_page);  // when it throws, nothing has changed
   erase_free(b);
-  unmap_pages(segment, first_page, end_page - first_page);
   const std::uintptr_t low = segment.address + first_page * segment.page_bytes;
   const std::uintptr_t high = segment.address + end_page * segment.page_bytes;
   Block* middle = b;

@@ -92,20 +92,34 @@ Program compile(const DeviceTrace& device) {
   return prog;
 }
 
+void empty_cache(Allocator& allocator, const ReplayOptions& options, ReplayResult* r) {
+  try {
+    allocator.empty_cache();
+  } catch (const BackendError&) {
+    if (!options.tolerate_backend_errors) throw;
+    ++r->empty_cache_errors;
+    allocator.check_invariants();
+  }
+}
+
 }  // namespace
 
 std::uint64_t lower_bound_bytes(const DeviceTrace& device) { return compile(device).lower_bound_bytes; }
 
 ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options) {
-  const Program prog = compile(device);
   std::unique_ptr<Backend> backend = make_backend(options.backend, options.config.chunk_bytes);
-  std::unique_ptr<Allocator> allocator = make_allocator(options.config, *backend);
+  return replay(trace, device, options, *backend);
+}
+
+ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend) {
+  const Program prog = compile(device);
+  std::unique_ptr<Allocator> allocator = make_allocator(options.config, backend);
 
   ReplayResult r;
   r.trace = trace.name;
   r.device = device.device;
   r.policy = options.config.policy;
-  r.backend = options.backend;
+  r.backend = std::string(backend.name());
   r.lower_bound_bytes = prog.lower_bound_bytes;
   r.unknown_frees = prog.unknown_frees;
   r.pytorch_peak_reserved_bytes = recorded_peak_reserved_bytes(device);
@@ -126,6 +140,11 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
             p = allocator->allocate(op.size_bytes, op.stream);
           } catch (const OutOfMemoryError&) {
             ++r.ooms;
+            if (options.tolerate_backend_errors) allocator->check_invariants();
+          } catch (const BackendError&) {
+            if (!options.tolerate_backend_errors) throw;
+            ++r.backend_errors;
+            allocator->check_invariants();
           }
           break;
         case OpKind::kFree:
@@ -138,6 +157,9 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
           if (p) allocator->end_deferred_free(p);
           break;
       }
+      if (options.empty_cache_every_ops != 0 && (i + 1) % options.empty_cache_every_ops == 0) {
+        empty_cache(*allocator, options, &r);
+      }
     }
     timed += std::chrono::steady_clock::now() - t0;
     if (options.check_every_ops) allocator->check_invariants();
@@ -147,7 +169,7 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   r.stats = allocator->stats();
   r.peak_reserved_bytes = static_cast<std::uint64_t>(r.stats.reserved_bytes.peak);
   r.peak_allocated_bytes = static_cast<std::uint64_t>(r.stats.allocated_bytes.peak);
-  r.peak_mappings = backend->peak_mappings();
+  r.peak_mappings = backend.peak_mappings();
   r.backend_time_ns = r.stats.backend_calls.total_time_ns();
   if (r.peak_reserved_bytes) {
     r.utilization = static_cast<double>(r.lower_bound_bytes) / static_cast<double>(r.peak_reserved_bytes);

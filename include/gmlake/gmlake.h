@@ -1,0 +1,146 @@
+/* gmlake's C API: one memory pool per device, created on first use, behind plain C functions, so that any
+ * language, and PyTorch's CUDAPluggableAllocator (void* malloc(ssize_t size, int device, cudaStream_t stream),
+ * void free(void* ptr, ssize_t size, int device, cudaStream_t stream)), can use gmlake through a thin shim.
+ *
+ * Pools. Device ids are 0 .. GMLAKE_MAX_DEVICES - 1. Each device has its own pool: one allocator (the policy
+ * the configuration names) over its own backend, created by the first call that needs it. A pointer belongs
+ * to the device it was allocated on and must be freed there.
+ *
+ * Configuration. One string in PYTORCH_CUDA_ALLOC_CONF form, "key:value,key:value", parsed once: by
+ * gmlake_init, or, when the first call comes before any gmlake_init, from the GMLAKE_CONF environment
+ * variable. Keys: every key of `gmlake conf` (include/gmlake/config.h: policy, cap_bytes, ...), and two of
+ * this API's own:
+ *   backend:host|sim|cuda   host (default): real memory (memfd + mmap) the CPU can read and write;
+ *                      sim: accounting only, its addresses must never be dereferenced;
+ *                      cuda (builds with the CUDA backend): device memory of GPU `device` through the CUDA
+ *                      VMM API, safe for asynchronous streams (CUDA events: see stream_events.h); each stream
+ *                      keeps its own arenas (cross_stream_reuse defaults to false, and true is refused).
+ *   debug:0|1          1: freed memory is filled with 0xDB and checked on reuse (host backend only; costs a
+ *                      pass over every block on malloc and on free). A block handed out whose bytes are not
+ *                      all 0 or 0xDB was written after a free: the process prints what it found and aborts.
+ * An unknown key, a bad value or a value that overflows 64 bits fails with GMLAKE_ERROR_CONFIG, naming the
+ * key, and nothing is applied.
+ *
+ * Sizes are bytes. Blocks are at least 512 B-aligned and at least the size asked.
+ *
+ * Errors. No function throws or aborts on bad input (except the debug check above). Every function except
+ * gmlake_last_error and gmlake_last_error_code first clears this thread's last error, then, on failure, sets
+ * it: gmlake_last_error_code() gives the gmlake_status, gmlake_last_error() a one-line message. Functions that
+ * return an int return that status.
+ *
+ * Thread safety. Every function may be called from any thread at any time, concurrently: calls on one device
+ * are serialized by that pool's lock (one lock per device, as PyTorch's allocator), calls on different
+ * devices do not wait for each other. A pointer may be freed on another thread than the one that allocated it.
+ *
+ * Lifetime. gmlake_shutdown() gives every pool's memory back (blocks still live included). After it,
+ * gmlake_malloc fails with GMLAKE_ERROR_SHUT_DOWN and gmlake_free ignores its pointer (counted by
+ * gmlake_ignored_frees), until a gmlake_init starts afresh. gmlake's state is never destroyed at process exit,
+ * so calls made while the process exits (from atexit handlers, static destructors, other threads) behave as
+ * at any other time.
+ */
+#ifndef GMLAKE_GMLAKE_H_
+#define GMLAKE_GMLAKE_H_
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Device ids accepted: 0 .. GMLAKE_MAX_DEVICES - 1. */
+#define GMLAKE_MAX_DEVICES 64
+
+typedef enum gmlake_status {
+  GMLAKE_OK = 0,
+  GMLAKE_ERROR_OUT_OF_MEMORY = 1,        /* no memory within the cap or on the device (or on the host) */
+  GMLAKE_ERROR_INVALID_POINTER = 2,      /* free of a pointer that is not a live block of that device */
+  GMLAKE_ERROR_INVALID_ARGUMENT = 3,     /* a size >= 2^63, a device id out of range, a null output pointer */
+  GMLAKE_ERROR_CONFIG = 4,               /* unknown configuration key, bad value, overflow */
+  GMLAKE_ERROR_BACKEND = 5,              /* the OS or driver call behind the pool failed */
+  GMLAKE_ERROR_SHUT_DOWN = 6,            /* called after gmlake_shutdown() */
+  GMLAKE_ERROR_ALREADY_INITIALIZED = 7,  /* gmlake_init when gmlake is initialized already */
+  GMLAKE_ERROR_INTERNAL = 8              /* anything else (a bug: please report it with the message) */
+} gmlake_status;
+
+typedef struct gmlake_gauge {
+  int64_t current;
+  int64_t peak;
+} gmlake_gauge;
+
+/* A pool's statistics, with PyTorch's names and meanings (include/gmlake/stats.h has them all). */
+typedef struct gmlake_stats {
+  gmlake_gauge allocated_bytes;
+  gmlake_gauge reserved_bytes;
+  gmlake_gauge active_bytes;
+  gmlake_gauge requested_bytes;
+  gmlake_gauge inactive_split_bytes;
+  uint64_t num_alloc_retries;
+  uint64_t num_ooms;
+  uint64_t num_allocs;
+  uint64_t num_frees;
+  uint64_t invalid_frees;
+  uint64_t stitches;
+  uint64_t stitched_chunks;
+  uint64_t stitch_reuses;
+  uint64_t evictions;
+  uint64_t fence_waits;
+  uint64_t chunks_created;
+  uint64_t chunks_released;
+} gmlake_stats;
+
+/* Sets the configuration (format above). conf NULL: the GMLAKE_CONF environment variable (unset or empty: the
+ * defaults). Creates no pool yet. Returns GMLAKE_OK; GMLAKE_ERROR_CONFIG (nothing applied);
+ * GMLAKE_ERROR_ALREADY_INITIALIZED when gmlake is initialized (by gmlake_init or by a first call) and not shut
+ * down since. After gmlake_shutdown() it starts afresh, with new empty pools. */
+int gmlake_init(const char* conf);
+
+/* A block of at least size_bytes on `device`, used first by `stream` (an opaque id: a cudaStream_t's value;
+ * 0 is the default stream). Returns NULL on failure, with the last error: GMLAKE_ERROR_INVALID_ARGUMENT
+ * (size_bytes >= 2^63, which is also a negative size from a signed caller, or a bad device id),
+ * GMLAKE_ERROR_OUT_OF_MEMORY, GMLAKE_ERROR_BACKEND, GMLAKE_ERROR_CONFIG (the first call, configured from a bad
+ * GMLAKE_CONF), GMLAKE_ERROR_SHUT_DOWN. size_bytes 0 returns NULL with GMLAKE_OK: not an error. */
+void* gmlake_malloc(size_t size_bytes, int device, uint64_t stream);
+
+/* Frees a block that gmlake_malloc returned on `device`. size_bytes and `stream` are accepted for PyTorch's
+ * CUDAPluggableAllocator signature (void free(void*, ssize_t, int, cudaStream_t)) and not used: a block is freed
+ * in the order of the stream it was allocated on. NULL: nothing happens. Failures
+ * (the last error; the pool is unchanged): GMLAKE_ERROR_INVALID_POINTER for a pointer that is not the start of
+ * a live block of that device (freed already, never returned, an interior pointer, another device's; always
+ * detected, and counted in invalid_frees), GMLAKE_ERROR_INVALID_ARGUMENT for a bad device id, and
+ * GMLAKE_ERROR_SHUT_DOWN after gmlake_shutdown() (the pointer is ignored and counted). */
+void gmlake_free(void* ptr, size_t size_bytes, int device, uint64_t stream);
+
+/* Gives the device's free cached memory back to the backend (torch.cuda.empty_cache). Returns GMLAKE_OK,
+ * GMLAKE_ERROR_INVALID_ARGUMENT (bad device id), GMLAKE_ERROR_BACKEND (what could be released was; the rest
+ * is retried by the next call), GMLAKE_ERROR_SHUT_DOWN. A device with no pool yet: GMLAKE_OK. */
+int gmlake_empty_cache(int device);
+
+/* Copies the device's statistics into *out (all zero for a device with no pool yet). Returns GMLAKE_OK,
+ * GMLAKE_ERROR_INVALID_ARGUMENT (bad device id or out NULL), GMLAKE_ERROR_SHUT_DOWN. */
+int gmlake_get_stats(int device, gmlake_stats* out);
+
+/* Sets every gauge's peak to its current value (torch.cuda.reset_peak_memory_stats). Same returns as
+ * gmlake_empty_cache. */
+int gmlake_reset_peak_stats(int device);
+
+/* Gives every pool's memory back to its backend, blocks still live included (their pointers become invalid),
+ * and refuses later calls until gmlake_init. Calls running concurrently on other threads finish first. Calling
+ * it again, or before any initialization, does nothing. Never fails. */
+void gmlake_shutdown(void);
+
+/* Frees gmlake_free ignored because gmlake was shut down, over the life of the process. */
+uint64_t gmlake_ignored_frees(void);
+
+/* The gmlake_status of this thread's last call (GMLAKE_OK when it succeeded). */
+int gmlake_last_error_code(void);
+
+/* A one-line message describing this thread's last call's failure, "" when it succeeded. The pointer is valid
+ * on this thread until its next gmlake call. */
+const char* gmlake_last_error(void);
+
+#ifdef __cplusplus
+} /* extern "C" */
+#endif
+
+#endif /* GMLAKE_GMLAKE_H_ */

@@ -1,0 +1,130 @@
+// FaultBackend: forwards to its inner backend, fails exactly the calls armed, with the error asked for, and
+// leaves the inner backend untouched by a failed call.
+#include "gmlake/fault_backend.h"
+
+#include <gtest/gtest.h>
+
+#include <string>
+
+#include "gmlake/error.h"
+#include "gmlake/sim_backend.h"
+#include "gmlake/units.h"
+
+namespace gmlake {
+namespace {
+
+TEST(FaultBackendTest, ForwardsEveryCallToTheInnerBackendWhenNothingIsArmed) {
+  SimBackend sim;
+  FaultBackend fault(sim);
+  EXPECT_EQ(fault.name(), "fault(sim)");
+  EXPECT_EQ(fault.granularity_bytes(), sim.granularity_bytes());
+  EXPECT_EQ(fault.host_accessible(), sim.host_accessible());
+  const std::uintptr_t addr = fault.reserve(4 * kChunkBytes);
+  const ChunkHandle chunk = fault.create(kChunkBytes);
+  fault.map(addr, kChunkBytes, chunk);
+  fault.set_access(addr, kChunkBytes);
+  EXPECT_TRUE(sim.is_accessible(addr, kChunkBytes));
+  EXPECT_EQ(sim.live_chunks(), 1u);
+  EXPECT_EQ(sim.live_mappings(), 1u);
+  fault.unmap(addr, kChunkBytes);
+  fault.release(chunk);
+  fault.address_free(addr, 4 * kChunkBytes);
+  EXPECT_EQ(sim.live_chunks() + sim.live_mappings() + sim.live_reservations(), 0u);
+  for (std::size_t k = 0; k < kBackendCallKinds; ++k) {
+    const auto kind = static_cast<BackendCall>(k);
+    EXPECT_EQ(fault.calls_seen(kind), 1u) << to_string(kind);
+    EXPECT_EQ(sim.counters()[kind], 1u) << to_string(kind);
+  }
+  EXPECT_EQ(fault.injected_faults(), 0u);
+}
+
+TEST(FaultBackendTest, FailsExactlyTheNthCallOfTheArmedKindAndNoOther) {
+  SimBackend sim;
+  FaultBackend fault(sim);
+  fault.arm({BackendCall::kCreate, 3, 1, FaultError::kBackendError});
+  const ChunkHandle a = fault.create(kChunkBytes);
+  const ChunkHandle b = fault.create(kChunkBytes);
+  try {
+    fault.create(kChunkBytes);
+    ADD_FAILURE() << "the third create did not fail";
+  } catch (const BackendError& e) {
+    EXPECT_EQ(e.call(), "fault:create");
+    EXPECT_EQ(e.code(), ErrorCode::kBackend);
+  }
+  EXPECT_EQ(sim.live_chunks(), 2u) << "the failed call reached the inner backend";
+  EXPECT_EQ(sim.counters()[BackendCall::kCreate], 2u);
+  EXPECT_EQ(fault.calls_seen(BackendCall::kCreate), 3u);
+  const ChunkHandle c = fault.create(kChunkBytes);  // the fourth works again
+  EXPECT_EQ(fault.injected_faults(), 1u);
+  for (ChunkHandle h : {a, b, c}) fault.release(h);
+  EXPECT_EQ(sim.live_chunks(), 0u);
+}
+
+TEST(FaultBackendTest, CountsFromTheMomentItIsArmedAndFailsCountCallsInARow) {
+  SimBackend sim;
+  FaultBackend fault(sim);
+  const std::uintptr_t addr = fault.reserve(8 * kChunkBytes);
+  const ChunkHandle chunk = fault.create(kChunkBytes);
+  fault.map(addr, kChunkBytes, chunk);  // map call 1, before arming
+  fault.arm({BackendCall::kMap, 1, 2, FaultError::kBackendError});
+  EXPECT_THROW(fault.map(addr + kChunkBytes, kChunkBytes, chunk), BackendError);
+  EXPECT_THROW(fault.map(addr + 2 * kChunkBytes, kChunkBytes, chunk), BackendError);
+  fault.map(addr + 3 * kChunkBytes, kChunkBytes, chunk);
+  EXPECT_EQ(sim.live_mappings(), 2u);
+  EXPECT_EQ(fault.live_mappings(), 2u);
+  EXPECT_EQ(fault.injected_faults(), 2u);
+}
+
+TEST(FaultBackendTest, AnOutOfMemoryFaultThrowsOutOfMemoryError) {
+  SimBackend sim;
+  FaultBackend fault(sim);
+  fault.arm({BackendCall::kCreate, 1, 1, FaultError::kOutOfMemory});
+  try {
+    fault.create(kChunkBytes);
+    ADD_FAILURE() << "no error";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.requested_bytes(), kChunkBytes);
+    EXPECT_NE(std::string(e.what()).find("injected"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(sim.live_chunks(), 0u);
+}
+
+TEST(FaultBackendTest, ACallRejectedByTheContractNeverCountsTowardsAFault) {
+  SimBackend sim;
+  FaultBackend fault(sim);
+  fault.arm({BackendCall::kCreate, 1, 1, FaultError::kBackendError});
+  try {
+    fault.create(kChunkBytes + 1);
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+  }
+  EXPECT_EQ(fault.calls_seen(BackendCall::kCreate), 0u);
+  EXPECT_THROW(fault.create(kChunkBytes), BackendError);  // the armed fault is still ahead
+}
+
+TEST(FaultBackendTest, ArmingTwiceReplacesTheFaultAndDisarmingStopsIt) {
+  SimBackend sim;
+  FaultBackend fault(sim);
+  const std::uintptr_t addr = fault.reserve(kChunkBytes);
+  fault.arm({BackendCall::kReserve, 1, 1, FaultError::kBackendError});
+  fault.arm({BackendCall::kReserve, 2, 1, FaultError::kBackendError});
+  const std::uintptr_t second = fault.reserve(kChunkBytes);  // the first fault was replaced
+  fault.disarm_all();
+  const std::uintptr_t third = fault.reserve(kChunkBytes);
+  EXPECT_EQ(fault.injected_faults(), 0u);
+  for (std::uintptr_t a : {addr, second, third}) fault.address_free(a, kChunkBytes);
+  EXPECT_EQ(sim.live_reservations(), 0u);
+}
+
+TEST(FaultBackendTest, ABadFaultIsRejected) {
+  SimBackend sim;
+  FaultBackend fault(sim);
+  EXPECT_THROW(fault.arm({BackendCall::kCreate, 0, 1, FaultError::kBackendError}), Error);
+  EXPECT_THROW(fault.arm({BackendCall::kCreate, 1, 0, FaultError::kBackendError}), Error);
+  EXPECT_THROW(fault.arm({BackendCall::kCount, 1, 1, FaultError::kBackendError}), Error);
+  EXPECT_NO_THROW(fault.create(kChunkBytes));
+}
+
+}  // namespace
+}  // namespace gmlake
