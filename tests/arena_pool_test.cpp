@@ -171,13 +171,12 @@ TEST(ConcurrentArenaPoolTest, ThreadsGetDisjointAlignedRangesThatKeepTheirBytes)
   EXPECT_LE(all.back().first + all.back().second - addr(arena.data()), arena.used_bytes());
 }
 
-TEST(ConcurrentArenaPoolTest, ThreadsFillingTheArenaStopAtItsCapacityWithOutOfMemory) {
-  SimBackend backend;
-  ConcurrentArenaPool arena(backend, kChunkBytes);
-  constexpr int kThreads = 4;
-  std::atomic<std::uint64_t> served{0}, ooms{0};
+// Four threads allocate 4 KiB blocks until the arena is full; returns how many were served.
+template <typename Arena>
+std::uint64_t fill_from_four_threads(Arena& arena, std::atomic<std::uint64_t>& ooms) {
+  std::atomic<std::uint64_t> served{0};
   std::vector<std::thread> threads;
-  for (int t = 0; t < kThreads; ++t) {
+  for (int t = 0; t < 4; ++t) {
     threads.emplace_back([&] {
       for (int i = 0; i < 300; ++i) {
         try {
@@ -190,13 +189,58 @@ TEST(ConcurrentArenaPoolTest, ThreadsFillingTheArenaStopAtItsCapacityWithOutOfMe
     });
   }
   for (auto& t : threads) t.join();
-  EXPECT_EQ(served.load(), kChunkBytes / (4 * kKiB));
+  return served.load();
+}
+
+TEST(ConcurrentArenaPoolTest, WithoutThreadBuffersThreadsFillTheArenaExactlyToItsCapacity) {
+  SimBackend backend;
+  ConcurrentArenaPool arena(backend, kChunkBytes, /*thread_buffer_bytes=*/0);
+  std::atomic<std::uint64_t> ooms{0};
+  EXPECT_EQ(fill_from_four_threads(arena, ooms), kChunkBytes / (4 * kKiB));
   EXPECT_EQ(ooms.load(), 4u * 300 - kChunkBytes / (4 * kKiB));
   EXPECT_EQ(arena.stats().num_ooms, ooms.load());
+  EXPECT_EQ(arena.used_bytes(), kChunkBytes);
   arena.reset();
   EXPECT_EQ(arena.used_bytes(), 0u);
   EXPECT_EQ(arena.stats().allocated_bytes.peak, static_cast<std::int64_t>(kChunkBytes));
   EXPECT_EQ(arena.allocate(1), arena.data());
+}
+
+TEST(ConcurrentArenaPoolTest, WithThreadBuffersAtMostOneBufferPerThreadIsLeftUnusedWhenFull) {
+  SimBackend backend;
+  ConcurrentArenaPool arena(backend, kChunkBytes, 64 * kKiB);
+  std::atomic<std::uint64_t> ooms{0};
+  const std::uint64_t served = fill_from_four_threads(arena, ooms);
+  const std::uint64_t capacity_blocks = kChunkBytes / (4 * kKiB);
+  EXPECT_LE(served, capacity_blocks);
+  EXPECT_GE(served, capacity_blocks - 4 * (64 * kKiB) / (4 * kKiB));
+  EXPECT_EQ(ooms.load(), 4u * 300 - served);
+}
+
+TEST(ConcurrentArenaPoolTest, ResetMakesEveryThreadBufferStale) {
+  SimBackend backend;
+  ConcurrentArenaPool arena(backend, kChunkBytes);
+  void* first = arena.allocate(64);
+  EXPECT_EQ(first, arena.data());
+  EXPECT_EQ(arena.used_bytes(), ConcurrentArenaPool::kDefaultThreadBufferBytes);  // a whole buffer is claimed
+  arena.allocate(64);
+  arena.reset();
+  EXPECT_EQ(arena.allocate(64), first);  // not the old buffer's next bytes
+  ConcurrentArenaPool other(backend, kChunkBytes);  // a second arena gets a buffer of its own
+  EXPECT_EQ(other.allocate(64), other.data());
+  EXPECT_EQ(addr(arena.allocate(64)), addr(first) + 64);
+}
+
+TEST(ConcurrentArenaPoolTest, RequestsTooLargeForABufferBumpTheSharedOffsetDirectly) {
+  SimBackend backend;
+  ConcurrentArenaPool arena(backend, kChunkBytes, 64 * kKiB);
+  void* big = arena.allocate(32 * kKiB);
+  EXPECT_EQ(big, arena.data());
+  EXPECT_EQ(arena.used_bytes(), 32 * kKiB);
+  EXPECT_THROW(arena.allocate(kChunkBytes), OutOfMemoryError);
+  EXPECT_EQ(arena.used_bytes(), 32 * kKiB);
+  EXPECT_EQ(error_code_of([&] { ConcurrentArenaPool bad(backend, kChunkBytes, 2 * kChunkBytes); }),
+            ErrorCode::kInvalidArgument);
 }
 
 TEST(ConcurrentArenaPoolTest, BadAlignmentIsAnInvalidArgumentAndChangesNothing) {

@@ -40,7 +40,7 @@ TEST(GrowableBufferTest, GrowingKeepsTheAddressAndEveryByteWritten) {
   buffer.check_invariants();
 }
 
-TEST(GrowableBufferTest, GrowthMapsOnlyTheChunksItNeedsWithOneSetAccessPerGrowth) {
+TEST(GrowableBufferTest, EachGrowthMapsTheBytesItNeedsAsOneChunk) {
   SimBackend backend;
   GrowableBuffer buffer(backend, {.max_bytes = kGiB});
   buffer.resize(1);
@@ -50,20 +50,46 @@ TEST(GrowableBufferTest, GrowthMapsOnlyTheChunksItNeedsWithOneSetAccessPerGrowth
   buffer.resize(5 * kChunkBytes + 1);
   EXPECT_EQ(buffer.capacity_bytes(), 6 * kChunkBytes);
   EXPECT_EQ(backend.live_chunk_bytes(), 6 * kChunkBytes);
-  EXPECT_EQ(backend.counters()[BackendCall::kMap], 6u);
+  EXPECT_EQ(backend.counters()[BackendCall::kCreate], 2u);
+  EXPECT_EQ(backend.counters()[BackendCall::kMap], 2u);
   EXPECT_EQ(backend.counters()[BackendCall::kSetAccess], 2u);
   EXPECT_EQ(buffer.stats().num_allocs, 2u);
+  EXPECT_EQ(buffer.stats().chunks_created, 2u);
+  buffer.check_invariants();
+}
+
+TEST(GrowableBufferTest, MaxChunkBytesSplitsALargeGrowthIntoChunksWithOneSetAccess) {
+  SimBackend backend;
+  GrowableBuffer buffer(backend, {.max_bytes = kGiB, .max_chunk_bytes = 4 * kChunkBytes});
+  buffer.resize(10 * kChunkBytes);  // 4 + 4 + 2 chunks
+  EXPECT_EQ(backend.counters()[BackendCall::kCreate], 3u);
+  EXPECT_EQ(backend.counters()[BackendCall::kSetAccess], 2u);  // one per equal-size run
+  buffer.resize(3 * kChunkBytes);
+  buffer.shrink_to_fit();
+  EXPECT_EQ(buffer.capacity_bytes(), 4 * kChunkBytes);
+  buffer.check_invariants();
+}
+
+TEST(GrowableBufferTest, AFailedSplitGrowthUnmapsItsFirstChunksAgain) {
+  SimBackend backend(kChunkBytes, 9 * kChunkBytes);
+  GrowableBuffer buffer(backend, {.max_bytes = kGiB, .max_chunk_bytes = 4 * kChunkBytes});
+  buffer.resize(kChunkBytes);
+  EXPECT_THROW(buffer.resize(10 * kChunkBytes), OutOfMemoryError);  // 1 + 4 + 4 fit, the last 1 does not
+  EXPECT_EQ(buffer.capacity_bytes(), kChunkBytes);
+  EXPECT_EQ(backend.live_chunk_bytes(), kChunkBytes);
   buffer.check_invariants();
 }
 
 TEST(GrowableBufferTest, ShrinkToFitUnmapsTheWholeChunksPastTheSizeAndGivesThemBack) {
   HostBackend backend;
   GrowableBuffer buffer(backend, {.max_bytes = kGiB, .chunk_bytes = 2 * kChunkBytes});
-  buffer.resize(20 * kMiB);
+  buffer.resize(8 * kMiB);   // one chunk [0, 8 MiB)
+  buffer.resize(20 * kMiB);  // one chunk [8, 20 MiB)
+  buffer.resize(30 * kMiB);  // one chunk [20, 32 MiB)
   char* const data = static_cast<char*>(buffer.data());
-  std::memset(data, 'k', 20 * kMiB);
+  std::memset(data, 'k', 30 * kMiB);
   buffer.resize(5 * kMiB);
-  EXPECT_EQ(buffer.capacity_bytes(), 20 * kMiB);  // resize alone keeps the mapping
+  EXPECT_EQ(buffer.capacity_bytes(), 32 * kMiB);  // resize alone keeps the mapping
   buffer.shrink_to_fit();
   EXPECT_EQ(buffer.capacity_bytes(), 8 * kMiB);
   EXPECT_EQ(backend.live_chunk_bytes(), 8 * kMiB);
@@ -72,11 +98,21 @@ TEST(GrowableBufferTest, ShrinkToFitUnmapsTheWholeChunksPastTheSizeAndGivesThemB
   buffer.resize(12 * kMiB);  // grows again at the same address
   EXPECT_EQ(buffer.data(), data);
   EXPECT_EQ(data[0], 'k');
-  EXPECT_EQ(buffer.stats().chunks_released, 3u);
+  EXPECT_EQ(buffer.stats().chunks_released, 2u);
   buffer.check_invariants();
   buffer.resize(0);
   buffer.shrink_to_fit();
   EXPECT_EQ(backend.live_chunks(), 0u);
+  buffer.check_invariants();
+}
+
+TEST(GrowableBufferTest, AChunkThatStraddlesTheNewSizeStaysMapped) {
+  SimBackend backend;
+  GrowableBuffer buffer(backend, {.max_bytes = kGiB});
+  buffer.resize(8 * kChunkBytes);  // one chunk
+  buffer.resize(kChunkBytes);
+  buffer.shrink_to_fit();
+  EXPECT_EQ(buffer.capacity_bytes(), 8 * kChunkBytes);
   buffer.check_invariants();
 }
 

@@ -4,16 +4,21 @@
 // cudaFree, copies the whole buffer at each growth and needs old + new memory at once).
 //
 // Sizes: size_bytes() is what the caller asked for with resize(); capacity_bytes() is what is mapped, a
-// multiple of chunk_bytes() >= size_bytes(); max_bytes() is the reservation and the largest size. Growth maps
-// exactly the chunks needed (no doubling: nothing is copied, so there is nothing to amortize). Shrinking
-// keeps the mapping (resize is cheap both ways); shrink_to_fit() unmaps the whole chunks past the size. The
-// bytes below the old size keep their contents; bytes added by growth are unspecified (fresh chunks read as
-// zeroes on the host backend; re-grown mapped bytes keep what was written there).
+// multiple of chunk_bytes() >= size_bytes(); max_bytes() is the reservation and the largest size. A growth
+// maps exactly the bytes it needs, rounded up to chunk_bytes() (no doubling: nothing is copied, so there is
+// nothing to amortize), as one chunk, or as chunks of at most max_chunk_bytes() when that is set: one
+// create + map per chunk and one set_access per growth, so the backend calls per growth stay few however
+// large it is (on a GPU each chunk costs tens of microseconds). Shrinking keeps the mapping (resize is cheap
+// both ways); shrink_to_fit() unmaps the whole chunks past the size, so memory goes back at the granularity
+// of past growths: a buffer grown by doubling and halved gives back its last growth. The bytes below the
+// old size keep their contents; bytes added by growth are unspecified (fresh chunks read as zeroes on the
+// host backend; re-grown mapped bytes keep what was written there).
 //
 // Alignment: data() is aligned to the backend's granularity (2 MiB by default).
 //
 // Errors (the buffer is unchanged after any of them):
-//   - bad options: Error(kInvalidArgument) (max_bytes 0, chunk_bytes or max_bytes overflowing when rounded);
+//   - bad options: Error(kInvalidArgument) (max_bytes 0; chunk_bytes, max_chunk_bytes or max_bytes
+//     overflowing when rounded);
 //   - resize past max_bytes(): OutOfMemoryError with requested = the new size, reserved = capacity_bytes(),
 //     allocated = size_bytes(), cap = max_bytes(); also when the backend has no memory for the new chunks.
 //
@@ -42,7 +47,10 @@ namespace gmlake::pools {
 struct GrowableBufferOptions {
   std::uint64_t max_bytes = 64 * kGiB;  // the reservation, rounded up to chunk_bytes: virtual only, free on
                                         // 64-bit hosts and on CUDA devices
-  std::uint64_t chunk_bytes = 0;        // the growth step; 0: the backend's granularity; rounded up to it
+  std::uint64_t chunk_bytes = 0;        // sizes are mapped in multiples of it; 0: the backend's granularity;
+                                        // rounded up to it
+  std::uint64_t max_chunk_bytes = 0;    // the largest chunk one growth maps; 0: a growth is one chunk;
+                                        // rounded up to chunk_bytes
 };
 
 class GrowableBuffer {
@@ -61,13 +69,14 @@ class GrowableBuffer {
   std::uint64_t capacity_bytes() const { return capacity_bytes_.load(std::memory_order_acquire); }
   std::uint64_t max_bytes() const { return range_.reserved_bytes(); }
   std::uint64_t chunk_bytes() const { return chunk_bytes_; }
+  std::uint64_t max_chunk_bytes() const { return max_chunk_bytes_; }
 
   // Sets the size, mapping chunks when it grows past capacity_bytes(). Throws OutOfMemoryError (above).
   void resize(std::uint64_t new_size_bytes);
   // Maps chunks until capacity_bytes() >= capacity_bytes; the size does not change. Throws as resize.
   void reserve(std::uint64_t capacity_bytes);
-  // Unmaps and releases every whole chunk past size_bytes(); capacity becomes size rounded up to chunk_bytes().
-  // Throws BackendError when the backend fails (the chunks not yet unmapped stay).
+  // Unmaps and releases every chunk that lies wholly past size_bytes() (rounded up to chunk_bytes()); a chunk
+  // the size ends inside stays. Throws BackendError when the backend fails (the chunks not yet unmapped stay).
   void shrink_to_fit();
 
   Stats stats() const;
@@ -76,9 +85,12 @@ class GrowableBuffer {
 
  private:
   void map_up_to(std::uint64_t capacity_bytes);  // requires mutex_
+  void map_growth(std::uint64_t growth_bytes);    // requires mutex_
+  void record_growth(std::uint64_t mapped_before, std::uint64_t chunks_before);  // requires mutex_
 
   Backend& backend_;
   const std::uint64_t chunk_bytes_;
+  const std::uint64_t max_chunk_bytes_;
   VmmRange range_;
   mutable std::mutex mutex_;
   std::atomic<std::uint64_t> size_bytes_{0};
