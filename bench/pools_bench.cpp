@@ -15,6 +15,9 @@
 //                                                                     1, 16, 64 MiB; 1 and 2 threads
 // Figures are per operation (counter per_op: an allocation or a free; for the growth benchmarks, one whole
 // growth from start to end including creating and destroying the buffer).
+// The pools run on the backend named by the environment variable GMLAKE_POOLS_BACKEND (a make_backend name:
+// host by default; cuda once the CUDA backend exists, then pool memory is not touched and the "filled"
+// growth benchmarks are skipped; the GPU's plain alternatives, cudaMalloc / cudaFree, belong beside it).
 // Run: build/gmlake_bench --benchmark_filter='BM_(BlockPool|Concurrent|Malloc|Arena|Growable|Realloc|Layout|Uncached)'
 #include <benchmark/benchmark.h>
 
@@ -24,7 +27,7 @@
 #include <memory>
 #include <vector>
 
-#include "gmlake/host_backend.h"
+#include "gmlake/backend_factory.h"
 #include "gmlake/pools/arena_pool.h"
 #include "gmlake/pools/block_pool.h"
 #include "gmlake/pools/concurrent_arena_pool.h"
@@ -47,6 +50,17 @@ constexpr double kShortRunSeconds = 0.2;
 
 void touch(void* p) { *static_cast<volatile char*>(p) = 1; }
 
+// The backend the pools run on (see above).
+std::unique_ptr<gmlake::Backend> make_pool_backend() {
+  const char* name = std::getenv("GMLAKE_POOLS_BACKEND");
+  return gmlake::make_backend(name != nullptr ? name : "host", gmlake::kChunkBytes);
+}
+
+// Touches pool memory the way a user would, where the CPU can.
+void touch_pool(const gmlake::Backend& backend, void* p) {
+  if (backend.host_accessible()) touch(p);
+}
+
 void set_per_op(benchmark::State& state, double ops_per_iteration) {
   state.counters["per_op"] = benchmark::Counter(ops_per_iteration,
                                                 benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
@@ -55,12 +69,12 @@ void set_per_op(benchmark::State& state, double ops_per_iteration) {
 // --- Fixed-size blocks ----------------------------------------------------------------------------------------
 
 template <typename Allocate, typename Free>
-void run_block_batches(benchmark::State& state, Allocate&& allocate, Free&& free_block) {
+void run_block_batches(benchmark::State& state, bool touch_blocks, Allocate&& allocate, Free&& free_block) {
   std::array<void*, kBatch> blocks{};
   for (auto _ : state) {
     for (void*& p : blocks) {
       p = allocate();
-      touch(p);
+      if (touch_blocks) touch(p);
     }
     for (void* p : blocks) free_block(p);
     benchmark::ClobberMemory();
@@ -74,22 +88,23 @@ gmlake::pools::BlockPoolOptions batch_pool_options(std::uint64_t block_bytes, in
 
 void BM_BlockPool(benchmark::State& state) {
   const auto size = static_cast<std::uint64_t>(state.range(0));
-  gmlake::HostBackend backend;
-  gmlake::pools::BlockPool pool(backend, batch_pool_options(size, 1));
-  run_block_batches(state, [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
+  const auto backend = make_pool_backend();
+  gmlake::pools::BlockPool pool(*backend, batch_pool_options(size, 1));
+  run_block_batches(state, backend->host_accessible(), [&] { return pool.allocate(); },
+                    [&](void* p) { pool.deallocate(p); });
 }
 
-std::unique_ptr<gmlake::HostBackend> shared_backend;
+std::unique_ptr<gmlake::Backend> shared_backend;
 std::unique_ptr<gmlake::pools::ConcurrentBlockPool> shared_block_pool;
 
 void BM_ConcurrentBlockPool(benchmark::State& state) {
   const auto size = static_cast<std::uint64_t>(state.range(0));
   if (state.thread_index() == 0) {
-    shared_backend = std::make_unique<gmlake::HostBackend>();
+    shared_backend = make_pool_backend();
     shared_block_pool =
         std::make_unique<gmlake::pools::ConcurrentBlockPool>(*shared_backend, batch_pool_options(size, state.threads()));
   }
-  run_block_batches(state, [&] { return shared_block_pool->allocate(); },
+  run_block_batches(state, shared_backend->host_accessible(), [&] { return shared_block_pool->allocate(); },
                     [&](void* p) { shared_block_pool->deallocate(p); });
   if (state.thread_index() == 0) {
     shared_block_pool.reset();
@@ -99,7 +114,7 @@ void BM_ConcurrentBlockPool(benchmark::State& state) {
 
 void BM_MallocBlocks(benchmark::State& state) {
   const auto size = static_cast<std::size_t>(state.range(0));
-  run_block_batches(state, [&] { return std::malloc(size); }, [](void* p) { std::free(p); });
+  run_block_batches(state, true, [&] { return std::malloc(size); }, [](void* p) { std::free(p); });
 }
 
 void block_sizes(benchmark::internal::Benchmark* b) {
@@ -131,7 +146,7 @@ template <typename Arena>
 void run_arena(benchmark::State& state, Arena& arena) {
   const auto& sizes = object_sizes();
   for (auto _ : state) {
-    for (std::uint64_t size : sizes) touch(arena.allocate(size));
+    for (std::uint64_t size : sizes) touch_pool(arena.backend(), arena.allocate(size));
     arena.reset();
     benchmark::ClobberMemory();
   }
@@ -139,14 +154,14 @@ void run_arena(benchmark::State& state, Arena& arena) {
 }
 
 void BM_Arena(benchmark::State& state) {
-  gmlake::HostBackend backend;
-  gmlake::pools::ArenaPool arena(backend, kMiB);
+  const auto backend = make_pool_backend();
+  gmlake::pools::ArenaPool arena(*backend, kMiB);
   run_arena(state, arena);
 }
 
 void BM_ConcurrentArena(benchmark::State& state) {
-  gmlake::HostBackend backend;
-  gmlake::pools::ConcurrentArenaPool arena(backend, kMiB);
+  const auto backend = make_pool_backend();
+  gmlake::pools::ConcurrentArenaPool arena(*backend, kMiB);
   run_arena(state, arena);
 }
 
@@ -168,7 +183,7 @@ BENCHMARK(BM_MallocObjects)->MinTime(kShortRunSeconds);
 // --- Growable buffer ------------------------------------------------------------------------------------------
 
 // Grows 1 MiB -> final_bytes, doubling; `fill` writes the bytes each step added.
-void grow_buffer(gmlake::HostBackend& backend, std::uint64_t final_bytes, std::uint64_t step_factor_or_add,
+void grow_buffer(gmlake::Backend& backend, std::uint64_t final_bytes, std::uint64_t step_factor_or_add,
                  bool doubling, bool fill) {
   gmlake::pools::GrowableBuffer buffer(backend, {.max_bytes = final_bytes});
   auto* const data = static_cast<char*>(buffer.data());
@@ -211,8 +226,8 @@ void grow_malloc_copy_free(std::uint64_t final_bytes, std::uint64_t step, bool d
 }
 
 void BM_GrowableBuffer_Grow(benchmark::State& state) {
-  gmlake::HostBackend backend;
-  for (auto _ : state) grow_buffer(backend, static_cast<std::uint64_t>(state.range(0)) * kMiB, 2, true, false);
+  const auto backend = make_pool_backend();
+  for (auto _ : state) grow_buffer(*backend, static_cast<std::uint64_t>(state.range(0)) * kMiB, 2, true, false);
   set_per_op(state, 1);
 }
 void BM_Realloc_Grow(benchmark::State& state) {
@@ -220,8 +235,9 @@ void BM_Realloc_Grow(benchmark::State& state) {
   set_per_op(state, 1);
 }
 void BM_GrowableBuffer_GrowFilled(benchmark::State& state) {
-  gmlake::HostBackend backend;
-  for (auto _ : state) grow_buffer(backend, static_cast<std::uint64_t>(state.range(0)) * kMiB, 2, true, true);
+  const auto backend = make_pool_backend();
+  if (!backend->host_accessible()) return state.SkipWithError("writes the buffer from the CPU");
+  for (auto _ : state) grow_buffer(*backend, static_cast<std::uint64_t>(state.range(0)) * kMiB, 2, true, true);
   set_per_op(state, 1);
 }
 void BM_Realloc_GrowFilled(benchmark::State& state) {
@@ -233,8 +249,9 @@ void BM_MallocCopyFree_GrowFilled(benchmark::State& state) {
   set_per_op(state, 1);
 }
 void BM_GrowableBuffer_Append(benchmark::State& state) {
-  gmlake::HostBackend backend;
-  for (auto _ : state) grow_buffer(backend, static_cast<std::uint64_t>(state.range(0)) * kMiB, 2 * kMiB, false, true);
+  const auto backend = make_pool_backend();
+  if (!backend->host_accessible()) return state.SkipWithError("writes the buffer from the CPU");
+  for (auto _ : state) grow_buffer(*backend, static_cast<std::uint64_t>(state.range(0)) * kMiB, 2 * kMiB, false, true);
   set_per_op(state, 1);
 }
 void BM_Realloc_Append(benchmark::State& state) {
@@ -260,12 +277,12 @@ BENCHMARK(BM_MallocCopyFree_Append)->Arg(64)->Iterations(5)->Unit(benchmark::kMi
 // --- Layout cache ---------------------------------------------------------------------------------------------
 
 template <typename Allocate, typename Release>
-void run_layout_batches(benchmark::State& state, Allocate&& allocate, Release&& release) {
+void run_layout_batches(benchmark::State& state, bool touch_buffers, Allocate&& allocate, Release&& release) {
   std::array<void*, kLayoutBatch> buffers{};
   for (auto _ : state) {
     for (void*& p : buffers) {
       p = allocate();
-      touch(p);
+      if (touch_buffers) touch(p);
     }
     for (void* p : buffers) release(p);
     benchmark::ClobberMemory();
@@ -278,10 +295,10 @@ std::unique_ptr<gmlake::pools::LayoutCache> shared_cache;
 void BM_LayoutCache(benchmark::State& state) {
   const gmlake::pools::Layout layout{static_cast<std::uint64_t>(state.range(0)), 256};
   if (state.thread_index() == 0) {
-    shared_backend = std::make_unique<gmlake::HostBackend>();
+    shared_backend = make_pool_backend();
     shared_cache = std::make_unique<gmlake::pools::LayoutCache>(*shared_backend);
   }
-  run_layout_batches(state, [&] { return shared_cache->allocate(layout); }, [&](void* p) { shared_cache->release(p); });
+  run_layout_batches(state, shared_backend->host_accessible(), [&] { return shared_cache->allocate(layout); }, [&](void* p) { shared_cache->release(p); });
   if (state.thread_index() == 0) {
     shared_cache.reset();
     shared_backend.reset();
@@ -290,21 +307,21 @@ void BM_LayoutCache(benchmark::State& state) {
 
 void BM_MallocLayouts(benchmark::State& state) {
   const auto size = static_cast<std::size_t>(state.range(0));
-  run_layout_batches(state, [&] { return std::aligned_alloc(256, size); }, [](void* p) { std::free(p); });
+  run_layout_batches(state, true, [&] { return std::aligned_alloc(256, size); }, [](void* p) { std::free(p); });
 }
 
 // Every allocation its own backend region, given back at release: what a layout cache saves (cudaMalloc /
 // cudaFree on a GPU; mmap + munmap here).
 void BM_UncachedBackend(benchmark::State& state) {
   const auto size = static_cast<std::uint64_t>(state.range(0));
-  gmlake::HostBackend backend;
+  const auto backend = make_pool_backend();
   std::vector<gmlake::pools::VmmRange> ranges;
   ranges.reserve(kLayoutBatch);
   for (auto _ : state) {
     for (int i = 0; i < kLayoutBatch; ++i) {
-      ranges.emplace_back(backend, size);
+      ranges.emplace_back(*backend, size);
       ranges.back().map_chunks(ranges.back().reserved_bytes());
-      touch(ranges.back().data());
+      touch_pool(*backend, ranges.back().data());
     }
     ranges.clear();
     benchmark::ClobberMemory();
