@@ -1,6 +1,8 @@
 // make_allocator: the one place that knows every policy.
 #include "gmlake/allocator.h"
 
+#include <string>
+
 #include "engine/stitching_allocator.h"
 #include "gmlake/error.h"
 #include "policy/caching_allocator.h"
@@ -8,10 +10,14 @@
 
 namespace gmlake {
 
-std::unique_ptr<Allocator> make_allocator(const Config& config, Backend& backend) {
+std::unique_ptr<Allocator> make_allocator(const Config& config, Backend& backend, StreamEvents* events) {
   config.validate();
+  if (events != nullptr && config.policy != Policy::kGmlake) {
+    throw Error(ErrorCode::kConfig, std::string("gmlake config: policy: ") + to_string(config.policy) +
+                                        " does not support asynchronous streams yet; use gmlake");
+  }
   switch (config.policy) {
-    case Policy::kGmlake: return std::make_unique<engine::StitchingAllocator>(config, backend);
+    case Policy::kGmlake: return std::make_unique<engine::StitchingAllocator>(config, backend, events);
     case Policy::kCaching: return std::make_unique<CachingAllocator>(config, backend);
     case Policy::kExpandable: return std::make_unique<ExpandableAllocator>(config, backend);
   }

@@ -1,7 +1,7 @@
 // The Backend base class: checks the contract written in backend.h, counts calls, and keeps the tables of live
 // reservations, mappings and chunks. Every public call runs in three steps:
 //   1. check the contract against the tables (throw Error(kInvalidArgument), nothing counted or changed);
-//   2. count the call, then call the backend's do_* (which may throw, leaving the backend as it was);
+//   2. count the call, then call the backend's do_* (which may throw, leaving the backend as it was), timing it;
 //   3. update the tables, either with non-throwing operations after the backend call or with insertions
 //      made before it and rolled back when it throws.
 // Lookups are std::map searches: O(log n), plus O(k) for the k mappings a range covers.
@@ -9,6 +9,7 @@
 
 #include <fmt/format.h>
 
+#include <chrono>
 #include <iterator>
 #include <optional>
 #include <string>
@@ -79,10 +80,35 @@ std::optional<typename Table::iterator> whole_run_end(Table& table, std::uintptr
   return std::nullopt;
 }
 
+// The time_ns entry of `kind` in `counters`.
+std::uint64_t& time_slot(BackendCounters& counters, BackendCall kind) {
+  return counters.time_ns[static_cast<std::size_t>(kind)];
+}
+
+// Runs `call` and adds the wall time it took to `total_ns`, also when it throws.
+template <typename Call>
+decltype(auto) timed(std::uint64_t& total_ns, Call&& call) {
+  struct Stopwatch {
+    std::uint64_t& total_ns;
+    std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
+    ~Stopwatch() {
+      const auto elapsed = std::chrono::steady_clock::now() - start;
+      total_ns += static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(elapsed).count());
+    }
+  } stopwatch{total_ns};
+  return call();
+}
+
 const auto kReservationBytes = [](std::uint64_t size_bytes) { return size_bytes; };
 const auto kMappingBytes = [](const auto& mapping) { return mapping.size_bytes; };
 
 }  // namespace
+
+std::uint64_t BackendCounters::total_time_ns() const {
+  std::uint64_t total_ns = 0;
+  for (std::uint64_t ns : time_ns) total_ns += ns;
+  return total_ns;
+}
 
 std::string_view to_string(BackendCall call) {
   switch (call) {
@@ -122,7 +148,8 @@ bool Backend::inside_one_reservation(std::uintptr_t addr, std::uint64_t size_byt
 std::uintptr_t Backend::reserve(std::uint64_t size_bytes) {
   check_size("reserve", size_bytes);
   count(BackendCall::kReserve);
-  const std::uintptr_t addr = do_reserve(size_bytes);
+  const std::uintptr_t addr =
+      timed(time_slot(counters_, BackendCall::kReserve), [&] { return do_reserve(size_bytes); });
   // A bad address is a bug in the backend; it is not freed, since the range may belong to a live reservation.
   if (addr == 0 || addr % granularity_bytes_ != 0 || addr + size_bytes < addr ||
       overlaps_any(reservations_, addr, size_bytes, kReservationBytes)) {
@@ -149,14 +176,15 @@ void Backend::address_free(std::uintptr_t addr, std::uint64_t size_bytes) {
     invalid("address_free", range_text(addr, size_bytes) + " still has live mappings inside");
   }
   count(BackendCall::kAddressFree);
-  do_address_free(addr, size_bytes);
+  timed(time_slot(counters_, BackendCall::kAddressFree), [&] { do_address_free(addr, size_bytes); });
   reservations_.erase(it);
 }
 
 ChunkHandle Backend::create(std::uint64_t size_bytes) {
   check_size("create", size_bytes);
   count(BackendCall::kCreate);
-  const ChunkHandle chunk = do_create(size_bytes);
+  const ChunkHandle chunk =
+      timed(time_slot(counters_, BackendCall::kCreate), [&] { return do_create(size_bytes); });
   // A bad handle is a bug in the backend; it is not released, since it may name a live chunk.
   if (chunk.value == 0 || chunk_bytes_.count(chunk.value) != 0) {
     throw BackendError("create", std::string(name()) + " backend returned handle " + std::to_string(chunk.value) +
@@ -180,7 +208,7 @@ void Backend::release(ChunkHandle chunk) {
                            std::to_string(chunk_map_count_.at(chunk.value)) + " address(es)");
   }
   count(BackendCall::kRelease);
-  do_release(chunk, it->second);
+  timed(time_slot(counters_, BackendCall::kRelease), [&] { do_release(chunk, it->second); });
   live_chunk_bytes_ -= it->second;
   chunk_bytes_.erase(it);
 }
@@ -208,7 +236,7 @@ void Backend::map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chu
   bool fresh = false;
   try {
     std::tie(uses, fresh) = chunk_map_count_.try_emplace(chunk.value, 0);
-    do_map(addr, size_bytes, chunk);
+    timed(time_slot(counters_, BackendCall::kMap), [&] { do_map(addr, size_bytes, chunk); });
   } catch (...) {
     mappings_.erase(mapping);
     if (fresh) chunk_map_count_.erase(uses);
@@ -225,7 +253,7 @@ void Backend::unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
   if (!run_end) invalid("unmap", range_text(addr, size_bytes) + " is not exactly a run of whole live mappings");
   const auto last = *run_end;
   count(BackendCall::kUnmap);
-  do_unmap(addr, size_bytes);
+  timed(time_slot(counters_, BackendCall::kUnmap), [&] { do_unmap(addr, size_bytes); });
   const auto first = mappings_.find(addr);
   for (auto it = first; it != last; ++it) {
     const auto uses = chunk_map_count_.find(it->second.chunk.value);
@@ -241,7 +269,7 @@ void Backend::set_access(std::uintptr_t addr, std::uint64_t size_bytes) {
   if (!run_end) invalid("set_access", range_text(addr, size_bytes) + " is not exactly a run of whole live mappings");
   const auto last = *run_end;
   count(BackendCall::kSetAccess);
-  do_set_access(addr, size_bytes);
+  timed(time_slot(counters_, BackendCall::kSetAccess), [&] { do_set_access(addr, size_bytes); });
   for (auto it = mappings_.find(addr); it != last; ++it) it->second.accessible = true;
 }
 

@@ -4,13 +4,18 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <string_view>
+#include <vector>
 
 #include <nlohmann/json.hpp>
+
+#include "gmlake/backend_factory.h"
 
 namespace {
 
@@ -63,7 +68,7 @@ TEST_F(CliTest, ReplayPrintsEveryPolicySideBySideAndWritesTheJsonKeys) {
   const fs::path json = dir_ / "r.json";
   const Outcome o = gmlake("replay " + trace_ + " --json " + json.string());
   ASSERT_EQ(o.status, 0) << o.err;
-  for (const char* word : {"caching", "expandable", "gmlake", "utilization", "resnet50", "lower bound"}) {
+  for (const char* word : {"caching", "expandable", "gmlake", "utilization", "resnet50", "lower bound", "vmm ns/op"}) {
     EXPECT_NE(o.out.find(word), std::string::npos) << word;
   }
   const auto results = nlohmann::json::parse(slurp(json));
@@ -71,12 +76,13 @@ TEST_F(CliTest, ReplayPrintsEveryPolicySideBySideAndWritesTheJsonKeys) {
   for (const auto& r : results) {
     for (const char* key : {"trace", "device", "policy", "backend", "ops", "lower_bound_bytes", "peak_reserved_bytes",
                             "peak_allocated_bytes", "utilization", "fragmentation", "pytorch_peak_reserved_bytes",
-                            "ns_per_op", "stitches", "ooms", "backend_calls"}) {
+                            "ns_per_op", "stitches", "ooms", "backend_calls", "backend_time_ns"}) {
       EXPECT_TRUE(r.contains(key)) << key;
     }
     EXPECT_EQ(r["trace"], "resnet50");
     EXPECT_EQ(r["pytorch_peak_reserved_bytes"], 7495221248u);
     EXPECT_TRUE(r["backend_calls"].contains("map"));
+    EXPECT_TRUE(r["backend_time_ns"].contains("set_access"));
     EXPECT_GT(r["utilization"].get<double>(), 0.5);
   }
 }
@@ -117,6 +123,21 @@ TEST_F(CliTest, UnknownPolicyBackendOrCapIsBadInput) {
   expect_bad_input("replay " + trace_ + " --backend gpu9", "gpu9");
   expect_bad_input("replay " + trace_ + " --cap lots", "cap_bytes");
   expect_bad_input("replay " + trace_ + " --conf nokey:1", "nokey");
+}
+
+TEST_F(CliTest, TheCudaBackendReplaysOrFailsWithOneClearLine) {
+  const std::vector<std::string_view> names = gmlake::backend_names();
+  if (std::find(names.begin(), names.end(), "cuda") == names.end()) {
+    expect_bad_input("replay " + trace_ + " --backend cuda", "unknown backend 'cuda'");
+    return;
+  }
+  const Outcome o = gmlake("replay " + trace_ + " --policy gmlake --backend cuda");
+  if (o.status == 0) {  // a GPU machine
+    EXPECT_NE(o.out.find("cuda backend"), std::string::npos) << o.out;
+    return;
+  }
+  expect_bad_input("replay " + trace_ + " --policy gmlake --backend cuda", "cuInit failed");
+  expect_bad_input("replay " + trace_ + " --backend cuda:one", "cuda:one");
 }
 
 TEST_F(CliTest, ConfListsEveryConfigurationKey) {

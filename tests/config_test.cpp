@@ -2,6 +2,7 @@
 
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
 #include "gmlake/error.h"
 
 namespace gmlake {
@@ -35,13 +36,7 @@ TEST(ConfigTest, ToStringRoundTrips) {
 }
 
 void expect_config_error(const std::string& text, const std::string& must_name) {
-  try {
-    parse_config(text);
-    ADD_FAILURE() << "no error for '" << text << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kConfig);
-    EXPECT_NE(std::string(e.what()).find(must_name), std::string::npos) << e.what();
-  }
+  test::expect_error([&] { parse_config(text); }, ErrorCode::kConfig, must_name);
 }
 
 TEST(ConfigTest, UnknownKeyBadValueAndOverflowNameTheKey) {

@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
+
 #include <cstring>
 #include <functional>
 #include <random>
@@ -22,13 +24,7 @@ namespace op = test::op;
 Document parse(std::span<const std::uint8_t> bytes) { return parse_pickle(bytes, "test.pickle"); }
 
 void expect_trace_error(const std::function<void()>& f, const std::string& must_contain) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << must_contain << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kTrace) << e.what();
-    EXPECT_NE(std::string(e.what()).find(must_contain), std::string::npos) << e.what();
-  }
+  test::expect_error(f, ErrorCode::kTrace, must_contain);
 }
 
 void expect_parse_error(const PickleBuilder& p, const std::string& must_contain) {

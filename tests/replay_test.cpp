@@ -150,5 +150,19 @@ TEST(ReplayTest, OutOfMemoryUnderACapIsCountedAndLaterFreesOfTheFailedBlockAreSk
   EXPECT_EQ(r.peak_reserved_bytes, 6 * kMiB);
 }
 
+TEST(ReplayTest, BackendTimeIsTheTimeInsideBackendCallsSummedOverTheirKinds) {
+  for (const char* backend : {"sim", "host"}) {
+    ReplayOptions options;
+    options.backend = backend;
+    const ReplayResult r = replay(handmade(), handmade().devices.at(0), options);
+    const BackendCounters& calls = r.stats.backend_calls;
+    EXPECT_EQ(r.backend_time_ns, calls.total_time_ns()) << backend;
+    EXPECT_GT(calls[BackendCall::kMap], 0u) << backend;
+    if (std::string(backend) == "host") {
+      EXPECT_GT(calls.time_ns_of(BackendCall::kMap), 0u);  // real mmap calls take time
+    }
+  }
+}
+
 }  // namespace
 }  // namespace gmlake

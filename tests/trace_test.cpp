@@ -1,6 +1,8 @@
 #include "gmlake/trace.h"
 
 #include <gtest/gtest.h>
+
+#include "expect_error.h"
 #include <lzma.h>
 #include <unistd.h>
 #include <zlib.h>
@@ -32,13 +34,7 @@ using test::snapshot_pickle;
 constexpr std::uint64_t kSegmentAddr = std::uint64_t{1} << 40;
 
 void expect_trace_error(const std::function<void()>& f, const std::string& must_contain) {
-  try {
-    f();
-    ADD_FAILURE() << "no error; expected one containing '" << must_contain << "'";
-  } catch (const Error& e) {
-    EXPECT_EQ(e.code(), ErrorCode::kTrace) << e.what();
-    EXPECT_NE(std::string(e.what()).find(must_contain), std::string::npos) << e.what();
-  }
+  test::expect_error(f, ErrorCode::kTrace, must_contain);
 }
 
 Trace parse(const std::vector<std::uint8_t>& bytes) { return parse_snapshot_pickle(bytes, "fake"); }

@@ -1,6 +1,6 @@
 // gmlake: the command-line front end. Thin: argument parsing and output; the work is in the library.
 //
-//   gmlake replay TRACE... [--policy gmlake|caching|expandable|all] [--backend sim|host] [--cap BYTES]
+//   gmlake replay TRACE... [--policy gmlake|caching|expandable|all] [--backend sim|host|cuda[:N]] [--cap BYTES]
 //                          [--conf KEY:VALUE,...] [--json FILE]
 //   gmlake conf            the configuration table (GMLAKE_CONF keys, defaults, units)
 //
@@ -12,11 +12,14 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include <fmt/format.h>
 
+#include "gmlake/backend_factory.h"
 #include "gmlake/config.h"
 #include "gmlake/error.h"
 #include "gmlake/replay.h"
@@ -77,7 +80,14 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
   } catch (const gmlake::Error& e) {
     die(e.what());
   }
-  if (backend != "sim" && backend != "host") die("unknown backend '" + backend + "': expected sim or host");
+  // Made once up front: a bad name or a missing driver fails before any trace is read, and on cuda this keeps
+  // the device's primary context alive between the replays (each makes its own backend).
+  std::unique_ptr<gmlake::Backend> probe;
+  try {
+    probe = gmlake::make_backend(backend, config.chunk_bytes);
+  } catch (const gmlake::Error& e) {
+    die(e.what());
+  }
   const std::vector<gmlake::Policy> policies = policies_from(policy_text);
 
   std::vector<gmlake::ReplayResult> results;
@@ -114,6 +124,24 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
   return 0;
 }
 
+// What each backend of this build is, for --help.
+std::string describe_backend(std::string_view name) {
+  if (name == "sim") return "sim (accounting only)";
+  if (name == "host") return "host (real virtual memory)";
+  if (name == "cuda") return "cuda[:N] (GPU N through the CUDA VMM driver API)";
+  return std::string(name);
+}
+
+std::string backend_help() {
+  std::string help;
+  const std::vector<std::string_view> names = gmlake::backend_names();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    help += i == 0 ? "" : i + 1 == names.size() ? " or " : ", ";
+    help += describe_backend(names[i]);
+  }
+  return help;
+}
+
 int run_conf() {
   for (const gmlake::ConfigFieldInfo& f : gmlake::config_fields()) {
     std::printf("%-32s %-7s %-16s %s%s%s\n", f.name, f.type, f.default_value.c_str(), f.description,
@@ -134,7 +162,7 @@ int main(int argc, char** argv) {
   std::string policy = "all", backend = "sim", cap, conf, json_path;
   replay->add_option("traces", paths, "snapshot files (.pickle, .pickle.xz, .pickle.gz) or RMM CSV logs")->required();
   replay->add_option("--policy", policy, "gmlake, caching, expandable or all")->capture_default_str();
-  replay->add_option("--backend", backend, "sim (accounting only) or host (real virtual memory)")->capture_default_str();
+  replay->add_option("--backend", backend, backend_help())->capture_default_str();
   replay->add_option("--cap", cap, "memory cap in bytes (suffixes K, M, G, T)");
   replay->add_option("--conf", conf, "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`)");
   replay->add_option("--json", json_path, "also write the results as a JSON array to this file");

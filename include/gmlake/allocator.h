@@ -27,10 +27,10 @@
 #include "gmlake/backend.h"
 #include "gmlake/config.h"
 #include "gmlake/stats.h"
+#include "gmlake/stream_events.h"
 
 namespace gmlake {
 
-using StreamId = std::uint64_t;
 
 struct BlockInfo {
   std::uintptr_t address;
@@ -67,8 +67,10 @@ class Allocator {
   virtual const Backend& backend() const = 0;
 };
 
-// The policy named by config.policy over `backend`, which must outlive the allocator. Throws Error(kConfig)
-// when config.validate() fails or chunk_bytes is not a multiple of the backend's granularity.
-std::unique_ptr<Allocator> make_allocator(const Config& config, Backend& backend);
+// The policy named by config.policy over `backend`, which must outlive the allocator. `events` (null for host
+// and sim) makes the policy safe for asynchronous streams (see stream_events.h); only `gmlake` supports it yet.
+// Throws Error(kConfig) when config.validate() fails, chunk_bytes is not a multiple of the backend's
+// granularity, or the policy cannot take `events`.
+std::unique_ptr<Allocator> make_allocator(const Config& config, Backend& backend, StreamEvents* events = nullptr);
 
 }  // namespace gmlake

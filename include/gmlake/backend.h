@@ -31,6 +31,8 @@
 // backend). A call that passed the check is counted once, before the backend runs, whether the backend then
 // succeeds or throws: a failed driver call still cost a driver call. So counters()[c] is the number of calls
 // of kind c the backend received; one set_access over many mappings counts once.
+// Timing: counters().time_ns_of(c) adds up the wall time (steady clock) spent inside the backend's own calls
+// of kind c, failed ones included, rejected ones not: the real cost of the driver calls on cuda, small elsewhere.
 // The live chunks, mappings and reservations are kept in this class, so tests can ask, for any backend,
 // whether a byte range is mapped with access (is_accessible) and whether anything leaked (live_chunks() == 0
 // after teardown).
@@ -56,8 +58,12 @@ inline constexpr std::size_t kBackendCallKinds = static_cast<std::size_t>(Backen
 std::string_view to_string(BackendCall call);
 
 struct BackendCounters {
-  std::array<std::uint64_t, kBackendCallKinds> calls{};  // indexed by BackendCall
+  std::array<std::uint64_t, kBackendCallKinds> calls{};    // indexed by BackendCall
+  std::array<std::uint64_t, kBackendCallKinds> time_ns{};  // wall time inside those calls, indexed by BackendCall
   std::uint64_t operator[](BackendCall c) const { return calls[static_cast<std::size_t>(c)]; }
+  std::uint64_t time_ns_of(BackendCall c) const { return time_ns[static_cast<std::size_t>(c)]; }
+  // The wall time inside every backend call, all kinds together.
+  std::uint64_t total_time_ns() const;
 };
 
 class Backend {

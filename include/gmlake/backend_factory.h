@@ -10,11 +10,17 @@
 
 namespace gmlake {
 
-// "sim" (accounting only) or "host" (mmap + memfd), with chunks of granularity_bytes. Throws
-// Error(kInvalidArgument) naming the backend for any other name.
+// "sim" (accounting only), "host" (mmap + memfd), and on builds with the CUDA backend "cuda" (device 0) or
+// "cuda:N" (device N), with chunks of granularity_bytes. Throws Error(kInvalidArgument) naming the backend for
+// any other name (or a bad device number), and whatever the backend's constructor throws (cuda without a
+// driver: BackendError("cuInit", ...); see cuda_backend.h).
 std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes);
 
-// The names make_backend accepts on this build.
+// The names make_backend accepts on this build, without device suffixes: {"sim", "host"[, "cuda"]}.
 std::vector<std::string_view> backend_names();
+
+// The part of a backend name before any ":N" device suffix ("cuda:1" -> "cuda"), to match against
+// backend_names().
+std::string_view backend_base_name(std::string_view name);
 
 }  // namespace gmlake

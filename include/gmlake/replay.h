@@ -9,7 +9,9 @@
 // with out-of-memory (under a cap) is counted (ooms) and its later free skipped. The replay goes on.
 //
 // Timing: the calls are resolved to slots before the timed loop, so ns_per_op is the allocator's own time
-// (allocate / free call, including its lock when `synchronized`), averaged over all ops.
+// (allocate / free call, including its lock when `synchronized`), averaged over all ops. backend_time_ns is the
+// part of it spent inside backend calls (on cuda: the real VMM driver calls), per kind in
+// stats.backend_calls.time_ns.
 #pragma once
 
 #include <cstdint>
@@ -51,6 +53,7 @@ struct ReplayResult {
   std::uint64_t ooms = 0;
   std::uint64_t unknown_frees = 0;
   std::uint64_t peak_mappings = 0;         // most live backend mappings at once (host: VMAs, vm.max_map_count)
+  std::uint64_t backend_time_ns = 0;       // wall time inside backend calls, all kinds (see Timing above)
   Stats stats;                             // the allocator's stats at the end (backend calls included)
 };
 

@@ -9,13 +9,16 @@
 namespace gmlake {
 
 // One block per (trace, device): a header line with the lower bound and PyTorch's recorded peak reserved,
-// then one row per policy. Sizes in GB (10^9 bytes, as PyTorch's figures in traces/README.md).
+// then one row per policy. Sizes in GB (10^9 bytes, as PyTorch's figures in traces/README.md). "vmm ns/op" is
+// the time inside backend calls per op (part of ns/op), "vmm µs/stitch" the same time divided by the stitches
+// ("-" without any): on the cuda backend, what the real VMM driver calls cost.
 std::string format_table(const std::vector<ReplayResult>& results);
 
 // A JSON array, one object per result, with the keys: trace, device, policy, backend, ops, lower_bound_bytes,
 // peak_reserved_bytes, peak_allocated_bytes, utilization, fragmentation, pytorch_peak_reserved_bytes (null
 // where unknown), ns_per_op, stitches, ooms, backend_calls (object: call kind -> count), and besides those
-// stitched_chunks, stitch_reuses, evictions, unknown_frees, peak_mappings.
+// stitched_chunks, stitch_reuses, evictions, unknown_frees, peak_mappings, backend_time_ns (object: call kind ->
+// wall time inside those calls, ns).
 std::string format_json(const std::vector<ReplayResult>& results);
 
 }  // namespace gmlake

@@ -16,6 +16,7 @@
 //   stitched_chunks    chunks mapped by those stitches
 //   stitch_reuses      allocations served by already-mapped memory that an earlier stitch mapped (gmlake)
 //   evictions          idle mapped chunks unmapped to back another range or to honour a bound (gmlake)
+//   fence_waits        times the host waited for a stream's queued work before unmapping (gmlake, GPU)
 //   chunks_created / chunks_released
 #pragma once
 
@@ -53,6 +54,7 @@ struct Gauge {
   X(stitched_chunks)             \
   X(stitch_reuses)               \
   X(evictions)                   \
+  X(fence_waits)                 \
   X(chunks_created)              \
   X(chunks_released)
 

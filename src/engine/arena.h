@@ -9,14 +9,16 @@
 
 #include "engine/free_index.h"
 #include "engine/page_table.h"
+#include "gmlake/stream_events.h"
 
 namespace gmlake::engine {
 
 struct Arena {
-  Arena(std::uint32_t id_in, std::uintptr_t base_in, std::uint64_t virtual_bytes_in)
-      : id(id_in), base(base_in), virtual_bytes(virtual_bytes_in), free(virtual_bytes_in) {}
+  Arena(std::uint32_t id_in, StreamId stream_in, std::uintptr_t base_in, std::uint64_t virtual_bytes_in)
+      : id(id_in), stream(stream_in), base(base_in), virtual_bytes(virtual_bytes_in), free(virtual_bytes_in) {}
 
   std::uint32_t id;
+  StreamId stream;  // the stream whose blocks it holds; 0 for an arena shared by all streams
   std::uintptr_t base;
   std::uint64_t virtual_bytes;
   FreeIndex free;

@@ -66,25 +66,31 @@ class IdleQueue {
   void push(std::uint32_t arena, std::uint64_t first_page, std::uint64_t count, std::uint64_t tick) {
     entries_.push_back({arena, first_page, count, tick});
   }
-  // The oldest page that is still idle with its queued tick, removed from the queue; !valid() when none.
-  // `pages(arena)` gives that arena's PageTable.
+  // The oldest page that is still idle with its queued tick (stale entries before it are dropped); it stays
+  // queued. !valid() when no idle page is left. `pages(arena)` gives that arena's PageTable.
   template <typename Pages>
-  PageRef pop_oldest(Pages&& pages) {
+  PageRef oldest(Pages&& pages) {
     while (!entries_.empty()) {
       Entry& e = entries_.front();
       while (e.count != 0) {
-        const std::uint64_t p = e.first_page++;
-        --e.count;
-        const Page* page = pages(e.arena).find(p);
+        const Page* page = pages(e.arena).find(e.first_page);
         if (page != nullptr && page->idle() && page->idle_since == e.tick) {
-          if (e.count == 0) entries_.pop_front();
-          return {e.arena, static_cast<std::uint32_t>(p)};
+          return {e.arena, static_cast<std::uint32_t>(e.first_page)};
         }
+        ++e.first_page;
+        --e.count;
       }
       entries_.pop_front();
     }
     return PageRef{};
   }
+  // Removes the page oldest() returned.
+  void pop_oldest() {
+    Entry& e = entries_.front();
+    ++e.first_page;
+    if (--e.count == 0) entries_.pop_front();
+  }
+  std::uint64_t current_tick() const { return tick_; }
   // Drops stale pages from the queue when entries reach four times the idle pages (amortized O(1)).
   template <typename Pages>
   void compact_if_stale(std::uint64_t idle_pages, Pages&& pages) {

@@ -24,12 +24,18 @@ std::string hex(std::uintptr_t v) {
 
 }  // namespace
 
-StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend)
+StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events)
     : config_(config),
       backend_(backend),
       chunk_shift_(static_cast<unsigned>(std::countr_zero(config.chunk_bytes))),
-      cap_bytes_(config.cap_bytes) {
+      cap_bytes_(config.cap_bytes),
+      fence_(events) {
   config_.validate();
+  if (events != nullptr && config_.cross_stream_reuse) {
+    throw Error(ErrorCode::kConfig,
+                "gmlake config: cross_stream_reuse: must be false with asynchronous streams (each stream keeps its "
+                "own arenas; chunks move between streams once the freeing stream's work has finished)");
+  }
   if (config_.chunk_bytes % backend.granularity_bytes() != 0) {
     throw Error(ErrorCode::kConfig, "gmlake config: chunk_bytes: " + std::to_string(config_.chunk_bytes) +
                                         " is not a multiple of the backend granularity " +
@@ -39,6 +45,10 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend)
 
 StitchingAllocator::~StitchingAllocator() {
   // Teardown must not throw: every backend call is tried, failures are skipped.
+  try {
+    fence_.wait_all(idle_.next_tick());  // no queued work may still touch what is unmapped below
+  } catch (...) {
+  }
   for (auto& arena : arenas_) {
     for (std::uint64_t p = 0; p < arena->pages.size(); ++p) {
       Page& page = arena->pages.at(p);
@@ -76,7 +86,8 @@ Arena& StitchingAllocator::arena_for(bool small, StreamId stream) {
   if (*slot == UINT32_MAX) {
     const std::uintptr_t base = backend_.reserve(config_.arena_virtual_bytes);
     const auto id = static_cast<std::uint32_t>(arenas_.size());
-    arenas_.push_back(std::make_unique<Arena>(id, base, config_.arena_virtual_bytes));
+    const StreamId arena_stream = config_.cross_stream_reuse ? 0 : stream;
+    arenas_.push_back(std::make_unique<Arena>(id, arena_stream, base, config_.arena_virtual_bytes));
     *slot = id;
   }
   return *arenas_[*slot];
@@ -217,39 +228,63 @@ void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::ui
 }
 
 ChunkHandle StitchingAllocator::obtain_chunk(std::uint64_t requested) {
-  if (free_chunks_.empty() && idle_pages_ != 0) evict_oldest_idle();
+  if (free_chunks_.empty() && idle_pages_ != 0) {
+    ChunkHandle created;
+    if (oldest_idle_is_safe()) {
+      evict_oldest_idle();
+    } else if (try_create_chunk(&created)) {
+      return created;  // growing beats waiting for the GPU
+    } else {
+      const PageRef ref = idle_.oldest([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
+      const Arena& arena = *arenas_[ref.arena];
+      fence_.wait_safe(arena.stream, arena.pages.find(ref.page)->idle_since, idle_.next_tick());
+      ++stats_.fence_waits;
+      evict_oldest_idle();
+    }
+  }
   if (!free_chunks_.empty()) {
     const ChunkHandle h = free_chunks_.back();
     free_chunks_.pop_back();
     return h;
   }
-  const auto chunk_bytes = static_cast<std::int64_t>(config_.chunk_bytes);
-  if (cap_bytes_ != 0 && static_cast<std::uint64_t>(stats_.reserved_bytes.current + chunk_bytes) > cap_bytes_) {
-    throw_oom(requested, "the cap would be exceeded");
-  }
   ChunkHandle h;
-  try {
-    h = backend_.create(config_.chunk_bytes);
-  } catch (const OutOfMemoryError&) {
-    throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
-  }
-  stats_.reserved_bytes.increase(chunk_bytes);
-  ++stats_.chunks_created;
+  if (!cap_allows_chunk()) throw_oom(requested, "the cap would be exceeded");
+  if (!try_create_chunk(&h)) throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
   return h;
 }
 
+bool StitchingAllocator::cap_allows_chunk() const {
+  return cap_bytes_ == 0 ||
+         static_cast<std::uint64_t>(stats_.reserved_bytes.current) + config_.chunk_bytes <= cap_bytes_;
+}
+
+bool StitchingAllocator::try_create_chunk(ChunkHandle* out) {
+  if (!cap_allows_chunk()) return false;
+  try {
+    *out = backend_.create(config_.chunk_bytes);
+  } catch (const OutOfMemoryError&) {
+    return false;
+  }
+  stats_.reserved_bytes.increase(static_cast<std::int64_t>(config_.chunk_bytes));
+  ++stats_.chunks_created;
+  return true;
+}
+
+bool StitchingAllocator::oldest_idle_is_safe() {
+  if (!fence_.asynchronous()) return true;
+  const PageRef ref = idle_.oldest([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
+  if (!ref.valid()) return false;
+  const Arena& arena = *arenas_[ref.arena];
+  return fence_.safe(arena.stream, arena.pages.find(ref.page)->idle_since);
+}
+
 void StitchingAllocator::evict_oldest_idle() {
-  const PageRef ref = idle_.pop_oldest([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
+  const PageRef ref = idle_.oldest([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
   if (!ref.valid()) broken("idle page count is positive but the idle queue has no current entry");
   Arena& arena = *arenas_[ref.arena];
   Page& page = arena.pages.at(ref.page);
-  try {
-    backend_.unmap(page_address(arena, ref.page), config_.chunk_bytes);
-  } catch (...) {
-    page.idle_since = idle_.next_tick();  // still mapped and idle: queue it again
-    idle_.push(ref.arena, ref.page, 1, page.idle_since);
-    throw;
-  }
+  backend_.unmap(page_address(arena, ref.page), config_.chunk_bytes);  // on failure: still queued, unchanged
+  idle_.pop_oldest();
   free_chunks_.push_back(page.chunk);
   page.chunk = {};
   --idle_pages_;
@@ -275,7 +310,10 @@ void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first_page, std
       run_count = 1;
     }
   }
-  if (run_count != 0) idle_.push(arena.id, run_start, run_count, tick);
+  if (run_count != 0) {
+    idle_.push(arena.id, run_start, run_count, tick);
+    fence_.note_idle(arena.stream, tick);
+  }
   idle_.compact_if_stale(idle_pages_, [this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
 }
 
@@ -337,7 +375,9 @@ void StitchingAllocator::return_range(std::uint32_t arena_id, std::uint64_t offs
 }
 
 void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
-  while (idle_pages_ != 0 && (idle_pages_ << chunk_shift_) > max_idle_bytes) evict_oldest_idle();
+  while (idle_pages_ != 0 && (idle_pages_ << chunk_shift_) > max_idle_bytes && oldest_idle_is_safe()) {
+    evict_oldest_idle();
+  }
 }
 
 void StitchingAllocator::release_free_chunks() {
@@ -350,6 +390,7 @@ void StitchingAllocator::release_free_chunks() {
 }
 
 void StitchingAllocator::empty_cache() {
+  if (idle_pages_ != 0) fence_.wait_all(idle_.next_tick());
   while (idle_pages_ != 0) evict_oldest_idle();
   release_free_chunks();
   update_inactive_split();
@@ -359,6 +400,9 @@ void StitchingAllocator::set_cap_bytes(std::uint64_t cap_bytes) {
   cap_bytes_ = cap_bytes;
   if (cap_bytes_ == 0) return;
   release_free_chunks();
+  if (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && idle_pages_ != 0) {
+    fence_.wait_all(idle_.next_tick());
+  }
   while (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && idle_pages_ != 0) {
     evict_oldest_idle();
     release_free_chunks();

@@ -14,6 +14,10 @@
 //     left is only the unused bytes of partly used pages.
 //   - set_access is called once per contiguous run of newly mapped pages (CUDA charges per chunk, not per
 //     call, but fewer calls still save the fixed cost).
+//   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
+//     only by its own stream (safe in stream order); chunks move between pages, and streams, only once a
+//     StreamFence says the freeing stream's queued work has finished. When the oldest idle page is not known
+//     finished, a new chunk is created instead if the cap allows, else the allocator waits (fence_waits).
 // Failure atomicity: if a stitch fails (cap, backend out of memory, backend error), the block is not placed,
 // pages mapped for it stay mapped as idle pages (usable later), a chunk mapped but not given access is
 // unmapped and kept free, and the error propagates; the allocator stays consistent and usable.
@@ -26,13 +30,17 @@
 
 #include "absl/container/flat_hash_map.h"
 #include "engine/arena.h"
+#include "engine/stream_fence.h"
 #include "gmlake/allocator.h"
 
 namespace gmlake::engine {
 
 class StitchingAllocator final : public Allocator {
  public:
-  StitchingAllocator(const Config& config, Backend& backend);
+  // `events` (may be null: host, sim) tells when queued stream work has finished; with it, each stream has its
+  // own arenas (cross_stream_reuse must be false) and an idle page is unmapped only once the work queued on its
+  // stream before it turned idle has finished. Both must outlive the allocator.
+  StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events = nullptr);
   ~StitchingAllocator() override;  // unmaps and releases everything, live blocks included; never throws
 
   void* allocate(std::uint64_t size_bytes, StreamId stream) override;
@@ -68,6 +76,10 @@ class StitchingAllocator final : public Allocator {
   void map_run(Arena& arena, std::uint64_t first_page, std::uint64_t count, std::uint64_t requested);
   ChunkHandle obtain_chunk(std::uint64_t requested);
   void evict_oldest_idle();
+  bool oldest_idle_is_safe();
+  bool cap_allows_chunk() const;
+  // Creates a chunk within the cap; false (nothing changed) when the cap or the backend has no room.
+  bool try_create_chunk(ChunkHandle* out);
   void trim_idle(std::uint64_t max_idle_bytes);
   void release_free_chunks();
   BlockMap::iterator find_live(void* ptr, const char* call);
@@ -90,6 +102,7 @@ class StitchingAllocator final : public Allocator {
   BlockMap blocks_;
   std::vector<ChunkHandle> free_chunks_;  // created, mapped nowhere
   IdleQueue idle_;
+  StreamFence fence_;
   std::uint64_t idle_pages_ = 0;
   std::uint64_t used_pages_ = 0;
   Stats stats_;

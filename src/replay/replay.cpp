@@ -148,6 +148,7 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   r.peak_reserved_bytes = static_cast<std::uint64_t>(r.stats.reserved_bytes.peak);
   r.peak_allocated_bytes = static_cast<std::uint64_t>(r.stats.allocated_bytes.peak);
   r.peak_mappings = backend->peak_mappings();
+  r.backend_time_ns = r.stats.backend_calls.total_time_ns();
   if (r.peak_reserved_bytes) {
     r.utilization = static_cast<double>(r.lower_bound_bytes) / static_cast<double>(r.peak_reserved_bytes);
     r.fragmentation = 1.0 - static_cast<double>(r.peak_allocated_bytes) / static_cast<double>(r.peak_reserved_bytes);

@@ -14,6 +14,16 @@ std::string backend_calls_text(const BackendCounters& c) {
                      c[BackendCall::kRelease]);
 }
 
+// Backend time per stitch in µs, or "-" when nothing was stitched.
+std::string vmm_us_per_stitch_text(const ReplayResult& r) {
+  if (r.stats.stitches == 0) return "-";
+  return fmt::format("{:.1f}", static_cast<double>(r.backend_time_ns) / 1e3 / static_cast<double>(r.stats.stitches));
+}
+
+double vmm_ns_per_op(const ReplayResult& r) {
+  return r.ops ? static_cast<double>(r.backend_time_ns) / static_cast<double>(r.ops) : 0;
+}
+
 }  // namespace
 
 std::string format_table(const std::vector<ReplayResult>& results) {
@@ -29,14 +39,15 @@ std::string format_table(const std::vector<ReplayResult>& results) {
         out += fmt::format(", PyTorch recorded peak reserved {:.3f} GB", gb(*r.pytorch_peak_reserved_bytes));
       }
       out += fmt::format(" [{} backend]\n", r.backend);
-      out += fmt::format("  {:<11} {:>13} {:>11} {:>13} {:>14} {:>21} {:>9} {:>9} {:>8}\n", "policy",
+      out += fmt::format("  {:<11} {:>13} {:>11} {:>13} {:>14} {:>21} {:>9} {:>9} {:>8} {:>9} {:>13}\n", "policy",
                          "peak reserved", "utilization", "fragmentation", "peak allocated",
-                         "create/map/unmap/rel", "stitches", "evictions", "ns/op");
+                         "create/map/unmap/rel", "stitches", "evictions", "ns/op", "vmm ns/op", "vmm µs/stitch");
     }
-    out += fmt::format("  {:<11} {:>10.3f} GB {:>11.3f} {:>13.3f} {:>11.3f} GB {:>21} {:>9} {:>9} {:>8.0f}\n",
+    out += fmt::format("  {:<11} {:>10.3f} GB {:>11.3f} {:>13.3f} {:>11.3f} GB {:>21} {:>9} {:>9} {:>8.0f} {:>9.0f} "
+                       "{:>13}\n",
                        to_string(r.policy), gb(r.peak_reserved_bytes), r.utilization, r.fragmentation,
                        gb(r.peak_allocated_bytes), backend_calls_text(r.stats.backend_calls), r.stats.stitches,
-                       r.stats.evictions, r.ns_per_op);
+                       r.stats.evictions, r.ns_per_op, vmm_ns_per_op(r), vmm_us_per_stitch_text(r));
     if (r.ooms || r.unknown_frees) {
       out += fmt::format("  {:<11} {} allocations failed (out of memory), {} frees of unknown addresses skipped\n", "",
                          r.ooms, r.unknown_frees);
@@ -49,8 +60,11 @@ std::string format_json(const std::vector<ReplayResult>& results) {
   nlohmann::json array = nlohmann::json::array();
   for (const ReplayResult& r : results) {
     nlohmann::json calls = nlohmann::json::object();
+    nlohmann::json time_ns = nlohmann::json::object();
     for (std::size_t k = 0; k < kBackendCallKinds; ++k) {
-      calls[std::string(to_string(static_cast<BackendCall>(k)))] = r.stats.backend_calls.calls[k];
+      const std::string kind(to_string(static_cast<BackendCall>(k)));
+      calls[kind] = r.stats.backend_calls.calls[k];
+      time_ns[kind] = r.stats.backend_calls.time_ns[k];
     }
     array.push_back({
         {"trace", r.trace},
@@ -74,6 +88,7 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"unknown_frees", r.unknown_frees},
         {"peak_mappings", r.peak_mappings},
         {"backend_calls", calls},
+        {"backend_time_ns", time_ns},
     });
   }
   return array.dump(1) + "\n";

@@ -1,0 +1,112 @@
+// Loading the CUDA driver: dlopen, cuGetProcAddress for every entry point, cuInit(0); once per process.
+#include "cuda/cuda_driver.h"
+
+#include <dlfcn.h>
+
+#include <optional>
+#include <string>
+
+#include "gmlake/error.h"
+
+namespace gmlake::cuda {
+namespace {
+
+constexpr const char* kDriverLibrary = "libcuda.so.1";
+
+// The outcome of loading: the table, or the error every call to driver() throws.
+struct LoadedDriver {
+  DriverApi api;
+  std::optional<BackendError> error;
+};
+
+using GetProcAddress = decltype(&::cuGetProcAddress);
+
+// "CUDA_ERROR_OUT_OF_MEMORY (out of memory)", or the number when the driver does not know it.
+std::string describe(const DriverApi& api, CUresult result) {
+  const char* name = nullptr;
+  const char* description = nullptr;
+  std::string text = api.cuGetErrorName(result, &name) == CUDA_SUCCESS && name
+                         ? std::string(name)
+                         : "CUresult " + std::to_string(static_cast<int>(result));
+  if (api.cuGetErrorString(result, &description) == CUDA_SUCCESS && description) {
+    text += std::string(" (") + description + ")";
+  }
+  return text;
+}
+
+// Resolves every entry point of `api` through `get_proc`. Returns "<entry point>: <why>" for the first one the
+// driver does not have, nullopt when all were found.
+std::optional<std::string> resolve_all(GetProcAddress get_proc, DriverApi& api) {
+  std::optional<std::string> missing;
+  const auto resolve = [&](const char* name, void** slot) {
+    CUdriverProcAddressQueryResult status = CU_GET_PROC_ADDRESS_SYMBOL_NOT_FOUND;
+    const CUresult result = get_proc(name, slot, CUDA_VERSION, CU_GET_PROC_ADDRESS_LEGACY_STREAM, &status);
+    if (result == CUDA_SUCCESS && status == CU_GET_PROC_ADDRESS_SUCCESS && *slot != nullptr) return true;
+    *slot = nullptr;
+    missing = std::string(name) + ": not found in " + kDriverLibrary + " (CUresult " + std::to_string(result) +
+              ", query status " + std::to_string(static_cast<int>(status)) + ")";
+    return false;
+  };
+#define GMLAKE_CUDA_DRIVER_RESOLVE(name) \
+  if (!resolve(#name, reinterpret_cast<void**>(&api.name))) return missing;
+  GMLAKE_CUDA_DRIVER_ENTRY_POINTS(GMLAKE_CUDA_DRIVER_RESOLVE)
+#undef GMLAKE_CUDA_DRIVER_RESOLVE
+  return std::nullopt;
+}
+
+LoadedDriver load() {
+  LoadedDriver loaded;
+  // Never closed: the driver stays loaded for the life of the process, as a linked libcuda would.
+  void* library = dlopen(kDriverLibrary, RTLD_NOW | RTLD_LOCAL);
+  if (library == nullptr) {
+    const char* why = dlerror();
+    loaded.error.emplace("cuInit", std::string(kDriverLibrary) + " not found (no NVIDIA driver on this machine?): " +
+                                       (why ? why : "dlopen failed"));
+    return loaded;
+  }
+  // cuda.h's cuGetProcAddress is cuGetProcAddress_v2 (CUDA 12.0 and later).
+  auto* get_proc = reinterpret_cast<GetProcAddress>(dlsym(library, "cuGetProcAddress_v2"));
+  if (get_proc == nullptr) {
+    loaded.error.emplace("cuGetProcAddress", std::string(kDriverLibrary) +
+                                                 " has no cuGetProcAddress_v2: the driver is older than CUDA 12");
+    return loaded;
+  }
+  if (const std::optional<std::string> missing = resolve_all(get_proc, loaded.api)) {
+    loaded.error.emplace("cuGetProcAddress", *missing);
+    return loaded;
+  }
+  const CUresult result = loaded.api.cuInit(0);
+  if (result != CUDA_SUCCESS) loaded.error.emplace("cuInit", describe(loaded.api, result));
+  return loaded;
+}
+
+}  // namespace
+
+const DriverApi& driver() {
+  static const LoadedDriver loaded = load();
+  if (loaded.error) throw *loaded.error;
+  return loaded.api;
+}
+
+std::string error_text(CUresult result) { return describe(driver(), result); }
+
+void check(const char* call, CUresult result) {
+  if (result != CUDA_SUCCESS) throw BackendError(call, error_text(result));
+}
+
+ScopedContext::ScopedContext(CUcontext context) {
+  const DriverApi& api = driver();
+  CUcontext current = nullptr;
+  check("cuCtxGetCurrent", api.cuCtxGetCurrent(&current));
+  if (current == context) return;
+  check("cuCtxPushCurrent", api.cuCtxPushCurrent(context));
+  pushed_ = true;
+}
+
+ScopedContext::~ScopedContext() {
+  if (!pushed_) return;
+  CUcontext popped = nullptr;
+  driver().cuCtxPopCurrent(&popped);  // cannot fail: this object pushed it on this thread
+}
+
+}  // namespace gmlake::cuda

@@ -1,0 +1,73 @@
+// The gmlake policy with CudaStreamEvents on a real device: a chunk whose page was freed while work queued on
+// its stream still writes into it is not unmapped and handed to another stream before that work has finished.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "engine/stitching_allocator.h"
+#include "gmlake/cuda_backend.h"
+#include "gmlake/cuda_stream_events.h"
+#include "gmlake/units.h"
+#include "gpu/cuda_test_support.h"
+
+namespace gmlake {
+namespace {
+
+class CudaStreamEventsTest : public gpu_test::CudaTest {};
+
+CUstream make_stream() {
+  CUstream s = nullptr;
+  cuda::check("cuStreamCreate", cuda::driver().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  return s;
+}
+
+TEST_F(CudaStreamEventsTest, EventsRecordOnAStreamAndFinish) {
+  CudaBackend backend;
+  CudaStreamEvents events(backend);
+  const CUstream s = make_stream();
+  const StreamEvents::Token t = events.record(reinterpret_cast<StreamId>(s));
+  events.wait(t);
+  EXPECT_TRUE(events.done(t));
+  events.release(t);
+  const StreamEvents::Token again = events.record(reinterpret_cast<StreamId>(s));
+  EXPECT_EQ(again, t);  // pooled
+  events.wait(again);
+  events.release(again);
+  EXPECT_EQ(events.events_created(), 1u);
+  cuda::driver().cuStreamDestroy(s);
+}
+
+TEST_F(CudaStreamEventsTest, ChunksFreedUnderQueuedWorkMoveToAnotherStreamOnlyAfterThatWorkFinished) {
+  constexpr std::uint64_t kBlockBytes = 64 * kMiB;
+  CudaBackend backend;
+  CudaStreamEvents events(backend);
+  // The cap leaves no room for a second block: the second stream's block must take the first one's chunks.
+  engine::StitchingAllocator alloc(parse_config("cross_stream_reuse:false,cap_bytes:64M"), backend, &events);
+  const CUstream a = make_stream();
+  const CUstream b = make_stream();
+  void* first = alloc.allocate(kBlockBytes, reinterpret_cast<StreamId>(a));
+  const auto first_addr = reinterpret_cast<CUdeviceptr>(first);
+  // Queue a lot of writes into `first` on stream a (each memset covers the whole block).
+  for (int i = 0; i < 2000; ++i) {  // ~50 ms of device work, far longer than queuing it takes
+    cuda::check("cuMemsetD32Async",
+                cuda::driver().cuMemsetD32Async(first_addr, 0xA0A0A0A0u + i, kBlockBytes / 4, a));
+  }
+  alloc.deallocate(first);  // stream-ordered free: stream a's writes are still queued
+  void* second = alloc.allocate(kBlockBytes, reinterpret_cast<StreamId>(b));
+  EXPECT_EQ(alloc.stats().fence_waits, 1u) << "the chunks moved without waiting for stream a";
+  const auto second_addr = reinterpret_cast<CUdeviceptr>(second);
+  cuda::check("cuMemsetD32Async", cuda::driver().cuMemsetD32Async(second_addr, 0x5EC0DD00u, kBlockBytes / 4, b));
+  gpu_test::synchronize();  // also surfaces any fault from a write into an unmapped range
+  std::vector<std::uint32_t> words(kBlockBytes / 4);
+  gpu_test::copy_from_device(words.data(), second_addr, kBlockBytes);
+  for (std::size_t i = 0; i < words.size(); i += 4099) ASSERT_EQ(words[i], 0x5EC0DD00u) << "word " << i;
+  alloc.check_invariants();
+  alloc.deallocate(second);
+  alloc.empty_cache();
+  EXPECT_EQ(backend.live_chunks(), 0u);
+  cuda::driver().cuStreamDestroy(a);
+  cuda::driver().cuStreamDestroy(b);
+}
+
+}  // namespace
+}  // namespace gmlake

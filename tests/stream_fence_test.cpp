@@ -1,0 +1,124 @@
+// The gmlake policy with asynchronous streams (StreamEvents): chunks never move away from a page before the
+// work its stream queued has finished, and same-stream reuse never waits.
+#include <gtest/gtest.h>
+
+#include <set>
+
+#include "engine/stitching_allocator.h"
+#include "expect_error.h"
+#include "gmlake/sim_backend.h"
+
+namespace gmlake::engine {
+namespace {
+
+// Events that finish only when the test says so (finish_all) or when waited on.
+class ManualEvents final : public StreamEvents {
+ public:
+  Token record(StreamId stream) override {
+    recorded_streams.insert(stream);
+    unfinished.insert(++next_);
+    return next_;
+  }
+  bool done(Token t) override { return !unfinished.count(t); }
+  void wait(Token t) override {
+    ++waits;
+    unfinished.erase(t);
+  }
+  void release(Token t) override {
+    unfinished.erase(t);
+    ++released;
+  }
+  void finish_all() { unfinished.clear(); }
+
+  std::set<Token> unfinished;
+  std::set<StreamId> recorded_streams;
+  int waits = 0;
+  int released = 0;
+
+ private:
+  Token next_ = 0;
+};
+
+class StreamFenceTest : public ::testing::Test {
+ protected:
+  StitchingAllocator& make(const std::string& conf) {
+    alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf), backend_, &events_);
+    return *alloc_;
+  }
+  std::uint64_t reserved() const { return static_cast<std::uint64_t>(alloc_->stats().reserved_bytes.current); }
+
+  SimBackend backend_;
+  ManualEvents events_;
+  std::unique_ptr<StitchingAllocator> alloc_;
+};
+
+TEST_F(StreamFenceTest, SharedArenasAcrossStreamsAreRefusedWithAsynchronousStreams) {
+  test::expect_error([&] { make("cross_stream_reuse:true"); }, ErrorCode::kConfig, "cross_stream_reuse");
+}
+
+TEST_F(StreamFenceTest, SameStreamReuseNeitherWaitsNorCreates) {
+  auto& a = make("cross_stream_reuse:false");
+  void* p = a.allocate(4 * kMiB, 1);
+  a.deallocate(p);
+  EXPECT_EQ(a.allocate(4 * kMiB, 1), p);
+  EXPECT_EQ(events_.waits, 0);
+  EXPECT_EQ(reserved(), 4 * kMiB);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, AnUnfinishedFreeMakesAnotherStreamGrowRatherThanWait) {
+  auto& a = make("cross_stream_reuse:false");
+  a.deallocate(a.allocate(4 * kMiB, 1));
+  EXPECT_EQ(events_.recorded_streams, std::set<StreamId>{1});
+  a.allocate(4 * kMiB, 2);
+  EXPECT_EQ(reserved(), 8 * kMiB);  // stream 1's chunks may still be read by its queued work
+  EXPECT_EQ(a.stats().evictions, 0u);
+  EXPECT_EQ(events_.waits, 0);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, AFinishedFreeLetsItsChunksMoveToAnotherStreamAtOnce) {
+  auto& a = make("cross_stream_reuse:false");
+  a.deallocate(a.allocate(4 * kMiB, 1));
+  events_.finish_all();
+  a.allocate(4 * kMiB, 2);
+  EXPECT_EQ(reserved(), 4 * kMiB);
+  EXPECT_EQ(a.stats().evictions, 2u);
+  EXPECT_EQ(events_.waits, 0);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, AtTheCapTheAllocatorWaitsForTheFreeingStreamBeforeUnmapping) {
+  auto& a = make("cross_stream_reuse:false,cap_bytes:4M");
+  a.deallocate(a.allocate(4 * kMiB, 1));
+  EXPECT_NE(a.allocate(4 * kMiB, 2), nullptr);
+  EXPECT_EQ(events_.waits, 1);
+  EXPECT_EQ(a.stats().fence_waits, 1u);
+  EXPECT_EQ(reserved(), 4 * kMiB);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, EmptyCacheWaitsForQueuedWorkBeforeReleasing) {
+  auto& a = make("cross_stream_reuse:false");
+  a.deallocate(a.allocate(4 * kMiB, 1));
+  a.deallocate(a.allocate(2 * kMiB, 2));
+  a.empty_cache();
+  EXPECT_GE(events_.waits, 1);
+  EXPECT_TRUE(events_.unfinished.empty());
+  EXPECT_EQ(reserved(), 0u);
+  EXPECT_EQ(backend_.live_chunks(), 0u);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, AnIdleBoundEvictsOnlyFinishedPages) {
+  auto& a = make("cross_stream_reuse:false,max_idle_mapped_bytes:2M");
+  a.deallocate(a.allocate(8 * kMiB, 1));
+  EXPECT_EQ(a.stats().evictions, 0u);  // nothing known finished yet
+  events_.finish_all();
+  a.deallocate(a.allocate(512, 1));    // the next free trims
+  EXPECT_GT(a.stats().evictions, 0u);
+  a.check_invariants();
+}
+
+}  // namespace
+}  // namespace gmlake::engine
