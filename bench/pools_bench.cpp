@@ -43,9 +43,9 @@ using gmlake::kGiB;
 using gmlake::kKiB;
 using gmlake::kMiB;
 
-constexpr int kBatch = 64;             // blocks per iteration (block pool)
-constexpr int kObjects = 256;          // objects per iteration (arena)
-constexpr int kLayoutBatch = 8;        // buffers per iteration (layout cache)
+constexpr int kBatch = 64;       // blocks per iteration (block pool)
+constexpr int kObjects = 256;    // objects per iteration (arena)
+constexpr int kLayoutBatch = 8;  // buffers per iteration (layout cache)
 constexpr double kShortRunSeconds = 0.2;
 
 void touch(void* p) { *static_cast<volatile char*>(p) = 1; }
@@ -62,8 +62,8 @@ void touch_pool(const gmlake::Backend& backend, void* p) {
 }
 
 void set_per_op(benchmark::State& state, double ops_per_iteration) {
-  state.counters["per_op"] = benchmark::Counter(ops_per_iteration,
-                                                benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
+  state.counters["per_op"] = benchmark::Counter(
+      ops_per_iteration, benchmark::Counter::kIsIterationInvariantRate | benchmark::Counter::kInvert);
 }
 
 // --- Fixed-size blocks ----------------------------------------------------------------------------------------
@@ -90,8 +90,8 @@ void BM_BlockPool(benchmark::State& state) {
   const auto size = static_cast<std::uint64_t>(state.range(0));
   const auto backend = make_pool_backend();
   gmlake::pools::BlockPool pool(*backend, batch_pool_options(size, 1));
-  run_block_batches(state, backend->host_accessible(), [&] { return pool.allocate(); },
-                    [&](void* p) { pool.deallocate(p); });
+  run_block_batches(
+      state, backend->host_accessible(), [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
 }
 
 std::unique_ptr<gmlake::Backend> shared_backend;
@@ -101,11 +101,12 @@ void BM_ConcurrentBlockPool(benchmark::State& state) {
   const auto size = static_cast<std::uint64_t>(state.range(0));
   if (state.thread_index() == 0) {
     shared_backend = make_pool_backend();
-    shared_block_pool =
-        std::make_unique<gmlake::pools::ConcurrentBlockPool>(*shared_backend, batch_pool_options(size, state.threads()));
+    shared_block_pool = std::make_unique<gmlake::pools::ConcurrentBlockPool>(*shared_backend,
+                                                                             batch_pool_options(size, state.threads()));
   }
-  run_block_batches(state, shared_backend->host_accessible(), [&] { return shared_block_pool->allocate(); },
-                    [&](void* p) { shared_block_pool->deallocate(p); });
+  run_block_batches(
+      state, shared_backend->host_accessible(), [&] { return shared_block_pool->allocate(); },
+      [&](void* p) { shared_block_pool->deallocate(p); });
   if (state.thread_index() == 0) {
     shared_block_pool.reset();
     shared_backend.reset();
@@ -114,7 +115,8 @@ void BM_ConcurrentBlockPool(benchmark::State& state) {
 
 void BM_MallocBlocks(benchmark::State& state) {
   const auto size = static_cast<std::size_t>(state.range(0));
-  run_block_batches(state, true, [&] { return std::malloc(size); }, [](void* p) { std::free(p); });
+  run_block_batches(
+      state, true, [&] { return std::malloc(size); }, [](void* p) { std::free(p); });
 }
 
 void block_sizes(benchmark::internal::Benchmark* b) {
@@ -183,12 +185,13 @@ BENCHMARK(BM_MallocObjects)->MinTime(kShortRunSeconds);
 // --- Growable buffer ------------------------------------------------------------------------------------------
 
 // Grows 1 MiB -> final_bytes, doubling; `fill` writes the bytes each step added.
-void grow_buffer(gmlake::Backend& backend, std::uint64_t final_bytes, std::uint64_t step_factor_or_add,
-                 bool doubling, bool fill) {
+void grow_buffer(gmlake::Backend& backend, std::uint64_t final_bytes, std::uint64_t step_factor_or_add, bool doubling,
+                 bool fill) {
   gmlake::pools::GrowableBuffer buffer(backend, {.max_bytes = final_bytes});
   auto* const data = static_cast<char*>(buffer.data());
   std::uint64_t size = 0;
-  for (std::uint64_t next = kMiB; next <= final_bytes; next = doubling ? next * step_factor_or_add : next + step_factor_or_add) {
+  for (std::uint64_t next = kMiB; next <= final_bytes;
+       next = doubling ? next * step_factor_or_add : next + step_factor_or_add) {
     buffer.resize(next);
     if (fill) std::memset(data + size, 1, next - size);
     size = next;
@@ -298,7 +301,9 @@ void BM_LayoutCache(benchmark::State& state) {
     shared_backend = make_pool_backend();
     shared_cache = std::make_unique<gmlake::pools::LayoutCache>(*shared_backend);
   }
-  run_layout_batches(state, shared_backend->host_accessible(), [&] { return shared_cache->allocate(layout); }, [&](void* p) { shared_cache->release(p); });
+  run_layout_batches(
+      state, shared_backend->host_accessible(), [&] { return shared_cache->allocate(layout); },
+      [&](void* p) { shared_cache->release(p); });
   if (state.thread_index() == 0) {
     shared_cache.reset();
     shared_backend.reset();
@@ -307,7 +312,8 @@ void BM_LayoutCache(benchmark::State& state) {
 
 void BM_MallocLayouts(benchmark::State& state) {
   const auto size = static_cast<std::size_t>(state.range(0));
-  run_layout_batches(state, true, [&] { return std::aligned_alloc(256, size); }, [](void* p) { std::free(p); });
+  run_layout_batches(
+      state, true, [&] { return std::aligned_alloc(256, size); }, [](void* p) { std::free(p); });
 }
 
 // Every allocation its own backend region, given back at release: what a layout cache saves (cudaMalloc /

@@ -2,12 +2,13 @@
 // nested scopes inside the frame.
 //
 // Build and run: cmake --build build && build/examples/example_arena_pool
+#include "gmlake/pools/arena_pool.h"
+
 #include <cstdio>
 #include <cstring>
 
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
-#include "gmlake/pools/arena_pool.h"
 #include "gmlake/units.h"
 
 int main() {

@@ -1,13 +1,14 @@
 // A fixed-size block pool: many equal objects (here 256-byte messages) allocated and freed in O(1).
 //
 // Build and run: cmake --build build && build/examples/example_block_pool
+#include "gmlake/pools/block_pool.h"
+
 #include <cstdio>
 #include <cstring>
 #include <vector>
 
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
-#include "gmlake/pools/block_pool.h"
 #include "gmlake/units.h"
 
 int main() {

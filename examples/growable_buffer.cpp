@@ -2,11 +2,12 @@
 // range is reserved up front; physical memory is mapped as the buffer grows.
 //
 // Build and run: cmake --build build && build/examples/example_growable_buffer
+#include "gmlake/pools/growable_buffer.h"
+
 #include <cstdio>
 #include <cstring>
 
 #include "gmlake/host_backend.h"
-#include "gmlake/pools/growable_buffer.h"
 #include "gmlake/units.h"
 
 int main() {

@@ -2,12 +2,13 @@
 // device, with reference counts for buffers shared between owners.
 //
 // Build and run: cmake --build build && build/examples/example_layout_cache
+#include "gmlake/pools/layout_cache.h"
+
 #include <cstdio>
 #include <cstring>
 
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
-#include "gmlake/pools/layout_cache.h"
 #include "gmlake/units.h"
 
 int main() {

@@ -1,6 +1,8 @@
 // std::pmr containers on gmlake pools: the container code stays standard, the memory comes from the pool.
 //
 // Build and run: cmake --build build && build/examples/example_pmr_adapter
+#include "gmlake/pools/pmr_adapter.h"
+
 #include <cstdio>
 #include <memory_resource>
 #include <string>
@@ -10,7 +12,6 @@
 #include "gmlake/host_backend.h"
 #include "gmlake/pools/arena_pool.h"
 #include "gmlake/pools/block_pool.h"
-#include "gmlake/pools/pmr_adapter.h"
 #include "gmlake/units.h"
 
 int main() {

@@ -11,6 +11,7 @@
 #include <utility>
 #include <vector>
 
+#include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
 #include "gmlake/pools/concurrent_arena_pool.h"
@@ -22,7 +23,6 @@ namespace gmlake::pools {
 namespace {
 
 using testing::addr;
-using testing::error_code_of;
 
 TEST(ArenaPoolTest, AllocationsFollowEachOtherWithTheirAlignmentAndKeepTheirBytes) {
   HostBackend backend;
@@ -79,11 +79,11 @@ TEST(ArenaPoolTest, StaleForeignAndDiscardedMarkersAreInvalidArgumentsAndChangeN
   arena.allocate(64);
   const ArenaPool::Marker inner = arena.mark();
   arena.rollback(outer);
-  EXPECT_EQ(error_code_of([&] { arena.rollback(inner); }), ErrorCode::kInvalidArgument);  // discarded
-  EXPECT_EQ(error_code_of([&] { arena.rollback(other.mark()); }), ErrorCode::kInvalidArgument);
+  test::expect_error([&] { arena.rollback(inner); }, ErrorCode::kInvalidArgument, "ArenaPool");  // discarded
+  test::expect_error([&] { arena.rollback(other.mark()); }, ErrorCode::kInvalidArgument, "ArenaPool");
   arena.reset();
   arena.allocate(1024);
-  EXPECT_EQ(error_code_of([&] { arena.rollback(outer); }), ErrorCode::kInvalidArgument);  // before the reset
+  test::expect_error([&] { arena.rollback(outer); }, ErrorCode::kInvalidArgument, "ArenaPool");  // before the reset
   EXPECT_EQ(arena.used_bytes(), 1024u);
 }
 
@@ -111,12 +111,12 @@ TEST(ArenaPoolTest, ARequestThatDoesNotFitThrowsOutOfMemoryWithTheArenasFiguresA
 TEST(ArenaPoolTest, BadAlignmentIsAnInvalidArgumentAndSizeZeroReturnsNull) {
   SimBackend backend;
   ArenaPool arena(backend, kChunkBytes);
-  EXPECT_EQ(error_code_of([&] { arena.allocate(8, 3); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { arena.allocate(8, 0); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { arena.allocate(8, 2 * kChunkBytes); }), ErrorCode::kInvalidArgument);
+  test::expect_error([&] { arena.allocate(8, 3); }, ErrorCode::kInvalidArgument, "ArenaPool");
+  test::expect_error([&] { arena.allocate(8, 0); }, ErrorCode::kInvalidArgument, "ArenaPool");
+  test::expect_error([&] { arena.allocate(8, 2 * kChunkBytes); }, ErrorCode::kInvalidArgument, "ArenaPool");
   EXPECT_EQ(arena.allocate(0), nullptr);
   EXPECT_EQ(arena.used_bytes(), 0u);
-  EXPECT_EQ(error_code_of([&] { ArenaPool bad(backend, 0); }), ErrorCode::kInvalidArgument);
+  test::expect_error([&] { ArenaPool bad(backend, 0); }, ErrorCode::kInvalidArgument, "ArenaPool");
 }
 
 TEST(ArenaPoolTest, TheArenaIsOneChunkAndGivesItBackWhenDestroyed) {
@@ -225,7 +225,7 @@ TEST(ConcurrentArenaPoolTest, ResetMakesEveryThreadBufferStale) {
   EXPECT_EQ(arena.used_bytes(), ConcurrentArenaPool::kDefaultThreadBufferBytes);  // a whole buffer is claimed
   arena.allocate(64);
   arena.reset();
-  EXPECT_EQ(arena.allocate(64), first);  // not the old buffer's next bytes
+  EXPECT_EQ(arena.allocate(64), first);             // not the old buffer's next bytes
   ConcurrentArenaPool other(backend, kChunkBytes);  // a second arena gets a buffer of its own
   EXPECT_EQ(other.allocate(64), other.data());
   EXPECT_EQ(addr(arena.allocate(64)), addr(first) + 64);
@@ -239,14 +239,14 @@ TEST(ConcurrentArenaPoolTest, RequestsTooLargeForABufferBumpTheSharedOffsetDirec
   EXPECT_EQ(arena.used_bytes(), 32 * kKiB);
   EXPECT_THROW(arena.allocate(kChunkBytes), OutOfMemoryError);
   EXPECT_EQ(arena.used_bytes(), 32 * kKiB);
-  EXPECT_EQ(error_code_of([&] { ConcurrentArenaPool bad(backend, kChunkBytes, 2 * kChunkBytes); }),
-            ErrorCode::kInvalidArgument);
+  test::expect_error([&] { ConcurrentArenaPool bad(backend, kChunkBytes, 2 * kChunkBytes); },
+                     ErrorCode::kInvalidArgument, "ArenaPool");
 }
 
 TEST(ConcurrentArenaPoolTest, BadAlignmentIsAnInvalidArgumentAndChangesNothing) {
   SimBackend backend;
   ConcurrentArenaPool arena(backend, kChunkBytes);
-  EXPECT_EQ(error_code_of([&] { arena.allocate(8, 48); }), ErrorCode::kInvalidArgument);
+  test::expect_error([&] { arena.allocate(8, 48); }, ErrorCode::kInvalidArgument, "ArenaPool");
   EXPECT_EQ(arena.allocate(0), nullptr);
   EXPECT_EQ(arena.used_bytes(), 0u);
 }

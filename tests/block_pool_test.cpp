@@ -13,6 +13,7 @@
 #include <thread>
 #include <vector>
 
+#include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
 #include "gmlake/pools/concurrent_block_pool.h"
@@ -24,7 +25,6 @@ namespace gmlake::pools {
 namespace {
 
 using testing::addr;
-using testing::error_code_of;
 
 template <typename Pool>
 class BlockPoolTest : public ::testing::Test {};
@@ -75,7 +75,8 @@ TYPED_TEST(BlockPoolTest, AnOddBlockSizeIsStridedByItsAlignment) {
   void* a = pool.allocate();
   void* b = pool.allocate();
   EXPECT_EQ(addr(b) - addr(a), 112u);
-  EXPECT_EQ(error_code_of([&] { pool.deallocate(static_cast<char*>(b) + 100); }), ErrorCode::kInvalidPointer);
+  test::expect_error([&] { pool.deallocate(static_cast<char*>(b) + 100); }, ErrorCode::kInvalidPointer,
+                     "BlockPool::deallocate");
   pool.deallocate(b);
   pool.deallocate(a);
   pool.check_invariants();
@@ -149,13 +150,15 @@ TYPED_TEST(BlockPoolTest, DoubleInteriorForeignAndUnknownFreesAreInvalidPointers
   void* a = pool.allocate();
   void* b = pool.allocate();
   pool.deallocate(a);
-  EXPECT_EQ(error_code_of([&] { pool.deallocate(a); }), ErrorCode::kInvalidPointer);                         // twice
-  EXPECT_EQ(error_code_of([&] { pool.deallocate(static_cast<char*>(b) + 8); }), ErrorCode::kInvalidPointer);  // interior
+  test::expect_error([&] { pool.deallocate(a); }, ErrorCode::kInvalidPointer, "BlockPool::deallocate");  // twice
+  test::expect_error([&] { pool.deallocate(static_cast<char*>(b) + 8); }, ErrorCode::kInvalidPointer,
+                     "BlockPool::deallocate");  // interior
   void* foreign = other.allocate();
-  EXPECT_EQ(error_code_of([&] { pool.deallocate(foreign); }), ErrorCode::kInvalidPointer);
-  EXPECT_EQ(error_code_of([&] { pool.deallocate(reinterpret_cast<void*>(addr(b) + kChunkBytes)); }),
-            ErrorCode::kInvalidPointer);  // past the mapped blocks
-  EXPECT_EQ(error_code_of([&] { pool.deallocate(reinterpret_cast<void*>(16)); }), ErrorCode::kInvalidPointer);
+  test::expect_error([&] { pool.deallocate(foreign); }, ErrorCode::kInvalidPointer, "BlockPool::deallocate");
+  test::expect_error([&] { pool.deallocate(reinterpret_cast<void*>(addr(b) + kChunkBytes)); },
+                     ErrorCode::kInvalidPointer, "BlockPool::deallocate");  // past the mapped blocks
+  test::expect_error([&] { pool.deallocate(reinterpret_cast<void*>(16)); }, ErrorCode::kInvalidPointer,
+                     "BlockPool::deallocate");
   pool.deallocate(nullptr);
   EXPECT_EQ(pool.stats().invalid_frees, 5u);
   EXPECT_TRUE(pool.is_live(b));
@@ -168,14 +171,16 @@ TYPED_TEST(BlockPoolTest, DoubleInteriorForeignAndUnknownFreesAreInvalidPointers
 
 TYPED_TEST(BlockPoolTest, BadOptionsAreInvalidArgumentsAndMapNothing) {
   SimBackend backend;
-  auto code = [&](BlockPoolOptions o) { return error_code_of([&] { TypeParam pool(backend, o); }); };
-  EXPECT_EQ(code({.block_bytes = 0}), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code({.block_bytes = 64, .alignment_bytes = 24}), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code({.block_bytes = 64, .alignment_bytes = 2 * kChunkBytes}), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code({.block_bytes = 3 * kMiB}), ErrorCode::kInvalidArgument);  // a region holds no block
-  EXPECT_EQ(code({.block_bytes = 64, .max_regions = 0}), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code({.block_bytes = 1, .alignment_bytes = 1, .max_regions = 4096}), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(code({.block_bytes = 64, .region_bytes = kTiB, .max_regions = kTiB}), ErrorCode::kInvalidArgument);
+  auto expect_rejected = [&](BlockPoolOptions options, const char* why) {
+    test::expect_error([&] { TypeParam pool(backend, options); }, ErrorCode::kInvalidArgument, why);
+  };
+  expect_rejected({.block_bytes = 0}, "block_bytes is 0");
+  expect_rejected({.block_bytes = 64, .alignment_bytes = 24}, "not a power of two");
+  expect_rejected({.block_bytes = 64, .alignment_bytes = 2 * kChunkBytes}, "exceeds the backend's granularity");
+  expect_rejected({.block_bytes = 3 * kMiB}, "holds no block");
+  expect_rejected({.block_bytes = 64, .max_regions = 0}, "max_regions is 0");
+  expect_rejected({.block_bytes = 1, .alignment_bytes = 1, .max_regions = 4096}, "more than the limit");
+  expect_rejected({.block_bytes = 64, .region_bytes = kTiB, .max_regions = kTiB}, "overflows");
   EXPECT_EQ(backend.live_reservations(), 0u);
   EXPECT_EQ(backend.live_chunks(), 0u);
 }

@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
 #include "gmlake/sim_backend.h"
@@ -17,8 +18,6 @@
 
 namespace gmlake::pools {
 namespace {
-
-using testing::error_code_of;
 
 TEST(GrowableBufferTest, GrowingKeepsTheAddressAndEveryByteWritten) {
   HostBackend backend;
@@ -161,9 +160,10 @@ TEST(GrowableBufferTest, ReserveMapsAheadWithoutChangingTheSize) {
 
 TEST(GrowableBufferTest, BadOptionsAreInvalidArgumentsAndDestructionGivesEverythingBack) {
   HostBackend backend;
-  EXPECT_EQ(error_code_of([&] { GrowableBuffer b(backend, {.max_bytes = 0}); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { GrowableBuffer b(backend, {.max_bytes = ~std::uint64_t{0}}); }),
-            ErrorCode::kInvalidArgument);
+  test::expect_error([&] { GrowableBuffer b(backend, {.max_bytes = 0}); }, ErrorCode::kInvalidArgument,
+                     "GrowableBuffer: ");
+  test::expect_error([&] { GrowableBuffer b(backend, {.max_bytes = ~std::uint64_t{0}}); }, ErrorCode::kInvalidArgument,
+                     "GrowableBuffer: ");
   {
     GrowableBuffer buffer(backend, {.max_bytes = kGiB, .chunk_bytes = kMiB});  // rounded up to 2 MiB
     EXPECT_EQ(buffer.chunk_bytes(), kChunkBytes);

@@ -10,6 +10,7 @@
 #include <thread>
 #include <vector>
 
+#include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
 #include "gmlake/sim_backend.h"
@@ -20,7 +21,6 @@ namespace gmlake::pools {
 namespace {
 
 using testing::addr;
-using testing::error_code_of;
 
 TEST(LayoutCacheTest, AReleasedBlockServesTheNextRequestWithTheSameLayoutWithoutABackendCall) {
   HostBackend backend;
@@ -132,11 +132,12 @@ TEST(LayoutCacheTest, DoubleReleaseUnknownAndInteriorPointersAreInvalidPointersA
   void* p = cache.allocate({kMiB});
   void* q = cache.allocate({kMiB});
   cache.release(p);
-  EXPECT_EQ(error_code_of([&] { cache.release(p); }), ErrorCode::kInvalidPointer);
-  EXPECT_EQ(error_code_of([&] { cache.retain(p); }), ErrorCode::kInvalidPointer);
-  EXPECT_EQ(error_code_of([&] { cache.release(static_cast<char*>(q) + 64); }), ErrorCode::kInvalidPointer);
+  test::expect_error([&] { cache.release(p); }, ErrorCode::kInvalidPointer, "is not a live block of this device");
+  test::expect_error([&] { cache.retain(p); }, ErrorCode::kInvalidPointer, "is not a live block of this device");
+  test::expect_error([&] { cache.release(static_cast<char*>(q) + 64); }, ErrorCode::kInvalidPointer,
+                     "is not a live block of this device");
   int local = 0;
-  EXPECT_EQ(error_code_of([&] { cache.release(&local); }), ErrorCode::kInvalidPointer);
+  test::expect_error([&] { cache.release(&local); }, ErrorCode::kInvalidPointer, "is not a live block of this device");
   cache.release(nullptr);
   cache.retain(nullptr);
   EXPECT_EQ(cache.stats().pool.invalid_frees, 4u);
@@ -148,17 +149,23 @@ TEST(LayoutCacheTest, DoubleReleaseUnknownAndInteriorPointersAreInvalidPointersA
 TEST(LayoutCacheTest, BadLayoutsDevicesAndDeviceListsAreInvalidArguments) {
   SimBackend backend;
   LayoutCache cache(backend);
-  EXPECT_EQ(error_code_of([&] { cache.allocate({64, 3}); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { cache.allocate({64, 2 * kChunkBytes}); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { cache.allocate({~std::uint64_t{0}, 64}); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { cache.allocate({64}, 1); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { cache.release(nullptr, 7); }), ErrorCode::kInvalidArgument);
+  test::expect_error([&] { cache.allocate({64, 3}); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
+  test::expect_error([&] { cache.allocate({64, 2 * kChunkBytes}); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
+  test::expect_error([&] { cache.allocate({~std::uint64_t{0}, 64}); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
+  test::expect_error([&] { cache.allocate({64}, 1); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
+  test::expect_error([&] { cache.release(nullptr, 7); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
   EXPECT_EQ(cache.allocate({0}), nullptr);
-  EXPECT_EQ(error_code_of([&] { LayoutCache c(std::vector<Backend*>{}); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { LayoutCache c(std::vector<Backend*>{&backend, nullptr}); }),
-            ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { LayoutCache c(std::vector<Backend*>{&backend, &backend}); }),
-            ErrorCode::kInvalidArgument);
+  test::expect_error([&] { LayoutCache c(std::vector<Backend*>{}); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
+  test::expect_error(
+      [&] {
+        LayoutCache c(std::vector<Backend*>{&backend, nullptr});
+      },
+      ErrorCode::kInvalidArgument, "LayoutCache: ");
+  test::expect_error(
+      [&] {
+        LayoutCache c(std::vector<Backend*>{&backend, &backend});
+      },
+      ErrorCode::kInvalidArgument, "LayoutCache: ");
   EXPECT_EQ(backend.live_chunks(), 0u);
 }
 
@@ -170,7 +177,7 @@ TEST(LayoutCacheTest, EachDeviceHasItsOwnCacheAndItsOwnPointers) {
   EXPECT_EQ(p0, p1);
   cache.release(p0, 0);
   EXPECT_EQ(cache.use_count(p1, 1), 1u);
-  EXPECT_EQ(error_code_of([&] { cache.release(p0, 0); }), ErrorCode::kInvalidPointer);
+  test::expect_error([&] { cache.release(p0, 0); }, ErrorCode::kInvalidPointer, "is not a live block of this device");
   EXPECT_EQ(cache.stats(0).cached_entries, 1u);
   EXPECT_EQ(cache.stats(1).cached_entries, 0u);
   EXPECT_EQ(cache.allocate({kMiB}, 1), reinterpret_cast<void*>(addr(p1) + kChunkBytes));  // a miss on gpu1

@@ -10,6 +10,7 @@
 #include <unordered_map>
 #include <vector>
 
+#include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
 #include "gmlake/pools/arena_pool.h"
@@ -22,8 +23,6 @@
 
 namespace gmlake::pools {
 namespace {
-
-using testing::error_code_of;
 
 // Counts what reaches it, so a test can tell which requests left the pool.
 class CountingResource final : public std::pmr::memory_resource {
@@ -54,7 +53,7 @@ TEST(PmrAdapterTest, AnUnorderedMapTakesItsNodesFromTheBlockPoolAndItsBucketsFro
     for (int i = 0; i < 1000; ++i) map[i] = i * i;
     EXPECT_EQ(map.at(999), 999 * 999);
     EXPECT_EQ(pool.stats().num_allocs, 1000u);  // one node each
-    EXPECT_GT(upstream.allocations, 0);          // bucket arrays
+    EXPECT_GT(upstream.allocations, 0);         // bucket arrays
     map.erase(7);
     EXPECT_EQ(pool.available(), pool.capacity_blocks() - 999);
   }
@@ -69,7 +68,8 @@ TEST(PmrAdapterTest, AVectorOfStringsGrowsInAnArenaAndTheArenaFreesItAllAtOnce) 
   ArenaResource<ArenaPool> resource(arena);
   {
     std::pmr::vector<std::pmr::string> words(&resource);
-    for (int i = 0; i < 2000; ++i) words.emplace_back("a string long enough to leave the small-string buffer #" + std::to_string(i));
+    for (int i = 0; i < 2000; ++i)
+      words.emplace_back("a string long enough to leave the small-string buffer #" + std::to_string(i));
     EXPECT_EQ(words[1234].substr(words[1234].size() - 5), "#1234");
     EXPECT_GT(arena.used_bytes(), 2000u * 56);
   }
@@ -142,10 +142,10 @@ TEST(PmrAdapterTest, PoolsOverMemoryTheCpuCannotTouchAreRejected) {
   BlockPool pool(backend, {.block_bytes = 64});
   ArenaPool arena(backend, kChunkBytes);
   LayoutCache cache(backend);
-  EXPECT_EQ(error_code_of([&] { BlockPoolResource<BlockPool> r(pool); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { ArenaResource<ArenaPool> r(arena); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { LayoutCacheResource r(cache); }), ErrorCode::kInvalidArgument);
-  EXPECT_EQ(error_code_of([&] { LayoutCacheResource r(cache, 3); }), ErrorCode::kInvalidArgument);
+  test::expect_error([&] { BlockPoolResource<BlockPool> r(pool); }, ErrorCode::kInvalidArgument, "");
+  test::expect_error([&] { ArenaResource<ArenaPool> r(arena); }, ErrorCode::kInvalidArgument, "");
+  test::expect_error([&] { LayoutCacheResource r(cache); }, ErrorCode::kInvalidArgument, "");
+  test::expect_error([&] { LayoutCacheResource r(cache, 3); }, ErrorCode::kInvalidArgument, "");
 }
 
 }  // namespace

@@ -10,9 +10,7 @@
 namespace gmlake::pools {
 namespace {
 
-[[noreturn]] void invalid(const std::string& why) {
-  throw Error(ErrorCode::kInvalidArgument, "BlockPool: " + why);
-}
+[[noreturn]] void invalid(const std::string& why) { throw Error(ErrorCode::kInvalidArgument, "BlockPool: " + why); }
 
 std::uint64_t checked_stride(const BlockPoolOptions& options, std::uint64_t granularity_bytes) {
   if (options.block_bytes == 0) invalid("block_bytes is 0");

@@ -66,9 +66,10 @@ void BlockPool::deallocate(void* ptr) {
   const std::uint64_t index = geometry_.index_of(range_.base(), reinterpret_cast<std::uintptr_t>(ptr), live_.size());
   if (index == BlockGeometry::kNoBlock || live_[index] == 0) {
     ++stats_.invalid_frees;
-    throw Error(ErrorCode::kInvalidPointer, index == BlockGeometry::kNoBlock
-                                                ? "BlockPool::deallocate: pointer is not the start of a block of this pool"
-                                                : "BlockPool::deallocate: block is not live (freed twice?)");
+    throw Error(ErrorCode::kInvalidPointer,
+                index == BlockGeometry::kNoBlock
+                    ? "BlockPool::deallocate: pointer is not the start of a block of this pool"
+                    : "BlockPool::deallocate: block is not live (freed twice?)");
   }
   live_[index] = 0;
   free_.push_back(static_cast<std::uint32_t>(index));  // never reallocates: reserved for every mapped block

@@ -18,9 +18,7 @@ constexpr std::uint64_t kLowMask = 0xFFFFFFFFu;
 
 std::uint64_t with_top(std::uint64_t head, std::uint64_t top) { return (((head >> 32) + 1) << 32) | top; }
 
-[[noreturn]] void fail(const std::string& what) {
-  throw std::logic_error("ConcurrentBlockPool invariant: " + what);
-}
+[[noreturn]] void fail(const std::string& what) { throw std::logic_error("ConcurrentBlockPool invariant: " + what); }
 
 }  // namespace
 
@@ -87,8 +85,7 @@ void* ConcurrentBlockPool::allocate() {
       continue;
     }
     const std::uint32_t next = slot(top - 1).next.load(std::memory_order_relaxed);
-    if (head_.compare_exchange_weak(head, with_top(head, next), std::memory_order_acquire,
-                                    std::memory_order_acquire)) {
+    if (head_.compare_exchange_weak(head, with_top(head, next), std::memory_order_acquire, std::memory_order_acquire)) {
       slot(top - 1).live.store(1, std::memory_order_relaxed);
       const std::int64_t live = live_blocks_.fetch_add(1, std::memory_order_relaxed) + 1;
       std::int64_t peak = peak_live_blocks_.load(std::memory_order_relaxed);

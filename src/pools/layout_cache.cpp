@@ -42,9 +42,7 @@ LayoutCache::Shard& LayoutCache::shard(DeviceIndex device) const {
 void* LayoutCache::allocate(const Layout& layout, DeviceIndex device) { return shard(device).allocate(layout); }
 void LayoutCache::retain(void* ptr, DeviceIndex device) { shard(device).retain(ptr); }
 void LayoutCache::release(void* ptr, DeviceIndex device) { shard(device).release(ptr); }
-std::uint64_t LayoutCache::use_count(const void* ptr, DeviceIndex device) const {
-  return shard(device).use_count(ptr);
-}
+std::uint64_t LayoutCache::use_count(const void* ptr, DeviceIndex device) const { return shard(device).use_count(ptr); }
 
 void LayoutCache::clear() {
   for (const auto& s : shards_) s->clear();

@@ -46,7 +46,7 @@ class LayoutCache::Shard {
     VmmRange range;
     std::uint64_t use_count = 0;
     std::list<Entry>::iterator self{};  // this entry's node, valid in whichever list holds it
-    Entry* newer = nullptr;  // in its layout's chain, while cached
+    Entry* newer = nullptr;             // in its layout's chain, while cached
     Entry* older = nullptr;
   };
   using EntryList = std::list<Entry>;

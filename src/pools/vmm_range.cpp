@@ -11,9 +11,7 @@
 namespace gmlake::pools {
 namespace {
 
-[[noreturn]] void invalid(const std::string& why) {
-  throw Error(ErrorCode::kInvalidArgument, "VmmRange: " + why);
-}
+[[noreturn]] void invalid(const std::string& why) { throw Error(ErrorCode::kInvalidArgument, "VmmRange: " + why); }
 
 std::uint64_t rounded_reservation(const Backend& backend, std::uint64_t reserve_bytes) {
   if (reserve_bytes == 0) invalid("reserve_bytes is 0");
@@ -92,8 +90,8 @@ void VmmRange::map_chunks(std::uint64_t chunk_bytes, std::uint64_t count) {
   }
   const std::uint64_t unmapped_bytes = reserved_bytes_ - mapped_bytes_;
   if (count == 0 || count > unmapped_bytes / chunk_bytes) {
-    invalid(std::to_string(count) + " chunks of " + std::to_string(chunk_bytes) + " bytes do not fit: " +
-            std::to_string(unmapped_bytes) + " bytes of the reservation are unmapped");
+    invalid(std::to_string(count) + " chunks of " + std::to_string(chunk_bytes) +
+            " bytes do not fit: " + std::to_string(unmapped_bytes) + " bytes of the reservation are unmapped");
   }
   chunks_.reserve(chunks_.size() + count);  // the only step that may throw besides the backend's, done first
   const std::size_t first = chunks_.size();

@@ -84,8 +84,8 @@ class GrowableBuffer {
   void check_invariants() const;
 
  private:
-  void map_up_to(std::uint64_t capacity_bytes);  // requires mutex_
-  void map_growth(std::uint64_t growth_bytes);    // requires mutex_
+  void map_up_to(std::uint64_t capacity_bytes);                                  // requires mutex_
+  void map_growth(std::uint64_t growth_bytes);                                   // requires mutex_
   void record_growth(std::uint64_t mapped_before, std::uint64_t chunks_before);  // requires mutex_
 
   Backend& backend_;

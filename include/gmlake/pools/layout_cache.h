@@ -61,8 +61,8 @@ struct Layout {
 };
 
 struct LayoutCacheOptions {
-  std::uint64_t max_cached_bytes = kGiB;   // per device, in region bytes; 0 disables the cache
-  std::uint64_t max_cached_entries = 1024; // per device; 0 disables the cache
+  std::uint64_t max_cached_bytes = kGiB;    // per device, in region bytes; 0 disables the cache
+  std::uint64_t max_cached_entries = 1024;  // per device; 0 disables the cache
 };
 
 struct LayoutCacheStats {

@@ -92,7 +92,8 @@ class ArenaResource final : public std::pmr::memory_resource {
 class LayoutCacheResource final : public std::pmr::memory_resource {
  public:
   // Throws Error(kInvalidArgument) when `device` is out of range or not host-accessible.
-  explicit LayoutCacheResource(LayoutCache& cache, LayoutCache::DeviceIndex device = 0) : cache_(cache), device_(device) {
+  explicit LayoutCacheResource(LayoutCache& cache, LayoutCache::DeviceIndex device = 0)
+      : cache_(cache), device_(device) {
     require_host_memory(cache.backend(device), "LayoutCacheResource");
   }
   LayoutCache& cache() const { return cache_; }
