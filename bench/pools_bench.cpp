@@ -56,6 +56,13 @@ std::unique_ptr<gmlake::Backend> make_pool_backend() {
   return gmlake::make_backend(name != nullptr ? name : "host", gmlake::kChunkBytes);
 }
 
+// True when the CPU can touch the pools' memory (asked once of a backend of the same kind: every thread of a
+// threaded benchmark can call this before thread 0 has made the shared pool).
+bool pool_memory_is_host() {
+  static const bool host = make_pool_backend()->host_accessible();
+  return host;
+}
+
 // Touches pool memory the way a user would, where the CPU can.
 void touch_pool(const gmlake::Backend& backend, void* p) {
   if (backend.host_accessible()) touch(p);
@@ -105,7 +112,7 @@ void BM_ConcurrentBlockPool(benchmark::State& state) {
                                                                              batch_pool_options(size, state.threads()));
   }
   run_block_batches(
-      state, shared_backend->host_accessible(), [&] { return shared_block_pool->allocate(); },
+      state, pool_memory_is_host(), [&] { return shared_block_pool->allocate(); },
       [&](void* p) { shared_block_pool->deallocate(p); });
   if (state.thread_index() == 0) {
     shared_block_pool.reset();
@@ -302,7 +309,7 @@ void BM_LayoutCache(benchmark::State& state) {
     shared_cache = std::make_unique<gmlake::pools::LayoutCache>(*shared_backend);
   }
   run_layout_batches(
-      state, shared_backend->host_accessible(), [&] { return shared_cache->allocate(layout); },
+      state, pool_memory_is_host(), [&] { return shared_cache->allocate(layout); },
       [&](void* p) { shared_cache->release(p); });
   if (state.thread_index() == 0) {
     shared_cache.reset();
