@@ -71,14 +71,27 @@ TEST_F(StreamFenceTest, SameStreamReuseNeitherWaitsNorCreates) {
   a.check_invariants();
 }
 
-TEST_F(StreamFenceTest, AnUnfinishedFreeMakesAnotherStreamGrowRatherThanWait) {
+TEST_F(StreamFenceTest, AFreeCoveredByAnUnfinishedMarkIsWaitedForInsteadOfGrowing) {
   auto& a = make("cross_stream_reuse:false");
   a.deallocate(a.allocate(4 * kMiB, 1));
   EXPECT_EQ(events_.recorded_streams, std::set<StreamId>{1});
   a.allocate(4 * kMiB, 2);
-  EXPECT_EQ(reserved(), 8 * kMiB);  // stream 1's chunks may still be read by its queued work
-  EXPECT_EQ(a.stats().evictions, 0u);
-  EXPECT_EQ(events_.waits, 0);
+  EXPECT_EQ(reserved(), 4 * kMiB);  // stream 1's chunks, once its queued work up to the mark finished
+  EXPECT_EQ(events_.waits, 1);
+  EXPECT_EQ(a.stats().fence_waits, 1u);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, APageIdledAfterTheLastMarkMakesAnotherStreamGrowRatherThanDrainTheStream) {
+  auto& a = make("cross_stream_reuse:false");
+  void* p = a.allocate(2 * kMiB, 1);
+  void* q = a.allocate(2 * kMiB, 1);
+  a.deallocate(p);  // its page: covered by the stream's first mark
+  a.deallocate(q);  // its page: idle after that mark, within the mark spacing: uncovered
+  a.allocate(4 * kMiB, 2);
+  EXPECT_EQ(events_.waits, 1);        // for p's page
+  EXPECT_EQ(reserved(), 6 * kMiB);    // q's page stays; a new chunk instead
+  EXPECT_EQ(a.stats().evictions, 1u);
   a.check_invariants();
 }
 

@@ -226,18 +226,24 @@ void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::ui
 
 ChunkHandle StitchingAllocator::obtain_chunk(std::uint64_t requested) {
   if (free_chunks_.empty() && idle_pages_ != 0) {
+    const PageRef ref = idle_.oldest([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
+    const Arena& arena = *arenas_[ref.arena];
+    const std::uint64_t idle_since = arena.pages.find(ref.page)->idle_since;
     ChunkHandle created;
-    if (oldest_idle_is_safe()) {
-      evict_oldest_idle();
-    } else if (try_create_chunk(&created)) {
-      return created;  // growing beats waiting for the GPU
-    } else {
-      const PageRef ref = idle_.oldest([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
-      const Arena& arena = *arenas_[ref.arena];
-      fence_.wait_safe(arena.stream, arena.pages.find(ref.page)->idle_since, idle_.next_tick());
-      ++stats_.fence_waits;
-      evict_oldest_idle();
+    switch (fence_.readiness(arena.stream, idle_since)) {
+      case StreamFence::Readiness::kSafe:
+        break;
+      case StreamFence::Readiness::kCovered:  // waiting leaves later queued work running: cheap
+        fence_.wait_safe(arena.stream, idle_since, idle_.next_tick());
+        ++stats_.fence_waits;
+        break;
+      case StreamFence::Readiness::kUncovered:  // only draining the stream would tell: grow if allowed
+        if (try_create_chunk(&created)) return created;
+        fence_.wait_safe(arena.stream, idle_since, idle_.next_tick());
+        ++stats_.fence_waits;
+        break;
     }
+    evict_oldest_idle();
   }
   if (!free_chunks_.empty()) {
     const ChunkHandle h = free_chunks_.back();

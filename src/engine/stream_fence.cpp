@@ -26,25 +26,38 @@ void StreamFence::note_idle(StreamId stream, std::uint64_t tick) {
   if (!events_) return;
   Stream& s = streams_[stream];
   poll(s);
-  if (s.marks.empty()) s.marks.push_back({tick, events_->record(stream)});
+  if (s.marked && (tick < s.last_mark_tick + kMarkSpacingTicks || s.marks.size() >= kMaxMarks)) return;
+  s.marks.push_back({tick, events_->record(stream)});
+  s.marked = true;
+  s.last_mark_tick = tick;
 }
 
-bool StreamFence::safe(StreamId stream, std::uint64_t tick) {
-  if (!events_) return true;
+StreamFence::Readiness StreamFence::readiness(StreamId stream, std::uint64_t tick) {
+  if (!events_) return Readiness::kSafe;
   auto it = streams_.find(stream);
-  if (it == streams_.end()) return false;  // pages idle on a stream that was never marked: not known finished
-  poll(it->second);
-  return tick <= it->second.safe_tick;
+  if (it == streams_.end()) return Readiness::kUncovered;  // never marked: nothing known
+  Stream& s = it->second;
+  poll(s);
+  if (tick <= s.safe_tick) return Readiness::kSafe;
+  return !s.marks.empty() && s.marks.back().tick >= tick ? Readiness::kCovered : Readiness::kUncovered;
 }
 
 void StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick) {
-  if (!events_ || safe(stream, tick)) return;
+  if (readiness(stream, tick) == Readiness::kSafe) return;
   Stream& s = streams_[stream];
-  if (s.marks.empty() || s.marks.back().tick < tick) s.marks.push_back({now_tick, events_->record(stream)});
-  while (s.safe_tick < tick) {
-    events_->wait(s.marks.front().token);
-    poll(s);
+  if (s.marks.empty() || s.marks.back().tick < tick) {
+    s.marks.push_back({now_tick, events_->record(stream)});
+    s.marked = true;
+    s.last_mark_tick = now_tick;
   }
+  // Marks finish in stream order: waiting for the first one that covers `tick` is enough.
+  for (const Mark& m : s.marks) {
+    if (m.tick >= tick) {
+      events_->wait(m.token);
+      break;
+    }
+  }
+  poll(s);
 }
 
 void StreamFence::wait_all(std::uint64_t now_tick) {

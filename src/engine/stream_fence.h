@@ -3,14 +3,21 @@
 // A page turns idle at an idle-queue tick, on the stream of the arena it belongs to (with asynchronous streams
 // every stream has its own arenas). It is safe to unmap, or to map its chunk elsewhere, once all work queued on
 // that stream before the tick has finished (cuMemUnmap does not wait for it: pytorch#196258). The fence keeps,
-// per stream, a few marks recorded at ticks (StreamEvents::record) and the highest tick known finished; a mark
-// is recorded when pages turn idle and the stream has no unfinished mark, so marks cost one event per GPU
-// round trip, not one per free.
+// per stream, the marks recorded at ticks (StreamEvents::record) that have not finished yet, and the highest
+// tick known finished. A mark is recorded when pages turn idle and the stream's last mark is at least
+// kMarkSpacingTicks older (at most kMaxMarks unfinished): one event per few frees, not one per free.
+//
+// A page idle since tick t is then
+//   safe       when a finished mark has a tick >= t: unmap it now;
+//   covered    when an unfinished mark has a tick >= t: waiting for that mark does not drain the stream (work
+//              queued after the mark keeps the device busy), so it is cheap;
+//   uncovered  otherwise: only recording a mark now and waiting for it would tell, which drains the stream.
 //
 // Without StreamEvents (host, sim: nothing runs asynchronously) every tick is safe at once.
 #pragma once
 
 #include <cstdint>
+#include <cstddef>
 #include <deque>
 
 #include "absl/container/flat_hash_map.h"
@@ -25,11 +32,16 @@ class StreamFence {
   StreamFence(const StreamFence&) = delete;
   StreamFence& operator=(const StreamFence&) = delete;
 
+  enum class Readiness { kSafe, kCovered, kUncovered };
+  static constexpr std::uint64_t kMarkSpacingTicks = 8;
+  static constexpr std::size_t kMaxMarks = 64;
+
   bool asynchronous() const { return events_ != nullptr; }
-  // Pages of `stream` turned idle at `tick`: records a mark if the stream has none unfinished.
+  // Pages of `stream` turned idle at `tick`: records a mark when the spacing allows.
   void note_idle(StreamId stream, std::uint64_t tick);
-  // True when all work queued on `stream` before `tick` has finished. Never blocks.
-  bool safe(StreamId stream, std::uint64_t tick);
+  // Where the work queued on `stream` before `tick` stands (see above). Never blocks.
+  Readiness readiness(StreamId stream, std::uint64_t tick);
+  bool safe(StreamId stream, std::uint64_t tick) { return readiness(stream, tick) == Readiness::kSafe; }
   // Blocks until safe(stream, tick); `now_tick` (>= tick) labels a mark recorded now if none covers tick.
   void wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick);
   // Blocks until all work queued so far on every stream has finished: every tick up to `now_tick` is safe.
@@ -43,6 +55,8 @@ class StreamFence {
   struct Stream {
     std::deque<Mark> marks;       // unfinished, oldest first
     std::uint64_t safe_tick = 0;  // every tick <= this is safe
+    bool marked = false;          // a mark was ever recorded
+    std::uint64_t last_mark_tick = 0;
   };
   void poll(Stream& s);
 
