@@ -98,6 +98,12 @@ def main():
             loss = out.item()
     except torch.OutOfMemoryError:
         fit = False
+    except RuntimeError as e:
+        # PyTorch 2.11's CUDAPluggableAllocator does not raise OutOfMemoryError when the allocator returns null:
+        # the tensor is made without memory and the first kernel that touches it fails like this.
+        if "data is not allocated" not in str(e):
+            raise
+        fit = False
 
     if args.alloc == "gmlake":
         import gmlake
