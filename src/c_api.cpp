@@ -205,7 +205,10 @@ Allocator& allocator_of(Pool& pool, const Settings& settings, int device) {
     const std::string name = per_device ? "cuda:" + std::to_string(device) : settings.backend;
     std::unique_ptr<Backend> backend = make_backend(name, settings.config.chunk_bytes);
     std::unique_ptr<StreamEvents> events = make_stream_events(*backend);
-    std::unique_ptr<Allocator> allocator = make_allocator(settings.config, *backend, events.get());
+    // Only gmlake moves chunks while running; the reference policies unmap only in empty_cache and their
+    // out-of-memory retry: gmlake_empty_cache synchronizes the device first for them (see gmlake.h).
+    StreamEvents* engine_events = settings.config.policy == Policy::kGmlake ? events.get() : nullptr;
+    std::unique_ptr<Allocator> allocator = make_allocator(settings.config, *backend, engine_events);
     if (settings.debug) allocator = std::make_unique<PoisoningAllocator>(std::move(allocator));
     pool.backend = std::move(backend);
     pool.events = std::move(events);
@@ -290,6 +293,7 @@ void gmlake_free(void* ptr, size_t /*size_bytes*/, int device, uint64_t /*stream
 int gmlake_empty_cache(int device) {
   return guarded_status([&] {
     with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool, Runtime&) {
+      if (pool.events && pool.allocator && pool.allocator->policy() != Policy::kGmlake) pool.events->synchronize_all();
       if (pool.allocator) pool.allocator->empty_cache();
       return 0;
     });

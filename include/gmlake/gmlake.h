@@ -15,6 +15,10 @@
  *                      cuda (builds with the CUDA backend): device memory of GPU `device` through the CUDA
  *                      VMM API, safe for asynchronous streams (CUDA events: see stream_events.h); each stream
  *                      keeps its own arenas (cross_stream_reuse defaults to false, and true is refused).
+ *                      The reference policies (policy:caching, policy:expandable) also run on cuda, for
+ *                      comparison: gmlake_empty_cache synchronizes the device before they release memory, but
+ *                      their out-of-memory retry (which releases cached segments) does not wait for queued
+ *                      work yet: use them on cuda with a cap only after torch.cuda.synchronize().
  *   debug:0|1          1: freed memory is filled with 0xDB and checked on reuse (host backend only; costs a
  *                      pass over every block on malloc and on free). A block handed out whose bytes are not
  *                      all 0 or 0xDB was written after a free: the process prints what it found and aborts.
