@@ -16,10 +16,10 @@ def main():
     import torch.distributed as dist
 
     rank = int(os.environ["LOCAL_RANK"])
-    torch.cuda.set_device(rank)
     import gmlake
 
-    gmlake.torch.enable()
+    gmlake.torch.enable()  # before torch.cuda.set_device, which already initializes PyTorch's allocator
+    torch.cuda.set_device(rank)
     dist.init_process_group("nccl")
     from transformers import GPT2Config, GPT2LMHeadModel
 

@@ -88,7 +88,8 @@ def configure(conf):
 
 
 def enable(conf=None):
-    """Makes gmlake PyTorch's CUDA allocator. Call before any CUDA memory is allocated.
+    """Makes gmlake PyTorch's CUDA allocator. Call before any CUDA memory is allocated, and before
+    torch.cuda.set_device (which initializes PyTorch's allocator already: seen with PyTorch 2.11 under torchrun).
 
     conf: "key:value,..." (GMLAKE_CONF form); None reads GMLAKE_CONF. Raises GmlakeError for a bad config or
     when PyTorch has already allocated CUDA memory (the allocator cannot be swapped then).
