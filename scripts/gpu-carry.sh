@@ -1,0 +1,18 @@
+#!/usr/bin/env bash
+# Prepares .dev/ for a run on the GPU machine, which has CUDA, PyTorch and CMake but none of gmlake's Debian
+# libraries: builds here (Release, CUDA backend on), then copies the CLI, the GPU tests, the benchmark, the C
+# API library, the shared libraries those need beyond glibc and libstdc++, and the shared traces into .dev/
+# (ignored by git: add "/.dev/" to .git/info/exclude). On the GPU machine:
+#   export LD_LIBRARY_PATH=$PWD/.dev/lib GMLAKE_LIBRARY=$PWD/.dev/lib/libgmlake_c.so
+#   .dev/bin/gmlake_gpu_tests; .dev/bin/gmlake replay .dev/traces/*.xz --backend cuda; scripts/gpu-e2e.sh $OUT
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/build.sh -DGMLAKE_WITH_CUDA=ON
+rm -rf .dev && mkdir -p .dev/bin .dev/lib .dev/traces
+for f in gmlake gmlake_gpu_tests gmlake_bench; do [ -f "build/$f" ] && cp "build/$f" .dev/bin/; done
+cp build/libgmlake_c.so .dev/lib/
+ldd .dev/bin/* .dev/lib/libgmlake_c.so | awk '/=> \// {print $3}' | sort -u |
+  grep -Ev '/(libc|libm|libgcc_s|libstdc\+\+|ld-linux[^/]*|libpthread|libdl|librt)\.so' |
+  while read -r lib; do cp -L "$lib" .dev/lib/; done
+cp ../shared/traces/*.snapshot.pickle.xz .dev/traces/ 2>/dev/null || cp traces/*.snapshot.pickle.xz .dev/traces/
+du -sh .dev
