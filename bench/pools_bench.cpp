@@ -16,8 +16,9 @@
 // Figures are per operation (counter per_op: an allocation or a free; for the growth benchmarks, one whole
 // growth from start to end including creating and destroying the buffer).
 // The pools run on the backend named by the environment variable GMLAKE_POOLS_BACKEND (a make_backend name:
-// host by default; cuda once the CUDA backend exists, then pool memory is not touched and the "filled"
-// growth benchmarks are skipped; the GPU's plain alternatives, cudaMalloc / cudaFree, belong beside it).
+// host by default; with cuda, pool memory is not touched and the "filled" growth benchmarks are skipped). The
+// GPU's plain alternatives (cuMemAlloc / cuMemFree, what cudaMalloc / cudaFree call) are compared with the
+// pools on the CUDA backend in bench/cuda/pools_cuda_bench.cpp (scripts/pools-gpu-bench.sh).
 // Run: build/gmlake_bench --benchmark_filter='BM_(BlockPool|Concurrent|Malloc|Arena|Growable|Realloc|Layout|Uncached)'
 #include <benchmark/benchmark.h>
 

@@ -6,7 +6,14 @@ Each benchmark runs in a process of its own: glibc's malloc adapts its threshold
 before (its mmap threshold rises, it trims its heap less), so a malloc benchmark run after others measures
 their history. With --repetitions N > 1 the medians are compared.
 
-Usage: scripts/pools_bench.py [--bench build/gmlake_bench] [--repetitions N] [--json FILE]
+--gpu compares the GPU set instead (bench/cuda/pools_cuda_bench.cpp: the pools on the CUDA backend against
+cuMemAlloc / cuMemFree), all in one process (no malloc history to avoid, and one CUDA context).
+--from-json FILE reads Google Benchmark's JSON output (--benchmark_out=FILE --benchmark_out_format=json, or
+what --json wrote) instead of running anything; medians are compared when it holds aggregates.
+scripts/pools-gpu-bench.sh runs the GPU set and this script with both.
+
+Usage: scripts/pools_bench.py [--bench build/gmlake_bench] [--repetitions N] [--json FILE] [--gpu]
+                              [--from-json FILE]
 Build first (scripts/build.sh).
 """
 import argparse
@@ -17,6 +24,8 @@ import sys
 
 FILTER = "BM_(BlockPool|ConcurrentBlockPool|MallocBlocks|Arena|ConcurrentArena|MallocObjects|GrowableBuffer|" \
          "Realloc|MallocCopyFree|LayoutCache|MallocLayouts|UncachedBackend)"
+
+GPU_FILTER = "^BM_Cu"
 
 SIZES = {"256": "256 B", "4096": "4 KiB", "65536": "64 KiB", "1048576": "1 MiB",
          "16777216": "16 MiB", "67108864": "64 MiB"}
@@ -48,21 +57,81 @@ def pairs():
     return rows
 
 
+def size_label(size_bytes):
+    """'256 B', '64 KiB', '128 MiB', '8 GiB'."""
+    for unit, scale in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
+        if size_bytes >= scale and size_bytes % scale == 0:
+            return f"{size_bytes // scale} {unit}"
+    return f"{size_bytes} B"
+
+
+def gpu_pairs():
+    """(row label, pool benchmark, plain benchmark) for bench/cuda/pools_cuda_bench.cpp."""
+    rows = []
+    for pool, what in (("BM_CudaBlockPool", "BlockPool"), ("BM_CudaArena", "ArenaPool (64 blocks, reset)")):
+        for size in (256, 4 << 10, 64 << 10, 1 << 20):
+            rows.append((f"{what} vs cuMemAlloc + cuMemFree, {size_label(size)}", f"{pool}/{size}",
+                         f"BM_CuMemAllocFree/{size}"))
+    end = 8 << 30
+    rows.append((f"GrowableBuffer vs cuMemAlloc + copy + cuMemFree, 1 MiB -> {size_label(end)} doubling",
+                 f"BM_CudaGrowableBuffer_Grow/{end}", f"BM_CuMemAllocCopyFree_Grow/{end}"))
+    for size in (2 << 20, 16 << 20, 128 << 20):
+        rows.append((f"LayoutCache vs cuMemAlloc + cuMemFree, {size_label(size)}", f"BM_CudaLayoutCache/{size}",
+                     f"BM_CuMemAllocFreeLayouts/{size}"))
+    return rows
+
+
 def key(name):
     """A benchmark's name without its run options (min_time, iterations, real_time)."""
     name = re.sub(r"/(min_time:[^/]*|iterations:\d+|real_time)", "", name)
     return re.sub(r"_(median|mean|stddev|cv)$", "", name)
 
 
-def per_op_seconds(results, want_median):
+def per_op_seconds(results, want_median, errors):
+    """{benchmark: seconds per operation}; the messages of benchmarks that reported an error go to `errors`."""
     table = {}
     for b in results["benchmarks"]:
+        name = key(b["run_name"] if "run_name" in b else b["name"])
+        if b.get("error_occurred"):
+            errors[name] = b.get("error_message", "error")
+            continue
         if want_median and b.get("aggregate_name") != "median":
             continue
         if not want_median and b.get("run_type") == "aggregate":
             continue
-        table[key(b["run_name"] if "run_name" in b else b["name"])] = b["per_op"]
+        table[name] = b["per_op"]
     return table
+
+
+def read_json(path, errors):
+    """The per-op table of a Google Benchmark JSON file (one run's object, or a list of them)."""
+    with open(path) as f:
+        loaded = json.load(f)
+    table = {}
+    for results in loaded if isinstance(loaded, list) else [loaded]:
+        has_aggregates = any(b.get("run_type") == "aggregate" for b in results["benchmarks"])
+        table.update(per_op_seconds(results, has_aggregates, errors))
+    return table
+
+
+def run_each(bench, bench_filter, repetitions, errors, runs):
+    """Runs every benchmark the filter selects in a process of its own; returns the per-op table."""
+    names = subprocess.run([bench, f"--benchmark_filter={bench_filter}", "--benchmark_list_tests=true"],
+                           check=True, capture_output=True, text=True).stdout.split()
+    table = {}
+    for name in names:
+        table.update(run(bench, f"^{re.escape(name)}$", repetitions, errors, runs))
+    return table
+
+
+def run(bench, bench_filter, repetitions, errors, runs):
+    """Runs the benchmarks the filter selects in one process; returns the per-op table."""
+    command = [bench, f"--benchmark_filter={bench_filter}", "--benchmark_format=json"]
+    if repetitions > 1:
+        command += [f"--benchmark_repetitions={repetitions}", "--benchmark_report_aggregates_only=true"]
+    results = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
+    runs.append(results)
+    return per_op_seconds(results, repetitions > 1, errors)
 
 
 def pretty(seconds):
@@ -77,25 +146,25 @@ def main():
     parser.add_argument("--bench", default="build/gmlake_bench")
     parser.add_argument("--repetitions", type=int, default=1)
     parser.add_argument("--json", help="also keep Google Benchmark's JSON output here")
+    parser.add_argument("--gpu", action="store_true", help="the GPU set (pools on CUDA vs cuMemAlloc / cuMemFree)")
+    parser.add_argument("--from-json", metavar="FILE", help="read Google Benchmark's JSON output instead of running")
     args = parser.parse_args()
-    names = subprocess.run([args.bench, f"--benchmark_filter={FILTER}", "--benchmark_list_tests=true"], check=True,
-                           capture_output=True, text=True).stdout.split()
-    table, runs = {}, []
-    for name in names:
-        command = [args.bench, f"--benchmark_filter=^{re.escape(name)}$", "--benchmark_format=json"]
-        if args.repetitions > 1:
-            command += [f"--benchmark_repetitions={args.repetitions}", "--benchmark_report_aggregates_only=true"]
-        results = json.loads(subprocess.run(command, check=True, capture_output=True, text=True).stdout)
-        runs.append(results)
-        table.update(per_op_seconds(results, args.repetitions > 1))
-    if args.json:
+    errors, runs = {}, []
+    if args.from_json:
+        table = read_json(args.from_json, errors)
+    elif args.gpu:
+        table = run(args.bench, GPU_FILTER, args.repetitions, errors, runs)
+    else:
+        table = run_each(args.bench, FILTER, args.repetitions, errors, runs)
+    if args.json and runs:
         with open(args.json, "w") as f:
             json.dump(runs, f, indent=1)
     print("| comparison | pool | plain | plain / pool |")
     print("|---|---|---|---|")
-    for label, pool, plain in pairs():
+    for label, pool, plain in gpu_pairs() if args.gpu else pairs():
         if pool not in table or plain not in table:
-            print(f"missing: {pool if pool not in table else plain}", file=sys.stderr)
+            absent = pool if pool not in table else plain
+            print(f"missing: {absent}" + (f" ({errors[absent]})" if absent in errors else ""), file=sys.stderr)
             continue
         print(f"| {label} | {pretty(table[pool])} | {pretty(table[plain])} | {table[plain] / table[pool]:.2f} |")
 

@@ -55,6 +55,9 @@ struct DriverApi {
   X(cuMemsetD32)                            \
   X(cuMemcpyHtoD)                           \
   X(cuMemcpyDtoH)                           \
+  X(cuMemcpyDtoD)                           \
+  X(cuMemAlloc)                             \
+  X(cuMemFree)                              \
   X(cuEventCreate)                          \
   X(cuEventRecord)                          \
   X(cuEventQuery)                           \
