@@ -77,8 +77,9 @@ class IdleQueue {
         --e.count;
         const Page* page = pages(e.arena).find(p);
         if (page != nullptr && page->idle() && page->idle_since == e.tick) {
+          const PageRef ref{e.arena, static_cast<std::uint32_t>(p)};  // before pop_front destroys `e`
           if (e.count == 0) entries_.pop_front();
-          return {e.arena, static_cast<std::uint32_t>(p)};
+          return ref;
         }
       }
       entries_.pop_front();
