@@ -94,9 +94,9 @@ std::uint64_t StitchingAllocator::unmapped_pages(const Arena& arena, std::uint64
 
 void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   if (size_bytes == 0) return nullptr;
-  if (size_bytes > config_.arena_virtual_bytes) {
+  if (size_bytes > config_.arena_virtual_bytes || size_bytes > kMaxRequestBytes) {
     ++stats_.num_ooms;
-    throw_oom(size_bytes, "larger than the arena's virtual space (arena_virtual_bytes)");
+    throw_oom(size_bytes, "larger than the arena's virtual space (arena_virtual_bytes) or 256 TiB");
   }
   const std::uint64_t rounded = round_up(size_bytes, kRoundBytes);
   Arena* arena_ptr = nullptr;

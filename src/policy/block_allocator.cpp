@@ -126,7 +126,7 @@ void BlockAllocator::retire(Block* b) {
 
 std::uint64_t BlockAllocator::rounded_or_throw(std::uint64_t size_bytes) {
   const std::optional<std::uint64_t> rounded = round_request_bytes(size_bytes);
-  if (!rounded) throw_oom(size_bytes, "the request is too large to round");
+  if (!rounded || *rounded > kMaxRequestBytes) throw_oom(size_bytes, "larger than any request served (256 TiB)");
   return *rounded;
 }
 
