@@ -29,6 +29,15 @@
 namespace gmlake::fuzz {
 namespace {
 
+// GMLAKE_FUZZ_TRACE=1 prints every operation to stderr (for a finding's input: allocator_fuzzer FILE).
+const bool kTrace = std::getenv("GMLAKE_FUZZ_TRACE") != nullptr;
+
+void trace(const char* format, unsigned long long a = 0, unsigned long long b = 0, unsigned long long c = 0) {
+  if (!kTrace) return;
+  std::fprintf(stderr, format, a, b, c);
+  std::fputc('\n', stderr);
+}
+
 [[noreturn]] void finding(const std::string& what) {
   std::fprintf(stderr, "gmlake allocator fuzz finding: %s\n", what.c_str());
   std::abort();
@@ -61,6 +70,7 @@ constexpr std::uint64_t kMaxSizeLog2 = 30;  // blocks up to 1 GiB keep page tabl
 class Driver {
  public:
   explicit Driver(std::uint8_t config_byte) : fault_(sim_) {
+    trace("config byte %llu", config_byte);
     Config config;
     const Policy policies[] = {Policy::kGmlake, Policy::kCaching, Policy::kExpandable};
     config.policy = policies[config_byte % 3];
@@ -76,7 +86,10 @@ class Driver {
       case kBeginDeferred: free_live(in, true); break;
       case kEndDeferred: end_deferred(in); break;
       case kBadFree: bad_free(in); break;
-      case kEmptyCache: guarded_backend_call([&] { allocator_->empty_cache(); }); break;
+      case kEmptyCache:
+        trace("empty_cache");
+        guarded_backend_call([&] { allocator_->empty_cache(); });
+        break;
       case kSetCap: set_cap(in); break;
       case kArmFault: arm(in); break;
       case kResetPeak: allocator_->reset_peak_stats(); break;
@@ -109,12 +122,16 @@ class Driver {
     const std::uint64_t size = (std::uint64_t{1} << log2) + (mantissa << (log2 > 8 ? log2 - 8 : 0));
     const StreamId stream = in.next() % 4;
     const std::size_t blocks_before = live_.size();
+    trace("alloc %llu bytes stream %llu", size, stream);
     try {
       void* p = allocator_->allocate(size, stream);
+      trace("  -> %#llx", reinterpret_cast<std::uintptr_t>(p));
       if (p == nullptr) finding("allocate returned nullptr for a size above 0");
       live_.push_back({p, size, stream, false});
     } catch (const OutOfMemoryError&) {
+      trace("  -> out of memory");
     } catch (const BackendError&) {
+      trace("  -> backend error");
       if (fault_.injected_faults() == injected_seen_) finding("BackendError with no fault injected");
     } catch (const std::exception& e) {
       finding(std::string("allocate threw ") + e.what());
@@ -126,6 +143,7 @@ class Driver {
     if (live_.empty()) return;
     const std::size_t i = pick(in, live_.size());
     if (live_[i].pending) return;
+    trace(deferred ? "begin_deferred_free %#llx" : "free %#llx", reinterpret_cast<std::uintptr_t>(live_[i].ptr));
     try {
       if (deferred) {
         allocator_->begin_deferred_free(live_[i].ptr);
@@ -144,6 +162,7 @@ class Driver {
   void end_deferred(Bytes& in) {
     for (std::size_t n = 0, i = pick(in, live_.size()); n < live_.size(); ++n, i = (i + 1) % live_.size()) {
       if (!live_[i].pending) continue;
+      trace("end_deferred_free %#llx", reinterpret_cast<std::uintptr_t>(live_[i].ptr));
       try {
         allocator_->end_deferred_free(live_[i].ptr);
       } catch (const std::exception& e) {
@@ -182,6 +201,7 @@ class Driver {
     }
     const std::uint64_t invalid_before = allocator_->stats().invalid_frees;
     const std::uint8_t call = in.next() % 3;
+    trace("bad free %#llx (call %llu)", reinterpret_cast<std::uintptr_t>(p), call);
     try {
       if (call == 0) allocator_->deallocate(p);
       if (call == 1) allocator_->begin_deferred_free(p);
@@ -196,7 +216,9 @@ class Driver {
   void set_cap(Bytes& in) {
     const std::uint64_t k = in.next();
     const auto reserved = static_cast<std::uint64_t>(allocator_->stats().reserved_bytes.current);
-    guarded_backend_call([&] { allocator_->set_cap_bytes(k == 0 ? 0 : reserved + (k - 1) * 2 * kMiB); });
+    const std::uint64_t cap = k == 0 ? 0 : reserved + (k - 1) * 2 * kMiB;
+    trace("set_cap_bytes %llu", cap);
+    guarded_backend_call([&] { allocator_->set_cap_bytes(cap); });
   }
 
   void arm(Bytes& in) {
@@ -206,6 +228,8 @@ class Driver {
     fault_.disarm_all();
     injected_seen_ = fault_.injected_faults();
     fault_.arm({call, nth, 1, error});
+    trace("arm fault: call %llu nth %llu error %llu", static_cast<unsigned long long>(call), nth,
+          static_cast<unsigned long long>(error));
   }
 
   // Runs a call that may fail only by an injected fault.
@@ -214,6 +238,7 @@ class Driver {
     try {
       call();
     } catch (const Error& e) {
+      trace("  -> error");
       if (fault_.injected_faults() == injected_seen_) finding(std::string("no fault injected, yet ") + e.what());
     } catch (const std::exception& e) {
       finding(e.what());

@@ -186,10 +186,18 @@ void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::ui
   auto undo = [&] {
     for (std::uint64_t i = 0; i < done; ++i) {
       Page& page = arena.pages.at(first_page + i);
+      const std::uintptr_t address = page_address(arena, first_page + i);
       try {
-        backend_.unmap(page_address(arena, first_page + i), config_.chunk_bytes);
+        backend_.unmap(address, config_.chunk_bytes);
       } catch (...) {
-        continue;  // still mapped without access: keep it out of every list; check_invariants would say so
+        // Still mapped: give it access, so that it is an ordinary idle page once back_pages unuses it. (The
+        // first failure may have been no backend call at all, the cap, so this can be the only one.) Should
+        // that fail too, a second backend failure in one call, the page stays without access.
+        try {
+          backend_.set_access(address, config_.chunk_bytes);
+        } catch (...) {
+        }
+        continue;
       }
       free_chunks_.push_back(page.chunk);
       page.chunk = {};
@@ -339,6 +347,7 @@ void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
   try {
     while (idle_pages_ != 0 && (idle_pages_ << chunk_shift_) > max_idle_bytes) evict_oldest_idle();
   } catch (const BackendError&) {
+  } catch (const OutOfMemoryError&) {
   }
 }
 
