@@ -4,10 +4,14 @@
 // State. One Runtime, created on first use and never destroyed (so that calls made while the process exits,
 // after static destructors have begun, still find it). It holds one Pool per device: a mutex, and the backend
 // and allocator, created by the first gmlake_malloc on that device. The pool's own mutex serializes every call
-// on that device, and also guards the pool's life: gmlake_init and gmlake_shutdown take every pool's mutex (in
-// device order, after lifecycle_mutex), so a call holding its pool's mutex sees a state and settings that
-// cannot change under it, and a pool is never torn down during a call. (That is why the pools do not use
-// SynchronizedAllocator: its lock would be a second one per call.)
+// on that device and also guards the pool's life: a pool is only created or torn down under it, so never during
+// a call. (That is why the pools do not use SynchronizedAllocator: its lock would be a second one per call.)
+//
+// Sessions. gmlake_init (or the first call) publishes an immutable Session (the parsed settings) and sets the
+// state to ready; gmlake_shutdown sets it to shut down, then tears the pools down one at a time under each
+// pool's mutex. Both hold lifecycle_mutex throughout, so a new session never starts before the old one's pools
+// are gone. A call reads the state and the session under its pool's mutex only: one lock per call, and never
+// more than two locks held at once anywhere.
 #include "gmlake/gmlake.h"
 
 #include <array>
@@ -124,19 +128,25 @@ int guarded_status(Body&& body) noexcept {
 
 enum class State { kUninitialized, kReady, kShutDown };
 
+// The settings one gmlake_init (or the first call) parsed; immutable once published.
+struct Session {
+  Settings settings;
+};
+
 struct Pool {
   std::mutex mutex;
+  const Session* session = nullptr;      // guarded by mutex: the session the allocator was made for
   std::unique_ptr<Backend> backend;      // guarded by mutex
   std::unique_ptr<StreamEvents> events;  // guarded by mutex; null but for cuda; uses backend
   std::unique_ptr<Allocator> allocator;  // guarded by mutex; uses backend and events, so it goes first
 };
 
 struct Runtime {
-  std::mutex lifecycle_mutex;  // serializes gmlake_init, lazy initialization and gmlake_shutdown
+  std::mutex lifecycle_mutex;  // held by gmlake_init, lazy initialization and gmlake_shutdown throughout
+  std::atomic<State> state{State::kUninitialized};
+  std::atomic<const Session*> session{nullptr};  // set before state becomes kReady
+  std::unique_ptr<Session> owned_session;        // guarded by lifecycle_mutex
   std::array<Pool, kDevices> pools;
-  // Written only with lifecycle_mutex and every pool's mutex held; read with either.
-  State state = State::kUninitialized;
-  Settings settings;
   std::atomic<std::uint64_t> ignored_frees{0};
 };
 
@@ -145,16 +155,13 @@ Runtime& runtime() {
   return *instance;
 }
 
-// Every pool's mutex, taken in device order (the only place that takes more than one).
-class AllPoolsLock {
- public:
-  explicit AllPoolsLock(Runtime& r) {
-    for (std::size_t d = 0; d < kDevices; ++d) locks_[d] = std::unique_lock<std::mutex>(r.pools[d].mutex);
-  }
-
- private:
-  std::array<std::unique_lock<std::mutex>, kDevices> locks_;
-};
+// Starts a session with `settings`. Call with lifecycle_mutex held and the state not kReady: no pool holds an
+// allocator of the previous session any more (gmlake_shutdown tore them down), so it can be freed.
+void start_session(Runtime& r, Settings settings) {
+  r.owned_session = std::make_unique<Session>(Session{std::move(settings)});
+  r.session.store(r.owned_session.get(), std::memory_order_release);
+  r.state.store(State::kReady, std::memory_order_release);
+}
 
 std::string environment_conf() {
   const char* text = std::getenv("GMLAKE_CONF");
@@ -164,11 +171,8 @@ std::string environment_conf() {
 // The configuration from GMLAKE_CONF, when nothing initialized gmlake yet. Throws Error(kConfig).
 void initialize_from_environment(Runtime& r) {
   std::lock_guard lifecycle(r.lifecycle_mutex);
-  if (r.state != State::kUninitialized) return;
-  Settings settings = parse_settings(environment_conf());
-  AllPoolsLock all(r);
-  r.settings = std::move(settings);
-  r.state = State::kReady;
+  if (r.state.load(std::memory_order_acquire) != State::kUninitialized) return;
+  start_session(r, parse_settings(environment_conf()));
 }
 
 void check_device(int device) {
@@ -180,9 +184,9 @@ void check_device(int device) {
 
 enum class OnUninitialized { kInitialize, kProceed };
 
-// Runs body(pool, lock-held) on `device`'s pool under its mutex once gmlake is ready (initializing it from
-// GMLAKE_CONF first when asked), or, for kProceed, also while nothing initialized it yet. Throws ShutDownError
-// after gmlake_shutdown.
+// Runs body(pool) on `device`'s pool under its mutex once gmlake is ready (initializing it from GMLAKE_CONF
+// first when asked), or, for kProceed, also while nothing initialized it yet. Throws ShutDownError after
+// gmlake_shutdown.
 template <typename Body>
 auto with_pool(int device, OnUninitialized when_uninitialized, const char* shut_down_message, Body&& body) {
   check_device(device);
@@ -190,17 +194,20 @@ auto with_pool(int device, OnUninitialized when_uninitialized, const char* shut_
   Pool& pool = r.pools[static_cast<std::size_t>(device)];
   for (;;) {
     std::unique_lock lock(pool.mutex);
-    if (r.state == State::kShutDown) throw ShutDownError(shut_down_message);
-    if (r.state == State::kReady || when_uninitialized == OnUninitialized::kProceed) return body(pool, r);
+    const State state = r.state.load(std::memory_order_acquire);
+    if (state == State::kShutDown) throw ShutDownError(shut_down_message);
+    if (state == State::kReady || when_uninitialized == OnUninitialized::kProceed) return body(pool);
     lock.unlock();
     initialize_from_environment(r);
   }
 }
 
-// The pool's allocator, created with the current settings on first use. Call with the pool's mutex held.
-// A device backend ("cuda") serves `device`: "cuda:<device>", with its stream events.
-Allocator& allocator_of(Pool& pool, const Settings& settings, int device) {
-  if (!pool.allocator) {
+// The pool's allocator, made with the current session's settings on first use. Call with the pool's mutex
+// held and gmlake ready. A device backend ("cuda") serves `device`: "cuda:<device>", with its stream events.
+Allocator& allocator_of(Pool& pool, int device) {
+  const Session* session = runtime().session.load(std::memory_order_acquire);
+  if (!pool.allocator || pool.session != session) {
+    const Settings& settings = session->settings;
     const bool per_device = backend_base_name(settings.backend) == "cuda";
     const std::string name = per_device ? "cuda:" + std::to_string(device) : settings.backend;
     std::unique_ptr<Backend> backend = make_backend(name, settings.config.chunk_bytes);
@@ -210,9 +217,12 @@ Allocator& allocator_of(Pool& pool, const Settings& settings, int device) {
     StreamEvents* engine_events = settings.config.policy == Policy::kGmlake ? events.get() : nullptr;
     std::unique_ptr<Allocator> allocator = make_allocator(settings.config, *backend, engine_events);
     if (settings.debug) allocator = std::make_unique<PoisoningAllocator>(std::move(allocator));
+    pool.allocator.reset();  // the old session's allocator, then its events, before the backend they use
+    pool.events.reset();
     pool.backend = std::move(backend);
     pool.events = std::move(events);
     pool.allocator = std::move(allocator);
+    pool.session = session;
   }
   return *pool.allocator;
 }
@@ -248,12 +258,10 @@ int gmlake_init(const char* conf) {
     Settings settings = parse_settings(conf != nullptr ? std::string(conf) : environment_conf());
     Runtime& r = runtime();
     std::lock_guard lifecycle(r.lifecycle_mutex);
-    AllPoolsLock all(r);
-    if (r.state == State::kReady) {
+    if (r.state.load(std::memory_order_acquire) == State::kReady) {
       throw AlreadyInitializedError("gmlake is already initialized (gmlake_shutdown first to start afresh)");
     }
-    r.settings = std::move(settings);
-    r.state = State::kReady;
+    start_session(r, std::move(settings));
   });
 }
 
@@ -264,9 +272,8 @@ void* gmlake_malloc(size_t size_bytes, int device, uint64_t stream) {
                   "gmlake_malloc: size " + std::to_string(size_bytes) +
                       " bytes is >= 2^63 (a negative size from a signed caller?)");
     }
-    return with_pool(device, OnUninitialized::kInitialize, kShutDownMessage, [&](Pool& pool, Runtime& r) {
-      return allocator_of(pool, r.settings, device).allocate(size_bytes, stream);
-    });
+    return with_pool(device, OnUninitialized::kInitialize, kShutDownMessage,
+                     [&](Pool& pool) { return allocator_of(pool, device).allocate(size_bytes, stream); });
   });
 }
 
@@ -274,7 +281,7 @@ void gmlake_free(void* ptr, size_t /*size_bytes*/, int device, uint64_t /*stream
   guarded(0, [&] {
     if (ptr == nullptr) return 0;
     try {
-      with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool, Runtime&) {
+      with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
         if (!pool.allocator) {
           throw Error(ErrorCode::kInvalidPointer, "gmlake_free: no block was ever allocated on device " +
                                                       std::to_string(device));
@@ -292,7 +299,7 @@ void gmlake_free(void* ptr, size_t /*size_bytes*/, int device, uint64_t /*stream
 
 int gmlake_empty_cache(int device) {
   return guarded_status([&] {
-    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool, Runtime&) {
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
       if (pool.events && pool.allocator && pool.allocator->policy() != Policy::kGmlake) pool.events->synchronize_all();
       if (pool.allocator) pool.allocator->empty_cache();
       return 0;
@@ -303,7 +310,7 @@ int gmlake_empty_cache(int device) {
 int gmlake_get_stats(int device, gmlake_stats* out) {
   return guarded_status([&] {
     if (out == nullptr) throw Error(ErrorCode::kInvalidArgument, "gmlake_get_stats: out is NULL");
-    const Stats stats = with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool, Runtime&) {
+    const Stats stats = with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
       return pool.allocator ? pool.allocator->stats() : Stats{};
     });
     fill(stats, out);
@@ -312,7 +319,7 @@ int gmlake_get_stats(int device, gmlake_stats* out) {
 
 int gmlake_reset_peak_stats(int device) {
   return guarded_status([&] {
-    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool, Runtime&) {
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
       if (pool.allocator) pool.allocator->reset_peak_stats();
       return 0;
     });
@@ -323,13 +330,14 @@ void gmlake_shutdown(void) {
   guarded_status([] {
     Runtime& r = runtime();
     std::lock_guard lifecycle(r.lifecycle_mutex);
-    AllPoolsLock all(r);
-    if (r.state != State::kReady) return;
-    r.state = State::kShutDown;
-    for (Pool& pool : r.pools) {
+    if (r.state.load(std::memory_order_acquire) != State::kReady) return;
+    r.state.store(State::kShutDown, std::memory_order_release);
+    for (Pool& pool : r.pools) {  // one at a time: a call running on a pool finishes first
+      std::lock_guard lock(pool.mutex);
       pool.allocator.reset();  // never throws: teardown retries and gives up quietly (teardown.h)
       pool.events.reset();
       pool.backend.reset();
+      pool.session = nullptr;
     }
   });
 }

@@ -290,7 +290,8 @@ struct FreesAtStaticDestruction {
 TEST_F(CApiProcessTest, CallsWhileTheProcessExitsBehaveAsAtAnyOtherTime) {
   EXPECT_EXIT(
       {
-        gmlake_init("backend:host");
+        // Small arenas: under TSan, mmap has only a few TiB of address space for three 1 TiB arenas.
+        gmlake_init("backend:host,arena_virtual_bytes:64G");
         g_exit_checks.block = gmlake_malloc(3 * kMiB, 0, 0);
         static FreesAtStaticDestruction at_exit;  // destroyed by std::exit below
         std::atexit([] {

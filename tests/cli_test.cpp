@@ -114,8 +114,8 @@ TEST_F(CliTest, APickleThatIsNotASnapshotIsBadInput) {
 
 TEST_F(CliTest, APickleThatWouldRunCodeIsRejected) {
   // protocol 2: GLOBAL 'os system', the classic hostile pickle
-  expect_bad_input("replay " + write("evil.pickle", std::string("\x80\x02" "cos\nsystem\n" "X\x02\x00\x00\x00id\x85R.", 25)).string(),
-                   "GLOBAL");
+  static constexpr char kEvil[] = "\x80\x02" "cos\nsystem\n" "X\x02\x00\x00\x00id\x85R.";
+  expect_bad_input("replay " + write("evil.pickle", std::string(kEvil, sizeof kEvil - 1)).string(), "GLOBAL");
 }
 
 TEST_F(CliTest, UnknownPolicyBackendOrCapIsBadInput) {

@@ -10,6 +10,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "gmlake/error.h"
+#include "gmlake/fault_backend.h"
+#include "gmlake/sim_backend.h"
 #include "gmlake/trace.h"
 
 namespace gmlake {
@@ -162,6 +165,41 @@ TEST(ReplayTest, BackendTimeIsTheTimeInsideBackendCallsSummedOverTheirKinds) {
       EXPECT_GT(calls.time_ns_of(BackendCall::kMap), 0u);  // real mmap calls take time
     }
   }
+}
+
+TEST(ReplayTest, AnAddressReusedWhileItsFreeIsPendingEndsThatFreeFirst) {
+  // Found by fuzz/pickle_fuzzer: the replay used to deallocate the pending block, which every policy rejects.
+  Trace t;
+  t.name = "reuse";
+  DeviceTrace d;
+  d.events.push_back({TraceAction::kAlloc, 0x1000, kMiB, 0, 0});
+  d.events.push_back({TraceAction::kFreeRequested, 0x1000, kMiB, 0, 0});  // never completed
+  d.events.push_back({TraceAction::kAlloc, 0x1000, 2 * kMiB, 0, 0});       // the address again
+  t.devices.push_back(d);
+  for (Policy p : {Policy::kGmlake, Policy::kCaching, Policy::kExpandable}) {
+    const ReplayResult r = run(t, p, "", /*check_every=*/1);
+    EXPECT_EQ(r.stats.invalid_frees, 0u) << to_string(p);
+    EXPECT_EQ(r.stats.active_bytes.current, static_cast<std::int64_t>(2 * kMiB)) << to_string(p);
+  }
+}
+
+TEST(ReplayTest, OverACallersBackendEmptyingTheCacheAndToleratingBackendErrors) {
+  SimBackend sim;
+  FaultBackend backend(sim);
+  backend.arm({BackendCall::kCreate, 2, 1, FaultError::kBackendError});
+  ReplayOptions options;
+  options.tolerate_backend_errors = true;
+  options.empty_cache_every_ops = 2;
+  const Trace t = handmade();
+  const ReplayResult r = replay(t, t.devices.at(0), options, backend);
+  EXPECT_EQ(r.backend, "fault(sim)");
+  EXPECT_EQ(r.backend_errors, 1u);
+  EXPECT_EQ(r.empty_cache_errors, 0u);
+  EXPECT_GT(r.stats.chunks_released, 0u) << "empty_cache ran during the replay";
+  EXPECT_EQ(sim.live_chunks() + sim.live_mappings() + sim.live_reservations(), 0u) << "torn down before returning";
+  options.tolerate_backend_errors = false;
+  backend.arm({BackendCall::kCreate, 1, 1, FaultError::kBackendError});
+  EXPECT_THROW(replay(t, t.devices.at(0), options, backend), BackendError);
 }
 
 }  // namespace

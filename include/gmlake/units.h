@@ -22,6 +22,11 @@ inline constexpr std::uint64_t kChunkBytes = std::uint64_t{1} << kChunkShift;
 // 512 B: PyTorch's kMinBlockSize; every request is rounded up to a multiple of it (CUDACachingAllocator).
 inline constexpr std::uint64_t kRoundBytes = 512;
 
+// 256 TiB: the largest request any policy serves (larger ones fail with OutOfMemoryError). Beyond any device's
+// memory, and far inside the int64 range of the stats gauges (stats.h), which a single request of 2^63 bytes
+// would overflow on a backend with no physical limit (sim).
+inline constexpr std::uint64_t kMaxRequestBytes = std::uint64_t{1} << 48;
+
 // True when `v` is a power of two (0 is not).
 constexpr bool is_pow2(std::uint64_t v) { return v != 0 && (v & (v - 1)) == 0; }
 

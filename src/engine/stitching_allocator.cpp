@@ -105,9 +105,9 @@ std::uint64_t StitchingAllocator::unmapped_pages(const Arena& arena, std::uint64
 
 void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   if (size_bytes == 0) return nullptr;
-  if (size_bytes > config_.arena_virtual_bytes) {
+  if (size_bytes > config_.arena_virtual_bytes || size_bytes > kMaxRequestBytes) {
     ++stats_.num_ooms;
-    throw_oom(size_bytes, "larger than the arena's virtual space (arena_virtual_bytes)");
+    throw_oom(size_bytes, "larger than the arena's virtual space (arena_virtual_bytes) or 256 TiB");
   }
   const std::uint64_t rounded = round_up(size_bytes, kRoundBytes);
   Arena* arena_ptr = nullptr;
@@ -197,10 +197,18 @@ void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::ui
   auto undo = [&] {
     for (std::uint64_t i = 0; i < done; ++i) {
       Page& page = arena.pages.at(first_page + i);
+      const std::uintptr_t address = page_address(arena, first_page + i);
       try {
-        backend_.unmap(page_address(arena, first_page + i), config_.chunk_bytes);
+        backend_.unmap(address, config_.chunk_bytes);
       } catch (...) {
-        continue;  // still mapped without access: keep it out of every list; check_invariants would say so
+        // Still mapped: give it access, so that it is an ordinary idle page once back_pages unuses it. (The
+        // first failure may have been no backend call at all, the cap, so this can be the only one.) Should
+        // that fail too, a second backend failure in one call, the page stays without access.
+        try {
+          backend_.set_access(address, config_.chunk_bytes);
+        } catch (...) {
+        }
+        continue;
       }
       free_chunks_.push_back(page.chunk);
       page.chunk = {};
@@ -385,6 +393,7 @@ void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
       evict_oldest_idle();
     }
   } catch (const BackendError&) {
+  } catch (const OutOfMemoryError&) {
   }
 }
 

@@ -49,18 +49,19 @@ void BlockAllocator::require_granularity_multiple(std::uint64_t value_bytes, con
 BlockAllocator::~BlockAllocator() {
   // A destructor must not throw: every backend call is tried twice (teardown.h); what fails twice stays with
   // the backend (live_chunks, live_reservations show it).
-  for (auto& [address, segment] : segments_) {
+  for (auto& entry : segments_) {
+    const Segment& segment = *entry.second;
     std::size_t page = 0;
-    while (page < segment->pages.size()) {
+    while (page < segment.pages.size()) {
       std::size_t run = 0;
-      while (segment->page_mapped(page + run)) ++run;
-      const std::uintptr_t run_address = page_address(*segment, page);
-      if (run != 0 && attempt_twice([&] { backend_.unmap(run_address, run * segment->page_bytes); })) {
-        for (std::size_t i = page; i < page + run; ++i) attempt_twice([&] { backend_.release(segment->pages[i]); });
+      while (segment.page_mapped(page + run)) ++run;
+      const std::uintptr_t run_address = page_address(segment, page);
+      if (run != 0 && attempt_twice([&] { backend_.unmap(run_address, run * segment.page_bytes); })) {
+        for (std::size_t i = page; i < page + run; ++i) attempt_twice([&] { backend_.release(segment.pages[i]); });
       }
       page += run + 1;
     }
-    attempt_twice([&] { backend_.address_free(segment->address, segment->size_bytes); });
+    attempt_twice([&] { backend_.address_free(segment.address, segment.size_bytes); });
   }
   for (const Parked& c : parked_chunks_) attempt_twice([&] { backend_.release(ChunkHandle{c.start}); });
   for (const Parked& r : parked_ranges_) attempt_twice([&] { backend_.address_free(r.start, r.size_bytes); });
@@ -125,7 +126,7 @@ void BlockAllocator::retire(Block* b) {
 
 std::uint64_t BlockAllocator::rounded_or_throw(std::uint64_t size_bytes) {
   const std::optional<std::uint64_t> rounded = round_request_bytes(size_bytes);
-  if (!rounded) throw_oom(size_bytes, "the request is too large to round");
+  if (!rounded || *rounded > kMaxRequestBytes) throw_oom(size_bytes, "larger than any request served (256 TiB)");
   return *rounded;
 }
 

@@ -77,7 +77,8 @@ class BlockAllocator : public Allocator {
   virtual SegmentTally check_segment(const Segment& segment) const = 0;
 
   // --- requests ---
-  // `size_bytes` rounded to 512 B; throws OutOfMemoryError (and counts num_ooms) when that overflows.
+  // `size_bytes` rounded to 512 B; throws OutOfMemoryError (and counts num_ooms) when that overflows or passes
+  // kMaxRequestBytes.
   std::uint64_t rounded_or_throw(std::uint64_t size_bytes);
   // Counts num_ooms and throws OutOfMemoryError with the current reserved/allocated figures and the cap.
   [[noreturn]] void throw_oom(std::uint64_t requested_bytes, const std::string& reason);

@@ -41,7 +41,7 @@ Program compile(const DeviceTrace& device) {
     if (size == 0) return;
     if (auto it = live.find(addr); it != live.end()) {  // the trace reuses a live address: it was freed unseen
       live_requested -= it->second.pending ? 0 : it->second.size_bytes;
-      prog.ops.push_back({OpKind::kFree, it->second.slot, 0, 0});
+      prog.ops.push_back({it->second.pending ? OpKind::kEndDeferred : OpKind::kFree, it->second.slot, 0, 0});
       live.erase(it);
     }
     const std::uint32_t slot = prog.slots++;

@@ -1,0 +1,42 @@
+// Shared by the trace-reader fuzz targets: a finding is reported by require(), and what a reader returns is
+// replayed, so that arbitrary event streams (sizes up to 2^64 - 1, frees of unknown addresses, deferred frees
+// never completed) also reach the replay and the policies.
+#pragma once
+
+#include <cstddef>
+#include <cstdio>
+#include <cstdlib>
+
+#include "gmlake/error.h"
+#include "gmlake/replay.h"
+#include "gmlake/trace.h"
+
+namespace gmlake::fuzz {
+
+// Prints `what` and aborts (a finding) unless `ok`.
+inline void require(bool ok, const char* what) {
+  if (ok) return;
+  std::fprintf(stderr, "gmlake fuzz finding: %s\n", what);
+  std::abort();
+}
+
+// Replays every device of `trace` with invariants checked every 64 ops, through the policy `seed` picks, when
+// the trace is small enough to keep the fuzzer fast. A replay must never throw for trace content (replay.h).
+inline void replay_small_trace(const Trace& trace, std::size_t seed) {
+  constexpr std::size_t kMaxEvents = 4096;
+  constexpr Policy kPolicies[] = {Policy::kGmlake, Policy::kCaching, Policy::kExpandable};
+  ReplayOptions options;
+  options.config.policy = kPolicies[seed % 3];
+  options.check_every_ops = 64;
+  for (const DeviceTrace& device : trace.devices) {
+    if (device.events.size() + device.initial_blocks.size() > kMaxEvents) continue;
+    try {
+      const ReplayResult r = replay(trace, device, options);
+      require(r.stats.allocated_bytes.current >= 0, "negative allocated bytes after a replay");
+    } catch (const std::exception& e) {
+      require(false, e.what());
+    }
+  }
+}
+
+}  // namespace gmlake::fuzz
