@@ -75,7 +75,9 @@ class PropertyTest : public ::testing::TestWithParam<Combo> {
     ASSERT_EQ(a % kRoundBytes, 0u);
     ASSERT_TRUE(backend_->is_accessible(a, size)) << "block not mapped with access";
     auto next = live_.lower_bound(a);
-    if (next != live_.end()) ASSERT_GE(next->first, a + size) << "overlaps the next live block";
+    if (next != live_.end()) {
+      ASSERT_GE(next->first, a + size) << "overlaps the next live block";
+    }
     if (next != live_.begin()) {
       auto prev = std::prev(next);
       ASSERT_LE(prev->first + prev->second.size_bytes, a) << "overlaps the previous live block";
@@ -145,7 +147,9 @@ class PropertyTest : public ::testing::TestWithParam<Combo> {
       } else {
         allocator_->empty_cache();
       }
-      if (step % full_check_every == 0) ASSERT_NO_FATAL_FAILURE(check_stats());
+      if (step % full_check_every == 0) {
+        ASSERT_NO_FATAL_FAILURE(check_stats());
+      }
     }
     ASSERT_NO_FATAL_FAILURE(check_stats());
     EXPECT_GT(allocations, ops / 4) << "too few allocations succeeded for the run to mean anything";
