@@ -246,12 +246,17 @@ void Backend::map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chu
   if (mappings_.size() > peak_mappings_) peak_mappings_ = mappings_.size();
 }
 
-void Backend::unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
-  check_size("unmap", size_bytes);
-  check_placement("unmap", addr, size_bytes, granularity_bytes_);
+std::map<std::uintptr_t, Backend::Mapping>::iterator Backend::checked_mapping_run(const char* call, std::uintptr_t addr,
+                                                                                  std::uint64_t size_bytes) {
+  check_size(call, size_bytes);
+  check_placement(call, addr, size_bytes, granularity_bytes_);
   const auto run_end = whole_run_end(mappings_, addr, size_bytes, kMappingBytes);
-  if (!run_end) invalid("unmap", range_text(addr, size_bytes) + " is not exactly a run of whole live mappings");
-  const auto last = *run_end;
+  if (!run_end) invalid(call, range_text(addr, size_bytes) + " is not exactly a run of whole live mappings");
+  return *run_end;
+}
+
+void Backend::unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
+  const auto last = checked_mapping_run("unmap", addr, size_bytes);
   count(BackendCall::kUnmap);
   timed(time_slot(counters_, BackendCall::kUnmap), [&] { do_unmap(addr, size_bytes); });
   const auto first = mappings_.find(addr);
@@ -263,11 +268,7 @@ void Backend::unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
 }
 
 void Backend::set_access(std::uintptr_t addr, std::uint64_t size_bytes) {
-  check_size("set_access", size_bytes);
-  check_placement("set_access", addr, size_bytes, granularity_bytes_);
-  const auto run_end = whole_run_end(mappings_, addr, size_bytes, kMappingBytes);
-  if (!run_end) invalid("set_access", range_text(addr, size_bytes) + " is not exactly a run of whole live mappings");
-  const auto last = *run_end;
+  const auto last = checked_mapping_run("set_access", addr, size_bytes);
   count(BackendCall::kSetAccess);
   timed(time_slot(counters_, BackendCall::kSetAccess), [&] { do_set_access(addr, size_bytes); });
   for (auto it = mappings_.find(addr); it != last; ++it) it->second.accessible = true;

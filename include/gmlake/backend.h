@@ -122,6 +122,10 @@ class Backend {
   };
   void count(BackendCall c) { ++counters_.calls[static_cast<std::size_t>(c)]; }
   void check_size(const char* call, std::uint64_t size_bytes) const;
+  // Checks that [addr, addr+size_bytes) is exactly a run of whole live mappings (unmap, set_access); returns the
+  // mapping after the run. Throws Error(kInvalidArgument) naming `call` otherwise.
+  std::map<std::uintptr_t, Mapping>::iterator checked_mapping_run(const char* call, std::uintptr_t addr,
+                                                                  std::uint64_t size_bytes);
   bool inside_one_reservation(std::uintptr_t addr, std::uint64_t size_bytes) const;
 
   std::uint64_t granularity_bytes_;

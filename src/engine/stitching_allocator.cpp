@@ -234,22 +234,15 @@ void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::ui
 
 ChunkHandle StitchingAllocator::obtain_chunk(std::uint64_t requested) {
   if (free_chunks_.empty() && idle_pages_ != 0) {
-    const PageRef ref = idle_.oldest([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
-    const Arena& arena = *arenas_[ref.arena];
-    const std::uint64_t idle_since = arena.pages.find(ref.page)->idle_since;
-    ChunkHandle created;
-    switch (fence_.readiness(arena.stream, idle_since)) {
-      case StreamFence::Readiness::kSafe:
-        break;
-      case StreamFence::Readiness::kCovered:  // waiting leaves later queued work running: cheap
-        fence_.wait_safe(arena.stream, idle_since, idle_.next_tick());
-        ++stats_.fence_waits;
-        break;
-      case StreamFence::Readiness::kUncovered:  // only draining the stream would tell: grow if allowed
-        if (try_create_chunk(&created)) return created;
-        fence_.wait_safe(arena.stream, idle_since, idle_.next_tick());
-        ++stats_.fence_waits;
-        break;
+    const IdlePage oldest = oldest_idle();
+    const StreamFence::Readiness readiness = fence_.readiness(oldest.stream, oldest.idle_since);
+    if (readiness != StreamFence::Readiness::kSafe) {
+      // Uncovered: only draining the stream would tell, so grow if allowed. Covered: waiting for the mark is
+      // cheap, since the work queued after it keeps the device busy.
+      ChunkHandle created;
+      if (readiness == StreamFence::Readiness::kUncovered && try_create_chunk(&created)) return created;
+      fence_.wait_safe(oldest.stream, oldest.idle_since, idle_.next_tick());
+      ++stats_.fence_waits;
     }
     evict_oldest_idle();
   }
@@ -281,17 +274,21 @@ bool StitchingAllocator::try_create_chunk(ChunkHandle* out) {
   return true;
 }
 
+StitchingAllocator::IdlePage StitchingAllocator::oldest_idle() {
+  const PageRef ref = idle_.oldest(page_tables());
+  if (!ref.valid()) broken("idle page count is positive but the idle queue has no current entry");
+  const Arena& arena = *arenas_[ref.arena];
+  return {ref, arena.stream, arena.pages.find(ref.page)->idle_since};
+}
+
 bool StitchingAllocator::oldest_idle_is_safe() {
   if (!fence_.asynchronous()) return true;
-  const PageRef ref = idle_.oldest([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
-  if (!ref.valid()) return false;
-  const Arena& arena = *arenas_[ref.arena];
-  return fence_.safe(arena.stream, arena.pages.find(ref.page)->idle_since);
+  const IdlePage oldest = oldest_idle();
+  return fence_.safe(oldest.stream, oldest.idle_since);
 }
 
 void StitchingAllocator::evict_oldest_idle() {
-  const PageRef ref = idle_.oldest([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
-  if (!ref.valid()) broken("idle page count is positive but the idle queue has no current entry");
+  const PageRef ref = oldest_idle().ref;
   Arena& arena = *arenas_[ref.arena];
   Page& page = arena.pages.at(ref.page);
   backend_.unmap(page_address(arena, ref.page), config_.chunk_bytes);  // on failure: still queued, unchanged
@@ -325,7 +322,7 @@ void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first_page, std
     idle_.push(arena.id, run_start, run_count, tick);
     fence_.note_idle(arena.stream, tick);
   }
-  idle_.compact_if_stale(idle_pages_, [this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; });
+  idle_.compact_if_stale(idle_pages_, page_tables());
 }
 
 StitchingAllocator::BlockMap::iterator StitchingAllocator::find_live(void* ptr, const char* call) {
@@ -494,7 +491,7 @@ void StitchingAllocator::check_invariants() const {
   }
   // Pages: users recount, used pages mapped with access, idle queue membership.
   std::set<std::pair<std::size_t, std::uint64_t>> queued;
-  idle_.for_each_current([this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; },
+  idle_.for_each_current(page_tables(),
                          [&](std::uint32_t a, std::uint64_t p) { queued.insert({a, p}); });
   std::uint64_t used = 0, idle = 0, mapped = 0;
   for (std::size_t a = 0; a < arenas_.size(); ++a) {

@@ -75,8 +75,14 @@ class StitchingAllocator final : public Allocator {
   void unuse_pages(Arena& arena, std::uint64_t first_page, std::uint64_t last_page);
   void map_run(Arena& arena, std::uint64_t first_page, std::uint64_t count, std::uint64_t requested);
   ChunkHandle obtain_chunk(std::uint64_t requested);
+  struct IdlePage {
+    PageRef ref;
+    StreamId stream;           // of its arena
+    std::uint64_t idle_since;  // idle-queue tick
+  };
+  IdlePage oldest_idle();  // requires idle_pages_ != 0
   void evict_oldest_idle();
-  bool oldest_idle_is_safe();
+  bool oldest_idle_is_safe();  // requires idle_pages_ != 0
   bool cap_allows_chunk() const;
   // Creates a chunk within the cap; false (nothing changed) when the cap or the backend has no room.
   bool try_create_chunk(ChunkHandle* out);
@@ -90,6 +96,11 @@ class StitchingAllocator final : public Allocator {
   [[noreturn]] void throw_oom(std::uint64_t requested, const std::string& reason);
   std::uintptr_t page_address(const Arena& arena, std::uint64_t page) const {
     return arena.base + (page << chunk_shift_);
+  }
+
+  // What IdleQueue calls to find an arena's pages.
+  auto page_tables() const {
+    return [this](std::uint32_t a) -> const PageTable& { return arenas_[a]->pages; };
   }
 
   Config config_;
