@@ -326,6 +326,23 @@ int gmlake_reset_peak_stats(int device) {
   });
 }
 
+int gmlake_get_backend_time(int device, uint64_t* calls, uint64_t* time_ns) {
+  return guarded_status([&] {
+    if (calls == nullptr || time_ns == nullptr) {
+      throw Error(ErrorCode::kInvalidArgument, "gmlake_get_backend_time: calls or time_ns is NULL");
+    }
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
+      *calls = 0;
+      *time_ns = 0;
+      if (!pool.backend) return 0;
+      const BackendCounters& c = pool.backend->counters();
+      for (std::uint64_t n : c.calls) *calls += n;
+      *time_ns = c.total_time_ns();
+      return 0;
+    });
+  });
+}
+
 void gmlake_shutdown(void) {
   guarded_status([] {
     Runtime& r = runtime();

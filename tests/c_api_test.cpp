@@ -65,6 +65,27 @@ TEST_F(CApiTest, MallocAndFreeWorkOnEveryDeviceWithOnePoolPerDevice) {
   EXPECT_EQ(stats(0).reserved_bytes.peak, 0);
 }
 
+TEST_F(CApiTest, BackendTimeCountsTheBackendCallsOfThatDeviceOnly) {
+  start("backend:host");
+  std::uint64_t calls = 1;
+  std::uint64_t time_ns = 1;
+  ASSERT_EQ(gmlake_get_backend_time(3, &calls, &time_ns), GMLAKE_OK);
+  EXPECT_EQ(calls, 0u) << "no pool yet";
+  EXPECT_EQ(time_ns, 0u);
+  void* p = gmlake_malloc(5 * kMiB, 0, 0);
+  ASSERT_NE(p, nullptr) << gmlake_last_error();
+  ASSERT_EQ(gmlake_get_backend_time(0, &calls, &time_ns), GMLAKE_OK);
+  EXPECT_GE(calls, 3u) << "at least a reserve, a create, a map";
+  EXPECT_GT(time_ns, 0u) << "memfd_create and mmap take time";
+  const std::uint64_t before = calls;
+  gmlake_free(p, 0, 0, 0);
+  ASSERT_EQ(gmlake_get_backend_time(0, &calls, &time_ns), GMLAKE_OK);
+  EXPECT_EQ(calls, before) << "a free that keeps its chunks cached calls nothing";
+  EXPECT_EQ(gmlake_get_backend_time(0, nullptr, &time_ns), GMLAKE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(gmlake_get_backend_time(0, &calls, nullptr), GMLAKE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(gmlake_get_backend_time(-1, &calls, &time_ns), GMLAKE_ERROR_INVALID_ARGUMENT);
+}
+
 TEST_F(CApiTest, HostBackendBlocksAreWritableMemory) {
   start("backend:host");
   auto* p = static_cast<unsigned char*>(gmlake_malloc(5 * kMiB, 0, 0));

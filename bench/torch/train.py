@@ -2,7 +2,7 @@
 
     python bench/torch/train.py --model gpt2 --alloc gmlake --steps 40 --json out.json
 
---alloc native | expandable | gmlake. `expandable` must be chosen before CUDA starts, so each run is its own
+--alloc native | expandable | gmlake (the c10 allocator extension) | gmlake-pluggable (CUDAPluggableAllocator). `expandable` must be chosen before CUDA starts, so each run is its own
 process. Models are built from transformers / torchvision configs with random weights (no downloads), seed
 1234, bf16 autocast, AdamW (SGD momentum for resnet50). Prints one JSON object: final loss, median step time,
 peak reserved, peak allocated, peak requested (the lower bound) and, with --cap-gb, whether every step fit.
@@ -19,7 +19,7 @@ import time
 def parse():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["gpt2", "bert", "resnet50"], default="gpt2")
-    p.add_argument("--alloc", choices=["native", "expandable", "gmlake"], default="native")
+    p.add_argument("--alloc", choices=["native", "expandable", "gmlake", "gmlake-pluggable"], default="native")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--cap-gb", type=float, default=0, help="memory cap in GB (10^9 bytes); 0 = none")
@@ -34,18 +34,20 @@ def main():
         os.environ["PYTORCH_CUDA_ALLOC_CONF"] = "expandable_segments:True"
     import torch
 
-    if args.alloc == "gmlake":
+    gmlake_mode = None
+    if args.alloc.startswith("gmlake"):
         sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
         import gmlake
 
         conf = ",".join(c for c in [args.conf, f"cap_bytes:{int(args.cap_gb * 1e9)}" if args.cap_gb else ""] if c)
-        gmlake.torch.enable(conf)
+        gmlake.torch.enable(conf, extension=args.alloc == "gmlake")  # gmlake-pluggable: CUDAPluggableAllocator
+        gmlake_mode = gmlake.torch.mode()
     torch.manual_seed(1234)
     import random
 
     rng = random.Random(1234)
     dev = torch.device("cuda")
-    if args.cap_gb and args.alloc != "gmlake":
+    if args.cap_gb and not args.alloc.startswith("gmlake"):
         total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, args.cap_gb * 1e9 / total))
 
@@ -83,8 +85,12 @@ def main():
     opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if args.model == "resnet50"
            else torch.optim.AdamW(model.parameters(), lr=1e-4))
     times, loss, fit = [], float("nan"), True
+    backend_at_5 = None  # gmlake's backend (VMM) calls and time after 5 steps: the steady state is what follows
     try:
         for _ in range(args.steps):
+            if gmlake_mode and len(times) == 5:
+                s5 = gmlake.torch.memory_stats()
+                backend_at_5 = (s5["gmlake.backend_calls"], s5["gmlake.backend_time_ns"], s5["gmlake.fence_waits"])
             step = batch()
             torch.cuda.synchronize()
             t0 = time.perf_counter()
@@ -105,13 +111,18 @@ def main():
             raise
         fit = False
 
-    if args.alloc == "gmlake":
+    if args.alloc.startswith("gmlake"):
         import gmlake
 
         s = gmlake.torch.memory_stats()
         peak_reserved, peak_allocated = s["reserved_bytes.all.peak"], s["allocated_bytes.all.peak"]
         peak_requested = s["requested_bytes.all.peak"]
         extra = {k: v for k, v in s.items() if k.startswith("gmlake.")}
+        if backend_at_5 and len(times) > 5:
+            n = len(times) - 5
+            extra["steady_backend_calls_per_step"] = (s["gmlake.backend_calls"] - backend_at_5[0]) / n
+            extra["steady_backend_ms_per_step"] = (s["gmlake.backend_time_ns"] - backend_at_5[1]) / n / 1e6
+            extra["steady_fence_waits"] = s["gmlake.fence_waits"] - backend_at_5[2]
     else:
         s = torch.cuda.memory_stats()
         peak_reserved, peak_allocated = s["reserved_bytes.all.peak"], s["allocated_bytes.all.peak"]
@@ -121,7 +132,7 @@ def main():
         "model": args.model, "alloc": args.alloc, "batch": args.batch, "steps_done": len(times), "fit": fit,
         "final_loss": loss, "median_step_s": statistics.median(times[5:] or times) if times else None,
         "peak_reserved": peak_reserved, "peak_allocated": peak_allocated, "peak_requested": peak_requested,
-        "cap_gb": args.cap_gb, "torch": torch.__version__, **extra,
+        "cap_gb": args.cap_gb, "gmlake_mode": gmlake_mode, "torch": torch.__version__, **extra,
     }
     text = json.dumps(result)
     print(text)

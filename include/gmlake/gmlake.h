@@ -133,6 +133,13 @@ int gmlake_reset_peak_stats(int device);
  * it again, or before any initialization, does nothing. Never fails. */
 void gmlake_shutdown(void);
 
+/* The device's backend calls (cuMemCreate, cuMemMap, cuMemSetAccess, cuMemUnmap, ... on cuda) since its pool
+ * was created: *calls their number, *time_ns the wall time spent inside them (steady clock), failed calls
+ * included. Both 0 for a device with no pool yet. For measuring what the VMM costs a job (the allocator's own
+ * bookkeeping is not included). Returns GMLAKE_OK, GMLAKE_ERROR_INVALID_ARGUMENT (bad device id or a NULL
+ * output), GMLAKE_ERROR_SHUT_DOWN. */
+int gmlake_get_backend_time(int device, uint64_t* calls, uint64_t* time_ns);
+
 /* Frees gmlake_free ignored because gmlake was shut down, over the life of the process. */
 uint64_t gmlake_ignored_frees(void);
 

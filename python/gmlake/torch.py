@@ -1,4 +1,6 @@
-"""gmlake as PyTorch's CUDA allocator, through torch.cuda.memory.CUDAPluggableAllocator (no PyTorch rebuild).
+"""gmlake as PyTorch's CUDA allocator, with no PyTorch rebuild: through a small c10 allocator extension compiled
+against the installed torch (record_stream, torch.cuda.memory_stats, OutOfMemoryError), or through
+torch.cuda.memory.CUDAPluggableAllocator when no compiler is at hand (see enable()).
 
     import gmlake
     gmlake.torch.enable()          # before the first CUDA allocation
@@ -13,9 +15,11 @@ in PyTorch's "key:value,key:value" form; `gmlake conf` lists the keys.
 import ctypes
 import os
 import pathlib
+import warnings
 
 _lib = None
 _allocator = None
+_mode = None
 
 # gmlake_stats (include/gmlake/gmlake.h; the order of include/gmlake/stats.h's tables): gauges, then counters.
 _GAUGES = ["allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes", "inactive_split_bytes"]
@@ -67,6 +71,9 @@ def _load():
             getattr(lib, name).restype = ctypes.c_int
         lib.gmlake_get_stats.argtypes = [ctypes.c_int, ctypes.POINTER(_Stats)]
         lib.gmlake_get_stats.restype = ctypes.c_int
+        lib.gmlake_get_backend_time.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_uint64),
+                                                ctypes.POINTER(ctypes.c_uint64)]
+        lib.gmlake_get_backend_time.restype = ctypes.c_int
         _lib = lib
     return _lib
 
@@ -87,14 +94,25 @@ def configure(conf):
     _check(_load().gmlake_init(conf.encode()))
 
 
-def enable(conf=None):
+def enable(conf=None, extension="auto"):
     """Makes gmlake PyTorch's CUDA allocator. Call before any CUDA memory is allocated, and before
     torch.cuda.set_device (which initializes PyTorch's allocator already: seen with PyTorch 2.11 under torchrun).
 
-    conf: "key:value,..." (GMLAKE_CONF form); None reads GMLAKE_CONF. Raises GmlakeError for a bad config or
-    when PyTorch has already allocated CUDA memory (the allocator cannot be swapped then).
+    conf: "key:value,..." (GMLAKE_CONF form); None reads GMLAKE_CONF.
+    extension: how gmlake plugs in.
+      True: the c10 allocator extension (gmlake/csrc/torch_allocator.cpp, compiled once against the installed
+        torch by torch.utils.cpp_extension and cached): Tensor.record_stream is honoured,
+        torch.cuda.memory_stats() and friends report gmlake's pool, out of memory raises
+        torch.OutOfMemoryError, and the per-allocation cost is lower. Raises when it cannot be built.
+      False: torch.cuda.memory.CUDAPluggableAllocator over the C library through ctypes; nothing to compile, but
+        record_stream never reaches gmlake (a tensor used on a second stream may be reused too early: synchronize
+        instead), torch.cuda.memory_stats() is empty (use gmlake.torch.memory_stats()), and PyTorch 2.11 raises
+        no OutOfMemoryError when gmlake is out of memory.
+      "auto" (default): True when it builds, else False with a warning saying why.
+    Raises GmlakeError for a bad config or when PyTorch has already allocated CUDA memory (the allocator cannot
+    be swapped then).
     """
-    global _allocator
+    global _allocator, _mode
     import torch
 
     if _allocator is not None:
@@ -102,14 +120,36 @@ def enable(conf=None):
     if torch.cuda.is_initialized() and torch.cuda.memory_reserved() > 0:
         raise GmlakeError("gmlake.torch.enable() must run before the first CUDA allocation: PyTorch already "
                           f"holds {torch.cuda.memory_reserved()} bytes")
+    if extension not in (True, False, "auto"):
+        raise ValueError(f"extension must be True, False or 'auto', not {extension!r}")
+    module = None
+    if extension:
+        from . import _extension
+
+        try:
+            module = _extension.build_extension()
+        except Exception as e:  # noqa: BLE001 (a failed build is reported, whatever raised it)
+            if extension is True:
+                raise GmlakeError(f"gmlake's allocator extension could not be built: {e}") from e
+            warnings.warn(f"gmlake: allocator extension not built ({e}); using CUDAPluggableAllocator, which "
+                          "does not honour Tensor.record_stream", RuntimeWarning, stacklevel=2)
     text = conf if conf is not None else os.environ.get("GMLAKE_CONF", "")
     configure("backend:cuda" + ("," + text if text else ""))
-    allocator = torch.cuda.memory.CUDAPluggableAllocator(library_path(), "gmlake_malloc", "gmlake_free")
     try:
-        torch.cuda.memory.change_current_allocator(allocator)
+        if module is not None:
+            module.install(library_path())
+            _allocator, _mode = module, "extension"
+        else:
+            allocator = torch.cuda.memory.CUDAPluggableAllocator(library_path(), "gmlake_malloc", "gmlake_free")
+            torch.cuda.memory.change_current_allocator(allocator)
+            _allocator, _mode = allocator, "pluggable"
     except RuntimeError as e:
         raise GmlakeError(f"PyTorch refused the allocator: {e}") from e
-    _allocator = allocator
+
+
+def mode():
+    """How gmlake is plugged in: "extension", "pluggable", or None before enable()."""
+    return _mode
 
 
 def _device(device):
@@ -138,6 +178,9 @@ def memory_stats(device=None):
         out[c] = getattr(s, c)
     for c in _COUNTERS:
         out[f"gmlake.{c}"] = getattr(s, c)
+    calls, time_ns = ctypes.c_uint64(), ctypes.c_uint64()
+    _check(_load().gmlake_get_backend_time(_device(device), ctypes.byref(calls), ctypes.byref(time_ns)))
+    out["gmlake.backend_calls"], out["gmlake.backend_time_ns"] = calls.value, time_ns.value
     return out
 
 

@@ -1,0 +1,268 @@
+// gmlake as PyTorch's c10 CUDA allocator: a small extension compiled against the installed torch (by
+// torch.utils.cpp_extension, see gmlake/_extension.py), so that no PyTorch rebuild is needed.
+//
+// What it adds over the plain CUDAPluggableAllocator (ctypes) path:
+//   - Tensor.record_stream reaches gmlake (gmlake_record_stream): memory used by a second stream is reused only
+//     after that stream's work up to the free has finished (PyTorch's own record_stream contract);
+//   - torch.cuda.memory_stats() / memory_reserved() / max_memory_allocated() ... report gmlake's pool;
+//   - out of memory raises torch.OutOfMemoryError (PyTorch 2.11's pluggable path makes a tensor without memory);
+//   - the pluggable layer's per-allocation std::function calls, mutex and hash map are skipped: a block's
+//     DataPtr frees itself straight into the C API (gmlake keeps the block's size and stream itself).
+//
+// It subclasses torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator so that every virtual function of
+// c10's CUDAAllocator this file does not override keeps the plug-in's behaviour in whatever PyTorch 2.x it is
+// compiled against. The C API (include/gmlake/gmlake.h) is found in the libgmlake_c.so the Python package loaded
+// already (dlopen of the same path gives the same instance), so both front ends share one set of pools.
+//
+// Thread safety: every entry point may be called from any thread; gmlake's C API serializes per device. The
+// raw_alloc table (pointers of raw_alloc, whose raw_delete carries no device) has its own mutex.
+#include <dlfcn.h>
+
+#include <c10/core/Allocator.h>
+#include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAFunctions.h>
+#include <c10/cuda/CUDAStream.h>
+#include <c10/util/Exception.h>
+#include <pybind11/pybind11.h>
+#include <torch/csrc/cuda/CUDAPluggableAllocator.h>
+
+#include <array>
+#include <cstdint>
+#include <cstdio>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "gmlake/gmlake.h"
+
+namespace gmlake_torch {
+namespace {
+
+namespace cca = c10::cuda::CUDACachingAllocator;
+using PluggableBase = torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
+
+// The C API's entry points, resolved by name in the loaded libgmlake_c.so.
+struct CApi {
+  decltype(&gmlake_malloc) malloc = nullptr;
+  decltype(&gmlake_free) free = nullptr;
+  decltype(&gmlake_record_stream) record_stream = nullptr;
+  decltype(&gmlake_empty_cache) empty_cache = nullptr;
+  decltype(&gmlake_get_stats) get_stats = nullptr;
+  decltype(&gmlake_reset_peak_stats) reset_peak_stats = nullptr;
+  decltype(&gmlake_last_error_code) last_error_code = nullptr;
+  decltype(&gmlake_last_error) last_error = nullptr;
+};
+CApi g_api;
+
+template <typename F>
+void resolve(void* library, const char* name, F* out) {
+  void* symbol = dlsym(library, name);
+  TORCH_CHECK(symbol != nullptr, "gmlake: the loaded libgmlake_c.so has no ", name,
+              " (built from an older gmlake? rebuild it)");
+  *out = reinterpret_cast<F>(symbol);
+}
+
+void load_api(const std::string& library_path) {
+  void* library = dlopen(library_path.c_str(), RTLD_NOW | RTLD_GLOBAL);
+  TORCH_CHECK(library != nullptr, "gmlake: cannot load ", library_path, ": ", dlerror());
+  resolve(library, "gmlake_malloc", &g_api.malloc);
+  resolve(library, "gmlake_free", &g_api.free);
+  resolve(library, "gmlake_record_stream", &g_api.record_stream);
+  resolve(library, "gmlake_empty_cache", &g_api.empty_cache);
+  resolve(library, "gmlake_get_stats", &g_api.get_stats);
+  resolve(library, "gmlake_reset_peak_stats", &g_api.reset_peak_stats);
+  resolve(library, "gmlake_last_error_code", &g_api.last_error_code);
+  resolve(library, "gmlake_last_error", &g_api.last_error);
+}
+
+// Raises the C API's last error as PyTorch's error of that kind (OutOfMemoryError for out of memory).
+[[noreturn]] void raise_last_error(const char* what) {
+  const int code = g_api.last_error_code();
+  const std::string message = g_api.last_error();
+  if (code == GMLAKE_ERROR_OUT_OF_MEMORY) {
+    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (gmlake, ", what, "): ", message);
+  }
+  TORCH_CHECK(false, "gmlake ", what, " failed: ", message);
+}
+
+void check(int status, const char* what) {
+  if (status != GMLAKE_OK) raise_last_error(what);
+}
+
+// One deleter per device, since a DataPtr's deleter receives only its context (the block's address).
+template <int kDevice>
+void free_on_device(void* ptr) {
+  g_api.free(ptr, 0, kDevice, 0);
+  if (g_api.last_error_code() != GMLAKE_OK) {  // a deleter must not throw: report and go on
+    std::fprintf(stderr, "gmlake: freeing a tensor's block failed: %s\n", g_api.last_error());
+  }
+}
+
+template <std::size_t... kDevices>
+constexpr std::array<c10::DeleterFnPtr, sizeof...(kDevices)> make_deleters(std::index_sequence<kDevices...>) {
+  return {&free_on_device<static_cast<int>(kDevices)>...};
+}
+constexpr auto kDeleters = make_deleters(std::make_index_sequence<GMLAKE_MAX_DEVICES>{});
+
+bool is_ours(c10::DeleterFnPtr deleter) {
+  for (c10::DeleterFnPtr d : kDeleters) {
+    if (d == deleter) return true;
+  }
+  return false;
+}
+
+c10::DeviceIndex current_device() {
+  c10::DeviceIndex device = 0;
+  C10_CUDA_CHECK(c10::cuda::GetDevice(&device));
+  return device;
+}
+
+std::uint64_t stream_id(cudaStream_t stream) { return reinterpret_cast<std::uintptr_t>(stream); }
+
+void* allocate_raw(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t stream) {
+  TORCH_CHECK(device >= 0 && device < GMLAKE_MAX_DEVICES, "gmlake: device ", static_cast<int>(device),
+              " is beyond the ", GMLAKE_MAX_DEVICES, " devices gmlake serves");
+  if (size_bytes == 0) return nullptr;
+  void* ptr = g_api.malloc(size_bytes, device, stream_id(stream));
+  if (ptr == nullptr) raise_last_error("malloc");
+  return ptr;
+}
+
+class GmlakeAllocator final : public PluggableBase {
+ public:
+  // The base class's functions (used only by the virtual functions not overridden here) call the C API too.
+  GmlakeAllocator()
+      : PluggableBase(
+            [](std::size_t size, int device, cudaStream_t stream) {
+              return g_api.malloc(size, device, stream_id(stream));
+            },
+            [](void* ptr, std::size_t size, int device, cudaStream_t stream) {
+              g_api.free(ptr, size, device, stream_id(stream));
+            }) {}
+
+  c10::DataPtr allocate(std::size_t size_bytes) override {
+    const c10::DeviceIndex device = current_device();
+    void* ptr = allocate_raw(size_bytes, device, c10::cuda::getCurrentCUDAStream(device).stream());
+    return {ptr, ptr, kDeleters[static_cast<std::size_t>(device)], c10::Device(c10::DeviceType::CUDA, device)};
+  }
+
+  c10::DeleterFnPtr raw_deleter() const override { return &raw_delete_any; }
+
+  void* raw_alloc(std::size_t size_bytes) override {
+    const c10::DeviceIndex device = current_device();
+    return raw_alloc_on(size_bytes, device, c10::cuda::getCurrentCUDAStream(device).stream());
+  }
+
+  void* raw_alloc_with_stream(std::size_t size_bytes, cudaStream_t stream) override {
+    return raw_alloc_on(size_bytes, current_device(), stream);
+  }
+
+  void raw_delete(void* ptr) override { raw_delete_any(ptr); }
+
+  void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
+    if (ptr.get() == nullptr || !is_ours(ptr.get_deleter())) return;  // not gmlake's block (as PyTorch does)
+    check(g_api.record_stream(ptr.get_context(), ptr.device().index(), stream_id(stream.stream())),
+          "record_stream");
+  }
+
+  void emptyCache(c10::cuda::MempoolId_t /*mempool_id*/) override {
+    const int devices = static_cast<int>(c10::cuda::device_count());
+    for (int d = 0; d < devices && d < GMLAKE_MAX_DEVICES; ++d) check(g_api.empty_cache(d), "empty_cache");
+  }
+
+  void cacheInfo(c10::DeviceIndex /*device*/, std::size_t* largest_block) override {
+    *largest_block = 0;  // cuDNN then sizes its workspace from the device's free memory
+  }
+
+  decltype(std::declval<PluggableBase&>().getDeviceStats(0)) getDeviceStats(c10::DeviceIndex device) override {
+    gmlake_stats s{};
+    check(g_api.get_stats(device, &s), "get_stats");
+    decltype(std::declval<PluggableBase&>().getDeviceStats(0)) out{};
+    constexpr std::size_t kAll = 0;  // StatType::AGGREGATE
+    auto gauge = [&](auto& stat, const gmlake_gauge& g) {
+      stat[kAll].current = g.current;
+      stat[kAll].peak = g.peak;
+    };
+    gauge(out.allocated_bytes, s.allocated_bytes);
+    gauge(out.reserved_bytes, s.reserved_bytes);
+    gauge(out.active_bytes, s.active_bytes);
+    gauge(out.requested_bytes, s.requested_bytes);
+    gauge(out.inactive_split_bytes, s.inactive_split_bytes);
+    out.allocation[kAll].allocated = static_cast<std::int64_t>(s.num_allocs);
+    out.allocation[kAll].freed = static_cast<std::int64_t>(s.num_frees);
+    out.allocation[kAll].current = static_cast<std::int64_t>(s.num_allocs - s.num_frees);
+    out.num_alloc_retries = static_cast<std::int64_t>(s.num_alloc_retries);
+    out.num_ooms = static_cast<std::int64_t>(s.num_ooms);
+    out.num_device_alloc = static_cast<std::int64_t>(s.chunks_created);
+    out.num_device_free = static_cast<std::int64_t>(s.chunks_released);
+    return out;
+  }
+
+  void resetPeakStats(c10::DeviceIndex device) override { check(g_api.reset_peak_stats(device), "reset_peak_stats"); }
+
+  void resetAccumulatedStats(c10::DeviceIndex /*device*/) override {}  // gmlake's counters are monotonic
+
+  std::string name() override { return "gmlake"; }
+
+ private:
+  void* raw_alloc_on(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t stream) {
+    void* ptr = allocate_raw(size_bytes, device, stream);
+    if (ptr != nullptr) {
+      std::lock_guard lock(raw_mutex());
+      raw_devices()[ptr] = device;
+    }
+    return ptr;
+  }
+
+  // raw_delete receives no device: raw_alloc remembers it (raw_alloc serves workspaces: rare, not per tensor).
+  static void raw_delete_any(void* ptr) {
+    if (ptr == nullptr) return;
+    int device = -1;
+    {
+      std::lock_guard lock(raw_mutex());
+      auto it = raw_devices().find(ptr);
+      if (it != raw_devices().end()) {
+        device = it->second;
+        raw_devices().erase(it);
+      }
+    }
+    if (device < 0) {
+      std::fprintf(stderr, "gmlake: raw_delete of %p, which raw_alloc did not return: ignored\n", ptr);
+      return;
+    }
+    kDeleters[static_cast<std::size_t>(device)](ptr);
+  }
+
+  static std::mutex& raw_mutex() {
+    static std::mutex m;
+    return m;
+  }
+  static std::unordered_map<void*, int>& raw_devices() {
+    static auto* table = new std::unordered_map<void*, int>();  // never destroyed: frees may come at exit
+    return *table;
+  }
+};
+
+std::shared_ptr<GmlakeAllocator> g_allocator;
+
+// Makes gmlake PyTorch's CUDA allocator. Raises RuntimeError when PyTorch's allocator is initialized already.
+void install(const std::string& library_path) {
+  if (g_allocator) return;
+  load_api(library_path);
+  auto allocator = std::make_shared<GmlakeAllocator>();
+  torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);
+  g_allocator = std::move(allocator);
+}
+
+bool installed() { return g_allocator != nullptr && cca::get() == g_allocator.get(); }
+
+}  // namespace
+}  // namespace gmlake_torch
+
+PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
+  m.doc() = "gmlake as PyTorch's c10 CUDA allocator";
+  m.def("install", &gmlake_torch::install, "Makes gmlake PyTorch's CUDA allocator (path of libgmlake_c.so)");
+  m.def("installed", &gmlake_torch::installed, "True when gmlake is PyTorch's current CUDA allocator");
+}

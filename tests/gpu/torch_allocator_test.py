@@ -1,0 +1,136 @@
+"""gmlake under PyTorch on a GPU (ctest label gpu): record_stream safety, torch.OutOfMemoryError, and
+torch.cuda.memory_stats() reporting gmlake's pool, through the c10 allocator extension.
+
+Each case runs in its own process (PyTorch's allocator can be chosen once per process):
+  python3 tests/gpu/torch_allocator_test.py              # all cases, asserts, prints a table
+  python3 tests/gpu/torch_allocator_test.py case MODE RECORD   # one case (MODE: extension|pluggable|native)
+
+The record_stream case: x is allocated and filled on the default stream; a side stream sleeps ~50 ms, then
+reads x (y = 2x). The host frees x at once and allocates z (same size, filled with 7) on the default stream, which
+runs while the side stream still sleeps. If the allocator hands x's memory to z, the side stream reads 7s and
+y is wrong. Tensor.record_stream(side) must prevent that; without it the allocator may reuse (and does: that
+row shows the check can fail).
+"""
+
+import json
+import os
+import subprocess
+import sys
+
+N_FLOATS = 16 << 20  # 64 MiB
+
+
+def enable(mode):
+    if mode == "native":
+        return
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    import gmlake
+
+    gmlake.torch.enable(extension=(mode == "extension"))
+    assert gmlake.torch.mode() == mode, gmlake.torch.mode()
+
+
+def record_stream_case(mode, record):
+    import torch
+
+    enable(mode)
+    dev = torch.device("cuda")
+    x = torch.full((N_FLOATS,), 1.0, device=dev)
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(100_000_000)  # ~50 ms at 1.98 GHz
+        y = x * 2
+    if record:
+        x.record_stream(side)
+    x_ptr = x.data_ptr()
+    del x
+    z = torch.full((N_FLOATS,), 7.0, device=dev)
+    reused = z.data_ptr() == x_ptr
+    torch.cuda.synchronize()
+    wrong = int((y != 2).sum().item())
+    # Memory freed after record_stream comes back once the side stream finished: the next allocation of the
+    # same size on the default stream may have it again.
+    w = torch.empty(N_FLOATS, device=dev)
+    return {"mode": mode, "record": record, "reused_at_once": reused, "wrong_values": wrong,
+            "reused_after_sync": w.data_ptr() == x_ptr}
+
+
+def stats_and_oom_case():
+    import torch
+
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+    import gmlake
+
+    gmlake.torch.enable(conf="cap_bytes:1G", extension=True)
+    a = torch.empty(300 << 20, dtype=torch.uint8, device="cuda")
+    t = torch.cuda.memory_stats()
+    g = gmlake.torch.memory_stats()
+    out = {
+        "torch_reserved": t.get("reserved_bytes.all.current"), "gmlake_reserved": g["reserved_bytes.all.current"],
+        "torch_allocated": t.get("allocated_bytes.all.current"),
+        "gmlake_allocated": g["allocated_bytes.all.current"],
+        "memory_allocated": torch.cuda.memory_allocated(), "max_memory_reserved": torch.cuda.max_memory_reserved(),
+    }
+    try:
+        torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+        out["oom"] = "none raised"
+    except torch.OutOfMemoryError as e:
+        out["oom"] = "OutOfMemoryError"
+        out["oom_message"] = str(e).splitlines()[0][:160]
+    b = torch.ones(100 << 20, dtype=torch.uint8, device="cuda")  # still usable after the OOM
+    out["usable_after_oom"] = int(b.sum().item()) == (100 << 20)
+    del a, b
+    torch.cuda.empty_cache()
+    out["reserved_after_empty_cache"] = torch.cuda.memory_reserved()
+    return out
+
+
+def run_case(*args):
+    p = subprocess.run([sys.executable, __file__, "case", *args], capture_output=True, text=True, timeout=600)
+    if p.returncode != 0:
+        raise RuntimeError(f"case {args} failed:\n{p.stdout}\n{p.stderr}")
+    return json.loads(p.stdout.strip().splitlines()[-1])
+
+
+def main():
+    if len(sys.argv) > 1 and sys.argv[1] == "case":
+        if sys.argv[2] == "stats":
+            print(json.dumps(stats_and_oom_case()))
+        else:
+            print(json.dumps(record_stream_case(sys.argv[2], sys.argv[3] == "1")))
+        return 0
+    import torch
+
+    if not torch.cuda.is_available():
+        print("no CUDA device: skipped")
+        return 0
+    failures = []
+    rows = [run_case(mode, record) for mode in ("extension", "native", "pluggable") for record in ("1", "0")]
+    for r in rows:
+        print(json.dumps(r))
+    ext = {r["record"]: r for r in rows if r["mode"] == "extension"}
+    if ext[True]["wrong_values"] != 0:
+        failures.append(f"extension with record_stream: {ext[True]['wrong_values']} wrong values")
+    if ext[False]["wrong_values"] == 0:
+        failures.append("extension without record_stream: no corruption seen, so the check above proves nothing")
+    stats = run_case("stats")
+    print(json.dumps(stats))
+    if stats["torch_reserved"] != stats["gmlake_reserved"] or stats["torch_reserved"] < (300 << 20):
+        failures.append("torch.cuda.memory_stats() does not report gmlake's reserved bytes")
+    if stats["torch_allocated"] != stats["gmlake_allocated"] or stats["memory_allocated"] != stats["gmlake_allocated"]:
+        failures.append("torch.cuda.memory_allocated() does not report gmlake's allocated bytes")
+    if stats["oom"] != "OutOfMemoryError":
+        failures.append(f"a request over the cap raised {stats['oom']}")
+    if not stats["usable_after_oom"]:
+        failures.append("allocator not usable after the OOM")
+    if stats["reserved_after_empty_cache"] != 0:
+        failures.append(f"torch.cuda.empty_cache left {stats['reserved_after_empty_cache']} bytes reserved")
+    for f in failures:
+        print("FAIL:", f)
+    print("PASSED" if not failures else f"{len(failures)} FAILED")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
