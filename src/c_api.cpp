@@ -2,10 +2,11 @@
 // and this thread's last error, so that nothing is thrown across the C boundary.
 //
 // State. One Runtime, created on first use and never destroyed (so that calls made while the process exits,
-// after static destructors have begun, still find it). It holds one Pool per device: a mutex, and the backend
-// and allocator, created by the first gmlake_malloc on that device. The pool's own mutex serializes every call
-// on that device and also guards the pool's life: a pool is only created or torn down under it, so never during
-// a call. (That is why the pools do not use SynchronizedAllocator: its lock would be a second one per call.)
+// after static destructors have begun, still find it). It holds one Pool per device: a mutex, and the backend,
+// allocator and StreamUses (record_stream; every malloc, free and empty_cache goes through it), created by the
+// first gmlake_malloc on that device. The pool's own mutex serializes every call on that device and also guards
+// the pool's life: a pool is only created or torn down under it, so never during a call. (That is why the
+// pools do not use SynchronizedAllocator: its lock would be a second one per call.)
 //
 // Sessions. gmlake_init (or the first call) publishes an immutable Session (the parsed settings) and sets the
 // state to ready; gmlake_shutdown sets it to shut down, then tears the pools down one at a time under each
@@ -32,6 +33,7 @@
 #include "gmlake/error.h"
 #include "gmlake/poisoning_allocator.h"
 #include "gmlake/stats.h"
+#include "gmlake/stream_uses.h"
 
 namespace gmlake::capi {
 namespace {
@@ -138,7 +140,8 @@ struct Pool {
   const Session* session = nullptr;      // guarded by mutex: the session the allocator was made for
   std::unique_ptr<Backend> backend;      // guarded by mutex
   std::unique_ptr<StreamEvents> events;  // guarded by mutex; null but for cuda; uses backend
-  std::unique_ptr<Allocator> allocator;  // guarded by mutex; uses backend and events, so it goes first
+  std::unique_ptr<Allocator> allocator;  // guarded by mutex; uses backend and events, so it goes before them
+  std::unique_ptr<StreamUses> uses;      // guarded by mutex; uses allocator and events, so it goes first
 };
 
 struct Runtime {
@@ -202,9 +205,10 @@ auto with_pool(int device, OnUninitialized when_uninitialized, const char* shut_
   }
 }
 
-// The pool's allocator, made with the current session's settings on first use. Call with the pool's mutex
-// held and gmlake ready. A device backend ("cuda") serves `device`: "cuda:<device>", with its stream events.
-Allocator& allocator_of(Pool& pool, int device) {
+// The pool's allocator, behind its StreamUses, made with the current session's settings on first use. Call
+// with the pool's mutex held and gmlake ready. A device backend ("cuda") serves `device`: "cuda:<device>", with
+// its stream events.
+StreamUses& uses_of(Pool& pool, int device) {
   const Session* session = runtime().session.load(std::memory_order_acquire);
   if (!pool.allocator || pool.session != session) {
     const Settings& settings = session->settings;
@@ -217,14 +221,17 @@ Allocator& allocator_of(Pool& pool, int device) {
     StreamEvents* engine_events = settings.config.policy == Policy::kGmlake ? events.get() : nullptr;
     std::unique_ptr<Allocator> allocator = make_allocator(settings.config, *backend, engine_events);
     if (settings.debug) allocator = std::make_unique<PoisoningAllocator>(std::move(allocator));
-    pool.allocator.reset();  // the old session's allocator, then its events, before the backend they use
+    auto uses = std::make_unique<StreamUses>(*allocator, events.get());
+    pool.uses.reset();  // the old session's objects, each before those it uses
+    pool.allocator.reset();
     pool.events.reset();
     pool.backend = std::move(backend);
     pool.events = std::move(events);
     pool.allocator = std::move(allocator);
+    pool.uses = std::move(uses);
     pool.session = session;
   }
-  return *pool.allocator;
+  return *pool.uses;
 }
 
 void fill(const Stats& s, gmlake_stats* out) {
@@ -273,7 +280,7 @@ void* gmlake_malloc(size_t size_bytes, int device, uint64_t stream) {
                       " bytes is >= 2^63 (a negative size from a signed caller?)");
     }
     return with_pool(device, OnUninitialized::kInitialize, kShutDownMessage,
-                     [&](Pool& pool) { return allocator_of(pool, device).allocate(size_bytes, stream); });
+                     [&](Pool& pool) { return uses_of(pool, device).allocate(size_bytes, stream); });
   });
 }
 
@@ -282,11 +289,11 @@ void gmlake_free(void* ptr, size_t /*size_bytes*/, int device, uint64_t /*stream
     if (ptr == nullptr) return 0;
     try {
       with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
-        if (!pool.allocator) {
+        if (!pool.uses) {
           throw Error(ErrorCode::kInvalidPointer, "gmlake_free: no block was ever allocated on device " +
                                                       std::to_string(device));
         }
-        pool.allocator->deallocate(ptr);
+        pool.uses->deallocate(ptr);
         return 0;
       });
     } catch (const ShutDownError&) {
@@ -297,11 +304,25 @@ void gmlake_free(void* ptr, size_t /*size_bytes*/, int device, uint64_t /*stream
   });
 }
 
+int gmlake_record_stream(void* ptr, int device, uint64_t stream) {
+  return guarded_status([&] {
+    if (ptr == nullptr) return;
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
+      if (!pool.uses) {
+        throw Error(ErrorCode::kInvalidPointer, "gmlake_record_stream: no block was ever allocated on device " +
+                                                    std::to_string(device));
+      }
+      pool.uses->record_stream(ptr, stream);
+      return 0;
+    });
+  });
+}
+
 int gmlake_empty_cache(int device) {
   return guarded_status([&] {
     with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
       if (pool.events && pool.allocator && pool.allocator->policy() != Policy::kGmlake) pool.events->synchronize_all();
-      if (pool.allocator) pool.allocator->empty_cache();
+      if (pool.uses) pool.uses->empty_cache();
       return 0;
     });
   });
@@ -311,7 +332,7 @@ int gmlake_get_stats(int device, gmlake_stats* out) {
   return guarded_status([&] {
     if (out == nullptr) throw Error(ErrorCode::kInvalidArgument, "gmlake_get_stats: out is NULL");
     const Stats stats = with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
-      return pool.allocator ? pool.allocator->stats() : Stats{};
+      return pool.uses ? pool.uses->stats() : Stats{};
     });
     fill(stats, out);
   });
@@ -351,6 +372,7 @@ void gmlake_shutdown(void) {
     r.state.store(State::kShutDown, std::memory_order_release);
     for (Pool& pool : r.pools) {  // one at a time: a call running on a pool finishes first
       std::lock_guard lock(pool.mutex);
+      pool.uses.reset();       // never throws
       pool.allocator.reset();  // never throws: teardown retries and gives up quietly (teardown.h)
       pool.events.reset();
       pool.backend.reset();

@@ -80,6 +80,25 @@ TEST_P(BadInputTest, DeferredFreesOutOfOrderAreRejected) {
   EXPECT_EQ(allocator_->stats().invalid_frees, 4u);
 }
 
+TEST_P(BadInputTest, FindBlockFindsOnlyTheStartsOfLiveAndPendingBlocks) {
+  void* p = allocator_->allocate(kMiB, 7);
+  const auto found = allocator_->find_block(p);
+  ASSERT_TRUE(found.has_value());
+  EXPECT_EQ(found->address, testing::addr(p));
+  EXPECT_EQ(found->requested_bytes, kMiB);
+  EXPECT_EQ(found->stream, 7u);
+  EXPECT_FALSE(found->pending_free);
+  allocator_->begin_deferred_free(p);
+  EXPECT_TRUE(allocator_->find_block(p)->pending_free);
+  allocator_->end_deferred_free(p);
+  int on_stack = 0;
+  for (const void* other : {p, testing::offset(live_, kRoundBytes), static_cast<void*>(&on_stack),
+                            static_cast<void*>(nullptr)}) {
+    EXPECT_FALSE(allocator_->find_block(other).has_value());
+  }
+  EXPECT_EQ(allocator_->stats().invalid_frees, 0u) << "a lookup is not a free";
+}
+
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, BadInputTest,
                          ::testing::Values(Policy::kGmlake, Policy::kCaching, Policy::kExpandable), policy_name);
 

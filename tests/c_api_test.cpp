@@ -141,6 +141,46 @@ TEST_F(CApiTest, FreeingNullDoesNothing) {
   EXPECT_EQ(gmlake_last_error_code(), GMLAKE_OK);
 }
 
+TEST_F(CApiTest, RecordStreamOnTheHostBackendChecksThePointerAndTheFreeIsImmediate) {
+  start("backend:host");
+  void* p = gmlake_malloc(kMiB, 0, 1);
+  ASSERT_NE(p, nullptr) << gmlake_last_error();
+  EXPECT_EQ(gmlake_record_stream(p, 0, 2), GMLAKE_OK) << gmlake_last_error();
+  EXPECT_STREQ(gmlake_last_error(), "");
+  EXPECT_EQ(gmlake_record_stream(p, 0, 2), GMLAKE_OK) << "twice: the same";
+  EXPECT_EQ(gmlake_record_stream(nullptr, 0, 2), GMLAKE_OK);
+  gmlake_free(p, 0, 0, 1);
+  EXPECT_EQ(gmlake_last_error_code(), GMLAKE_OK) << gmlake_last_error();
+  const gmlake_stats s = stats(0);
+  EXPECT_EQ(s.allocated_bytes.current, 0) << "nothing runs asynchronously on the host: freed at once";
+  EXPECT_EQ(s.active_bytes.current, 0);
+  EXPECT_EQ(s.num_frees, 1u);
+  EXPECT_EQ(s.deferred_frees, 0u);
+  EXPECT_EQ(gmlake_malloc(kMiB, 0, 1), p) << "and reused at once";
+  gmlake_free(p, 0, 0, 1);
+}
+
+TEST_F(CApiTest, RecordStreamOfAnythingButALiveBlockIsAnInvalidPointerAndChangesNothing) {
+  start("backend:host");  // distinct addresses across devices (two sim pools may hand out the same ones)
+  int on_stack = 0;
+  EXPECT_EQ(gmlake_record_stream(&on_stack, 3, 1), GMLAKE_ERROR_INVALID_POINTER);
+  expect_error(GMLAKE_ERROR_INVALID_POINTER, "no block was ever allocated on device 3");
+  auto* p = static_cast<char*>(gmlake_malloc(kMiB, 0, 0));
+  void* freed = gmlake_malloc(kMiB, 0, 0);
+  gmlake_free(freed, 0, 0, 0);
+  for (void* bad : {static_cast<void*>(&on_stack), static_cast<void*>(p + kRoundBytes), freed}) {
+    EXPECT_EQ(gmlake_record_stream(bad, 0, 1), GMLAKE_ERROR_INVALID_POINTER);
+    expect_error(GMLAKE_ERROR_INVALID_POINTER, "record_stream");
+  }
+  void* other = gmlake_malloc(kMiB, 1, 0);
+  EXPECT_EQ(gmlake_record_stream(other, 0, 1), GMLAKE_ERROR_INVALID_POINTER) << "another device's block";
+  EXPECT_EQ(stats(0).invalid_frees, 0u) << "not a free: not counted";
+  EXPECT_EQ(stats(0).allocated_bytes.current, static_cast<std::int64_t>(kMiB));
+  gmlake_free(p, 0, 0, 0);
+  gmlake_free(other, 0, 1, 0);
+  EXPECT_EQ(gmlake_last_error_code(), GMLAKE_OK);
+}
+
 TEST_F(CApiTest, SizeZeroReturnsNullWithoutAnError) {
   EXPECT_EQ(gmlake_malloc(0, 0, 0), nullptr);
   EXPECT_EQ(gmlake_last_error_code(), GMLAKE_OK);
@@ -182,6 +222,8 @@ TEST_F(CApiTest, AnInvalidDeviceIdIsRejectedByEveryCall) {
     EXPECT_EQ(gmlake_empty_cache(device), GMLAKE_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(gmlake_get_stats(device, &s), GMLAKE_ERROR_INVALID_ARGUMENT);
     EXPECT_EQ(gmlake_reset_peak_stats(device), GMLAKE_ERROR_INVALID_ARGUMENT);
+    EXPECT_EQ(gmlake_record_stream(p, device, 1), GMLAKE_ERROR_INVALID_ARGUMENT);
+    expect_error(GMLAKE_ERROR_INVALID_ARGUMENT, "invalid device id");
   }
   EXPECT_EQ(gmlake_get_stats(0, nullptr), GMLAKE_ERROR_INVALID_ARGUMENT);
   gmlake_free(p, 0, 0, 0);
@@ -201,6 +243,7 @@ TEST_F(CApiTest, AfterShutdownMallocFailsFreeIsIgnoredAndCountedAndInitStartsAfr
   gmlake_stats s{};
   EXPECT_EQ(gmlake_get_stats(0, &s), GMLAKE_ERROR_SHUT_DOWN);
   EXPECT_EQ(gmlake_empty_cache(0), GMLAKE_ERROR_SHUT_DOWN);
+  EXPECT_EQ(gmlake_record_stream(p, 0, 1), GMLAKE_ERROR_SHUT_DOWN);
   gmlake_shutdown();  // again: nothing
   EXPECT_EQ(gmlake_init("backend:sim"), GMLAKE_OK);
   EXPECT_EQ(stats(0).num_allocs, 0u) << "a new session has new pools";

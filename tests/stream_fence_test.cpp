@@ -7,42 +7,12 @@
 #include "engine/stitching_allocator.h"
 #include "expect_error.h"
 #include "gmlake/sim_backend.h"
+#include "manual_events.h"
 
 namespace gmlake::engine {
 namespace {
 
-// Events that finish only when the test says so (finish_all) or when waited on.
-class ManualEvents final : public StreamEvents {
- public:
-  Token record(StreamId stream) override {
-    recorded_streams.insert(stream);
-    unfinished.insert(++next_);
-    return next_;
-  }
-  bool done(Token t) override { return !unfinished.count(t); }
-  void wait(Token t) override {
-    ++waits;
-    unfinished.erase(t);
-  }
-  void release(Token t) override {
-    unfinished.erase(t);
-    ++released;
-  }
-  void synchronize_all() override {
-    ++synchronizations;
-    unfinished.clear();
-  }
-  void finish_all() { unfinished.clear(); }
-
-  std::set<Token> unfinished;
-  std::set<StreamId> recorded_streams;
-  int waits = 0;
-  int synchronizations = 0;
-  int released = 0;
-
- private:
-  Token next_ = 0;
-};
+using test::ManualEvents;
 
 class StreamFenceTest : public ::testing::Test {
  protected:

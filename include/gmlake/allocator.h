@@ -10,7 +10,8 @@
 // order: the memory may serve that stream again at once, and other streams (when the policy shares memory
 // across streams) once the free has completed. begin_deferred_free / end_deferred_free split a free whose
 // completion the caller tracks (PyTorch's record_stream; a trace's free_requested ... free_completed): in
-// between, the block is no longer allocated but still active, and nobody reuses its memory.
+// between, the block is no longer allocated but still active, and nobody reuses its memory (StreamUses,
+// stream_uses.h, builds record_stream on them).
 //
 // Errors: allocate throws OutOfMemoryError when the cap or the backend leaves no room, after releasing cached
 // memory and retrying once (num_alloc_retries, num_ooms); deallocate of anything but a live block's start
@@ -22,6 +23,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "gmlake/backend.h"
@@ -59,6 +61,9 @@ class Allocator {
 
   // Live and pending blocks, in address order. O(n): for tests and snapshots, not the hot path.
   virtual std::vector<BlockInfo> blocks() const = 0;
+  // The live or pending block that starts at `ptr`; nullopt for anything else (nullptr, an interior pointer, a
+  // block whose free has completed, a pointer never returned). One table lookup; changes nothing.
+  virtual std::optional<BlockInfo> find_block(const void* ptr) const = 0;
   // Checks every invariant of the policy's data structures and that its stats equal a recount from them;
   // throws std::logic_error naming the first one broken. O(n): tests call it after every step.
   virtual void check_invariants() const = 0;

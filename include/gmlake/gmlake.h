@@ -58,7 +58,7 @@ extern "C" {
 typedef enum gmlake_status {
   GMLAKE_OK = 0,
   GMLAKE_ERROR_OUT_OF_MEMORY = 1,        /* no memory within the cap or on the device (or on the host) */
-  GMLAKE_ERROR_INVALID_POINTER = 2,      /* free of a pointer that is not a live block of that device */
+  GMLAKE_ERROR_INVALID_POINTER = 2,      /* free or record_stream of a pointer not a live block of that device */
   GMLAKE_ERROR_INVALID_ARGUMENT = 3,     /* a size >= 2^63, a device id out of range, a null output pointer */
   GMLAKE_ERROR_CONFIG = 4,               /* unknown configuration key, bad value, overflow */
   GMLAKE_ERROR_BACKEND = 5,              /* the OS or driver call behind the pool failed */
@@ -91,6 +91,7 @@ typedef struct gmlake_stats {
   uint64_t fence_waits;
   uint64_t chunks_created;
   uint64_t chunks_released;
+  uint64_t deferred_frees;
 } gmlake_stats;
 
 /* Sets the configuration (format above). conf NULL: the GMLAKE_CONF environment variable (unset or empty: the
@@ -100,7 +101,9 @@ typedef struct gmlake_stats {
 int gmlake_init(const char* conf);
 
 /* A block of at least size_bytes on `device`, used first by `stream` (an opaque id: a cudaStream_t's value;
- * 0 is the default stream). Returns NULL on failure, with the last error: GMLAKE_ERROR_INVALID_ARGUMENT
+ * 0 is the default stream). Frees waiting for recorded streams (gmlake_record_stream) whose work has finished
+ * complete first; when the pool is out of memory while some still wait, it waits for them and tries once more.
+ * Returns NULL on failure, with the last error: GMLAKE_ERROR_INVALID_ARGUMENT
  * (size_bytes >= 2^63, which is also a negative size from a signed caller, or a bad device id),
  * GMLAKE_ERROR_OUT_OF_MEMORY, GMLAKE_ERROR_BACKEND, GMLAKE_ERROR_CONFIG (the first call, configured from a bad
  * GMLAKE_CONF), GMLAKE_ERROR_SHUT_DOWN. size_bytes 0 returns NULL with GMLAKE_OK: not an error. */
@@ -111,11 +114,26 @@ void* gmlake_malloc(size_t size_bytes, int device, uint64_t stream);
  * in the order of the stream it was allocated on. NULL: nothing happens. Failures
  * (the last error; the pool is unchanged): GMLAKE_ERROR_INVALID_POINTER for a pointer that is not the start of
  * a live block of that device (freed already, never returned, an interior pointer, another device's; always
- * detected, and counted in invalid_frees), GMLAKE_ERROR_INVALID_ARGUMENT for a bad device id, and
- * GMLAKE_ERROR_SHUT_DOWN after gmlake_shutdown() (the pointer is ignored and counted). */
+ * detected, and counted in invalid_frees), GMLAKE_ERROR_INVALID_ARGUMENT for a bad device id,
+ * GMLAKE_ERROR_SHUT_DOWN after gmlake_shutdown() (the pointer is ignored and counted), and GMLAKE_ERROR_BACKEND
+ * when recording an event on a recorded stream failed (the block stays allocated; it may be freed again).
+ * A block with streams recorded by gmlake_record_stream is freed at once but its memory is reused only once
+ * the work queued on those streams up to this call has finished (counted in deferred_frees). */
 void gmlake_free(void* ptr, size_t size_bytes, int device, uint64_t stream);
 
-/* Gives the device's free cached memory back to the backend (torch.cuda.empty_cache). Returns GMLAKE_OK,
+/* Tensor.record_stream: the block gmlake_malloc returned at `ptr` on `device` is also used by `stream`, so that
+ * when it is freed its memory is not reused, by any stream, until the work queued on `stream` up to the free
+ * has finished (PyTorch's CUDACachingAllocator does the same, with one event per stream at the free). The
+ * block's own stream, or a stream recorded already, adds nothing. On backends that run nothing asynchronously
+ * (host, sim) it only checks `ptr`. NULL: nothing, GMLAKE_OK. Returns GMLAKE_OK;
+ * GMLAKE_ERROR_INVALID_POINTER when `ptr` is not the start of a live block of that device (freed already,
+ * never returned, an interior pointer, another device's; nothing changes, nothing counted);
+ * GMLAKE_ERROR_INVALID_ARGUMENT (bad device id); GMLAKE_ERROR_SHUT_DOWN. No backend call is made here: the
+ * events are recorded by gmlake_free, which reports their failure (GMLAKE_ERROR_BACKEND). */
+int gmlake_record_stream(void* ptr, int device, uint64_t stream);
+
+/* Gives the device's free cached memory back to the backend (torch.cuda.empty_cache), after waiting for the
+ * frees that wait for recorded streams. Returns GMLAKE_OK,
  * GMLAKE_ERROR_INVALID_ARGUMENT (bad device id), GMLAKE_ERROR_BACKEND (what could be released was; the rest
  * is retried by the next call), GMLAKE_ERROR_SHUT_DOWN. A device with no pool yet: GMLAKE_OK. */
 int gmlake_empty_cache(int device);

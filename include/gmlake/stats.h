@@ -18,6 +18,7 @@
 //   evictions          idle mapped chunks unmapped to back another range or to honour a bound (gmlake)
 //   fence_waits        times the host waited for a stream's queued work before unmapping (gmlake, GPU)
 //   chunks_created / chunks_released
+//   deferred_frees     frees that waited for the work of streams recorded with record_stream (StreamUses)
 #pragma once
 
 #include <cstdint>
@@ -56,7 +57,8 @@ struct Gauge {
   X(evictions)                   \
   X(fence_waits)                 \
   X(chunks_created)              \
-  X(chunks_released)
+  X(chunks_released)             \
+  X(deferred_frees)
 
 struct Stats {
 #define GMLAKE_STATS_GAUGE(name) Gauge name;

@@ -450,6 +450,13 @@ std::vector<BlockInfo> StitchingAllocator::blocks() const {
   return out;
 }
 
+std::optional<BlockInfo> StitchingAllocator::find_block(const void* ptr) const {
+  const auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == blocks_.end()) return std::nullopt;
+  const Block& b = it->second;
+  return BlockInfo{it->first, b.size_bytes, b.requested_bytes, b.stream, b.pending_free};
+}
+
 void StitchingAllocator::check_invariants() const {
   // Each arena is tiled exactly by its free ranges and its live and pending blocks.
   std::vector<std::vector<FreeRange>> tiles(arenas_.size());

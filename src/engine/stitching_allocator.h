@@ -52,6 +52,7 @@ class StitchingAllocator final : public Allocator {
   Stats stats() const override;
   void reset_peak_stats() override { stats_.reset_peaks(); }
   std::vector<BlockInfo> blocks() const override;
+  std::optional<BlockInfo> find_block(const void* ptr) const override;
   void check_invariants() const override;
   Policy policy() const override { return Policy::kGmlake; }
   const Backend& backend() const override { return backend_; }

@@ -366,6 +366,13 @@ std::vector<BlockInfo> BlockAllocator::blocks() const {
   return out;
 }
 
+std::optional<BlockInfo> BlockAllocator::find_block(const void* ptr) const {
+  const auto it = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == live_.end()) return std::nullopt;
+  const Block* b = it->second;
+  return BlockInfo{b->address, b->size_bytes, b->requested_bytes, b->stream, b->state == BlockState::kPendingFree};
+}
+
 void BlockAllocator::fail(const std::string& what) const {
   throw std::logic_error(fmt::format("gmlake {} invariant broken: {}", to_string(policy()), what));
 }

@@ -53,6 +53,7 @@ class BlockAllocator : public Allocator {
   Stats stats() const override;
   void reset_peak_stats() override { stats_.reset_peaks(); }
   std::vector<BlockInfo> blocks() const override;
+  std::optional<BlockInfo> find_block(const void* ptr) const override;
   // Walks every segment and block: coverage, links, states, set and table membership, the policy's rules
   // (check_segment) and a recount of every gauge. Throws std::logic_error naming the first broken invariant.
   void check_invariants() const override;

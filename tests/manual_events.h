@@ -1,0 +1,55 @@
+// ManualEvents: a StreamEvents fake whose events finish only when the test says so (finish, finish_all) or
+// when waited on; record() on a stream in failing_streams throws BackendError, as a failing cuEventRecord.
+#pragma once
+
+#include <map>
+#include <set>
+
+#include "gmlake/error.h"
+#include "gmlake/stream_events.h"
+
+namespace gmlake::test {
+
+class ManualEvents final : public StreamEvents {
+ public:
+  Token record(StreamId stream) override {
+    if (failing_streams.count(stream)) throw BackendError("cuEventRecord", "CUDA_ERROR_LAUNCH_FAILED (fake)");
+    recorded_streams.insert(stream);
+    unfinished.insert(++next_);
+    stream_of[next_] = stream;
+    return next_;
+  }
+  bool done(Token t) override { return !unfinished.count(t); }
+  void wait(Token t) override {
+    ++waits;
+    unfinished.erase(t);
+  }
+  void release(Token t) override {
+    unfinished.erase(t);
+    ++released;
+  }
+  void synchronize_all() override {
+    ++synchronizations;
+    unfinished.clear();
+  }
+  void finish_all() { unfinished.clear(); }
+  // Finishes the events recorded on `stream` so far.
+  void finish(StreamId stream) {
+    std::erase_if(unfinished, [&](Token t) { return stream_of[t] == stream; });
+  }
+  // Events recorded and not yet released.
+  int outstanding() const { return static_cast<int>(next_) - released; }
+
+  std::set<Token> unfinished;
+  std::set<StreamId> recorded_streams;
+  std::set<StreamId> failing_streams;
+  std::map<Token, StreamId> stream_of;
+  int waits = 0;
+  int synchronizations = 0;
+  int released = 0;
+
+ private:
+  Token next_ = 0;
+};
+
+}  // namespace gmlake::test
