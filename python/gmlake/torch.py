@@ -24,7 +24,8 @@ _mode = None
 # gmlake_stats (include/gmlake/gmlake.h; the order of include/gmlake/stats.h's tables): gauges, then counters.
 _GAUGES = ["allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes", "inactive_split_bytes"]
 _COUNTERS = ["num_alloc_retries", "num_ooms", "num_allocs", "num_frees", "invalid_frees", "stitches",
-             "stitched_chunks", "stitch_reuses", "evictions", "fence_waits", "chunks_created", "chunks_released"]
+             "stitched_chunks", "stitch_reuses", "evictions", "fence_waits", "chunks_created", "chunks_released",
+             "deferred_frees"]
 _TORCH_COUNTERS = ["num_alloc_retries", "num_ooms"]  # the counters torch.cuda.memory_stats() also has
 
 
