@@ -131,6 +131,7 @@ def main():
     result = {
         "model": args.model, "alloc": args.alloc, "batch": args.batch, "steps_done": len(times), "fit": fit,
         "final_loss": loss, "median_step_s": statistics.median(times[5:] or times) if times else None,
+        "step_times_s": [round(t, 5) for t in times],
         "peak_reserved": peak_reserved, "peak_allocated": peak_allocated, "peak_requested": peak_requested,
         "cap_gb": args.cap_gb, "gmlake_mode": gmlake_mode, "torch": torch.__version__, **extra,
     }

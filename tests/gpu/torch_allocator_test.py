@@ -35,25 +35,32 @@ def record_stream_case(mode, record):
 
     enable(mode)
     dev = torch.device("cuda")
-    x = torch.full((N_FLOATS,), 1.0, device=dev)
-    side = torch.cuda.Stream()
-    side.wait_stream(torch.cuda.current_stream())
+    # Two streams of different priorities, so that the GPU runs them from different hardware queues: the
+    # main stream's later work can then overtake the side stream's sleeping work, as on any busy GPU.
+    main = torch.cuda.Stream(priority=-1)
+    side = torch.cuda.Stream(priority=0)
+    with torch.cuda.stream(main):
+        x = torch.full((N_FLOATS,), 1.0, device=dev)
+    side.wait_stream(main)
     with torch.cuda.stream(side):
         torch.cuda._sleep(100_000_000)  # ~50 ms at 1.98 GHz
         y = x * 2
     if record:
         x.record_stream(side)
     x_ptr = x.data_ptr()
-    del x
-    z = torch.full((N_FLOATS,), 7.0, device=dev)
+    del x  # freed in main's order
+    with torch.cuda.stream(main):
+        z = torch.full((N_FLOATS,), 7.0, device=dev)
     reused = z.data_ptr() == x_ptr
     torch.cuda.synchronize()
     wrong = int((y != 2).sum().item())
     # Memory freed after record_stream comes back once the side stream finished: the next allocation of the
-    # same size on the default stream may have it again.
-    w = torch.empty(N_FLOATS, device=dev)
+    # same size on the main stream may have it again.
+    with torch.cuda.stream(main):
+        w = torch.empty(N_FLOATS, device=dev)
     return {"mode": mode, "record": record, "reused_at_once": reused, "wrong_values": wrong,
-            "reused_after_sync": w.data_ptr() == x_ptr}
+            "reused_after_sync": w.data_ptr() == x_ptr,
+            "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")}
 
 
 def stats_and_oom_case():
@@ -79,7 +86,7 @@ def stats_and_oom_case():
         out["oom"] = "OutOfMemoryError"
         out["oom_message"] = str(e).splitlines()[0][:160]
     b = torch.ones(100 << 20, dtype=torch.uint8, device="cuda")  # still usable after the OOM
-    out["usable_after_oom"] = int(b.sum().item()) == (100 << 20)
+    out["usable_after_oom"] = int(b.min().item()) == 1 and int(b.max().item()) == 1
     del a, b
     torch.cuda.empty_cache()
     out["reserved_after_empty_cache"] = torch.cuda.memory_reserved()
@@ -113,7 +120,8 @@ def main():
     if ext[True]["wrong_values"] != 0:
         failures.append(f"extension with record_stream: {ext[True]['wrong_values']} wrong values")
     if ext[False]["wrong_values"] == 0:
-        failures.append("extension without record_stream: no corruption seen, so the check above proves nothing")
+        failures.append("extension without record_stream: no corruption seen, so the check above proves nothing"
+                        " (one hardware queue? CUDA_DEVICE_MAX_CONNECTIONS=1 serializes streams)")
     stats = run_case("stats")
     print(json.dumps(stats))
     if stats["torch_reserved"] != stats["gmlake_reserved"] or stats["torch_reserved"] < (300 << 20):
