@@ -16,6 +16,7 @@ import json
 import os
 import subprocess
 import sys
+import time
 
 N_FLOATS = 16 << 20  # 64 MiB
 
@@ -42,8 +43,13 @@ def record_stream_case(mode, record):
     with torch.cuda.stream(main):
         x = torch.full((N_FLOATS,), 1.0, device=dev)
     side.wait_stream(main)
+    y_start = torch.cuda.Event(enable_timing=True)
+    z_end = torch.cuda.Event(enable_timing=True)
     with torch.cuda.stream(side):
+        t0 = time.perf_counter()
         torch.cuda._sleep(100_000_000)  # ~50 ms at 1.98 GHz
+        sleep_launch_ms = (time.perf_counter() - t0) * 1e3
+        y_start.record()
         y = x * 2
     if record:
         x.record_stream(side)
@@ -51,8 +57,11 @@ def record_stream_case(mode, record):
     del x  # freed in main's order
     with torch.cuda.stream(main):
         z = torch.full((N_FLOATS,), 7.0, device=dev)
+        z_end.record()
     reused = z.data_ptr() == x_ptr
     torch.cuda.synchronize()
+    # > 0: z was written before the side stream read x (the hazard was real); < 0: the GPU ran them in order.
+    z_before_y_ms = z_end.elapsed_time(y_start)
     wrong = int((y != 2).sum().item())
     # Memory freed after record_stream comes back once the side stream finished: the next allocation of the
     # same size on the main stream may have it again.
@@ -60,7 +69,9 @@ def record_stream_case(mode, record):
         w = torch.empty(N_FLOATS, device=dev)
     return {"mode": mode, "record": record, "reused_at_once": reused, "wrong_values": wrong,
             "reused_after_sync": w.data_ptr() == x_ptr,
-            "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS")}
+            "z_written_ms_before_y_read": round(z_before_y_ms, 2), "sleep_launch_ms": round(sleep_launch_ms, 3),
+            "CUDA_DEVICE_MAX_CONNECTIONS": os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS"),
+            "CUDA_LAUNCH_BLOCKING": os.environ.get("CUDA_LAUNCH_BLOCKING")}
 
 
 def stats_and_oom_case():
