@@ -12,6 +12,9 @@
 //     cache eviction), and only then a newly created chunk. So new physical memory is created only when no
 //     chunk anywhere is free, and peak reserved equals the peak number of pages in use: the fragmentation
 //     left is only the unused bytes of partly used pages.
+//   - Aliasing (chunk_mappings > 1): an eviction leaves the idle page mapped (stale) and maps its chunk at the new
+//     page too; a stale page turning used takes its chunk back with no backend call when the chunk's owner
+//     page is idle and fence-safe, else unmaps its stale mapping first. At most chunk_mappings per chunk.
 //   - set_access is called once per contiguous run of newly mapped pages (CUDA charges per chunk, not per
 //     call, but fewer calls still save the fixed cost).
 //   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
