@@ -64,6 +64,9 @@ struct ReplayResult {
   std::uint64_t empty_cache_errors = 0;    // empty_cache calls failed by BackendError (tolerate_backend_errors)
   std::uint64_t peak_mappings = 0;         // most live backend mappings at once (host: VMAs, vm.max_map_count)
   std::uint64_t backend_time_ns = 0;       // wall time inside backend calls, all kinds (see Timing above)
+  // Backend calls made during the second half of the ops (index ops/2 onwards): the steady state, once the
+  // first half has warmed the allocator's caches up. Counts only (time_ns stays 0).
+  BackendCounters backend_calls_second_half;
   Stats stats;                             // the allocator's stats at the end (backend calls included)
 };
 

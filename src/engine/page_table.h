@@ -2,8 +2,10 @@
 // none, and the queue of idle pages (mapped, used by no block) in least-recently-idled order.
 //
 // A page is *used* when at least one live or pending block overlaps it (users > 0), *idle* when it is
-// mapped and unused, *empty* when unmapped. Invariants (checked by StitchingAllocator::check_invariants):
-//   users > 0  =>  chunk mapped with access;
+// mapped and unused, *empty* when unmapped, *stale* when still mapped to a chunk that an eviction gave to
+// another page (the chunk's owner). Invariants (checked by StitchingAllocator::check_invariants):
+//   users > 0  =>  chunk mapped with access, and the page owns it (not stale);
+//   stale  =>  users == 0, and the chunk is owned by another page;
 //   idle  <=>  the IdleQueue holds an entry {page, idle_since} that is the page's current one.
 // The idle queue is GMLake's stitched-block cache: the oldest idle page is evicted first when a chunk is
 // needed elsewhere.
@@ -28,7 +30,10 @@ struct Page {
   ChunkHandle chunk;            // value 0: unmapped
   std::uint32_t users = 0;      // live or pending blocks overlapping this page
   std::uint64_t idle_since = 0; // IdleQueue tick of the page's last transition to idle
-  bool idle() const { return chunk.value != 0 && users == 0; }
+  // Mapped to `chunk`, which another page owns now (an eviction left this mapping in place). Never used
+  // (users == 0 whenever stale, outside a back_pages call), never idle, never queued.
+  bool stale = false;
+  bool idle() const { return chunk.value != 0 && users == 0 && !stale; }
 };
 
 // An arena's pages, grown on demand up to the arena's high-water mark.

@@ -51,15 +51,20 @@ StitchingAllocator::~StitchingAllocator() {
     fence_.wait_all(idle_.next_tick());  // no queued work may still touch what is unmapped below
   } catch (...) {
   }
+  // Every mapping of a chunk (its page's and stale ones) is unmapped before the chunk is released; a chunk
+  // with a mapping that could not be unmapped stays with the backend.
+  absl::flat_hash_map<std::uint64_t, bool> still_mapped;  // chunk -> some mapping of it failed to unmap
   for (auto& arena : arenas_) {
     for (std::uint64_t p = 0; p < arena->pages.size(); ++p) {
       Page& page = arena->pages.at(p);
       if (!page.chunk.value) continue;
-      if (attempt_twice([&] { backend_.unmap(page_address(*arena, p), config_.chunk_bytes); })) {
-        free_chunks_.push_back(page.chunk);
-      }
+      const bool unmapped = attempt_twice([&] { backend_.unmap(page_address(*arena, p), config_.chunk_bytes); });
+      still_mapped[page.chunk.value] |= !unmapped;
       page.chunk = {};
     }
+  }
+  for (const auto& [handle, mapped] : still_mapped) {
+    if (!mapped) free_chunks_.push_back(ChunkHandle{handle});
   }
   for (ChunkHandle h : free_chunks_) attempt_twice([&] { backend_.release(h); });
   for (auto& arena : arenas_) attempt_twice([&] { backend_.address_free(arena->base, arena->virtual_bytes); });
@@ -83,13 +88,79 @@ Arena& StitchingAllocator::arena_for(bool small, StreamId stream) {
   return *arenas_[*slot];
 }
 
-bool StitchingAllocator::fully_mapped(const Arena& arena, std::uint64_t offset, std::uint64_t size_bytes) const {
+bool StitchingAllocator::fully_mapped(const Arena& arena, std::uint64_t offset, std::uint64_t size_bytes) {
   const std::uint64_t last = (offset + size_bytes - 1) >> chunk_shift_;
   for (std::uint64_t p = offset >> chunk_shift_; p <= last; ++p) {
     const Page* page = arena.pages.find(p);
     if (page == nullptr || !page->chunk.value) return false;
+    if (page->stale && !can_take_back(*page)) return false;
   }
   return true;
+}
+
+bool StitchingAllocator::can_take_back(const Page& page) {
+  const PageRef owner_ref = chunk_states_.at(page.chunk.value).owner;
+  const Page& owner = page_of(owner_ref);
+  if (owner.users != 0) return false;
+  return !fence_.asynchronous() || fence_.safe(arenas_[owner_ref.arena]->stream, owner.idle_since);
+}
+
+void StitchingAllocator::take_back_or_drop(Arena& arena, std::uint64_t p) {
+  Page& page = arena.pages.at(p);
+  const PageRef ref{arena.id, static_cast<std::uint32_t>(p)};
+  if (!can_take_back(page)) {
+    drop_stale(ref);
+    ++take_back_misses_;
+    return;
+  }
+  // The owner is idle and its queued work has finished, exactly what evicting it would need: it turns stale
+  // (its idle-queue entry goes stale with it) and this page owns the chunk again, with no backend call.
+  ChunkState& state = chunk_states_.at(page.chunk.value);
+  Page& owner = page_of(state.owner);
+  owner.stale = true;
+  --idle_pages_;
+  auto& stale = state.stale;
+  stale.erase(std::find(stale.begin(), stale.end(), ref));
+  stale.push_back(state.owner);  // the former owner is now the newest stale mapping
+  state.owner = ref;
+  page.stale = false;
+  ++take_backs_;
+}
+
+void StitchingAllocator::drop_stale(PageRef ref) {
+  Page& page = page_of(ref);
+  backend_.unmap(page_address(*arenas_[ref.arena], ref.page), config_.chunk_bytes);  // on failure: unchanged
+  auto& stale = chunk_states_.at(page.chunk.value).stale;
+  stale.erase(std::find(stale.begin(), stale.end(), ref));
+  page.chunk = {};
+  page.stale = false;
+  --stale_pages_;
+}
+
+void StitchingAllocator::drop_all_stale(ChunkHandle chunk) {
+  const auto& stale = chunk_states_.at(chunk.value).stale;
+  while (!stale.empty()) drop_stale(stale.front());
+}
+
+void StitchingAllocator::orphan(ChunkHandle chunk) {
+  const auto it = chunk_states_.find(chunk.value);
+  if (it->second.stale.empty()) {
+    chunk_states_.erase(it);
+    free_chunks_.push_back(chunk);
+    return;
+  }
+  // Its newest stale page owns it again, as an idle page. It was safe when the chunk left it and nothing used it
+  // since; a new tick only makes the fence more careful.
+  const PageRef ref = it->second.stale.back();
+  it->second.stale.pop_back();
+  it->second.owner = ref;
+  Page& page = page_of(ref);
+  page.stale = false;
+  --stale_pages_;
+  ++idle_pages_;
+  page.idle_since = idle_.next_tick();
+  idle_.push(ref.arena, ref.page, 1, page.idle_since);
+  fence_.note_idle(arenas_[ref.arena]->stream, page.idle_since);
 }
 
 std::uint64_t StitchingAllocator::unmapped_pages(const Arena& arena, std::uint64_t offset,
@@ -163,18 +234,26 @@ std::uint64_t StitchingAllocator::back_pages(Arena& arena, std::uint64_t offset,
                                              std::uint64_t requested) {
   const std::uint64_t first = offset >> chunk_shift_;
   const std::uint64_t last = (offset + size_bytes - 1) >> chunk_shift_;
-  std::uint64_t empty = 0;
+  std::uint64_t empty = 0, stale = 0;
   Page* pages = arena.pages.span(first, last);
   for (std::uint64_t i = 0; i <= last - first; ++i) {
     Page& page = pages[i];
     empty += page.chunk.value == 0;
+    stale += page.stale;
     if (page.users++ != 0) continue;
     ++used_pages_;
-    idle_pages_ -= page.chunk.value != 0;  // its idle-queue entry goes stale
+    idle_pages_ -= page.chunk.value != 0 && !page.stale;  // its idle-queue entry goes stale
   }
-  if (empty == 0) return 0;
+  if (empty == 0 && stale == 0) return 0;
   std::uint64_t mapped = 0;
   try {
+    // Stale pages first, once every page of the range is used (so none takes its chunk from another).
+    for (std::uint64_t p = first; stale != 0 && p <= last; ++p) {
+      if (arena.pages.at(p).stale) {
+        take_back_or_drop(arena, p);
+        --stale;
+      }
+    }
     for (std::uint64_t p = first; p <= last;) {
       if (arena.pages.at(p).chunk.value) {
         ++p;
@@ -210,20 +289,39 @@ void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::ui
         }
         continue;
       }
-      free_chunks_.push_back(page.chunk);
+      const ChunkHandle chunk = page.chunk;
       page.chunk = {};
+      orphan(chunk);
     }
   };
   try {
     for (; done < count; ++done) {
-      const ChunkHandle chunk = obtain_chunk(requested);
-      try {
-        backend_.map(page_address(arena, first_page + done), config_.chunk_bytes, chunk);
-      } catch (...) {
-        free_chunks_.push_back(chunk);
-        throw;
+      const PageRef to{arena.id, static_cast<std::uint32_t>(first_page + done)};
+      const Source source = obtain_chunk(requested);
+      if (source.from.valid()) {
+        // Aliasing: the oldest idle page keeps its mapping, stale, and the chunk is mapped here too. Room is
+        // made first (the chunk's oldest stale mappings are unmapped); nothing moves unless the map succeeds.
+        ChunkState& state = chunk_states_.at(source.chunk.value);
+        while (state.stale.size() + 1 >= config_.chunk_mappings) drop_stale(state.stale.front());
+        backend_.map(page_address(arena, to.page), config_.chunk_bytes, source.chunk);
+        idle_.pop_oldest();
+        Page& from = page_of(source.from);
+        from.stale = true;
+        --idle_pages_;
+        ++stale_pages_;
+        state.stale.push_back(source.from);
+        state.owner = to;
+        ++stats_.evictions;
+      } else {
+        try {
+          backend_.map(page_address(arena, to.page), config_.chunk_bytes, source.chunk);
+          chunk_states_[source.chunk.value].owner = to;
+        } catch (...) {
+          free_chunks_.push_back(source.chunk);
+          throw;
+        }
       }
-      arena.pages.at(first_page + done).chunk = chunk;
+      arena.pages.at(to.page).chunk = source.chunk;
     }
     backend_.set_access(page_address(arena, first_page), count << chunk_shift_);
   } catch (...) {
@@ -232,7 +330,7 @@ void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::ui
   }
 }
 
-ChunkHandle StitchingAllocator::obtain_chunk(std::uint64_t requested) {
+StitchingAllocator::Source StitchingAllocator::obtain_chunk(std::uint64_t requested) {
   if (free_chunks_.empty() && idle_pages_ != 0) {
     const IdlePage oldest = oldest_idle();
     const StreamFence::Readiness readiness = fence_.readiness(oldest.stream, oldest.idle_since);
@@ -240,21 +338,24 @@ ChunkHandle StitchingAllocator::obtain_chunk(std::uint64_t requested) {
       // Uncovered: only draining the stream would tell, so grow if allowed. Covered: waiting for the mark is
       // cheap, since the work queued after it keeps the device busy.
       ChunkHandle created;
-      if (readiness == StreamFence::Readiness::kUncovered && try_create_chunk(&created)) return created;
+      if (readiness == StreamFence::Readiness::kUncovered && try_create_chunk(&created)) return {created, {}};
       fence_.wait_safe(oldest.stream, oldest.idle_since, idle_.next_tick());
       ++stats_.fence_waits;
+    }
+    if (aliasing()) {
+      return {arenas_[oldest.ref.arena]->pages.at(oldest.ref.page).chunk, oldest.ref};
     }
     evict_oldest_idle();
   }
   if (!free_chunks_.empty()) {
     const ChunkHandle h = free_chunks_.back();
     free_chunks_.pop_back();
-    return h;
+    return {h, {}};
   }
   ChunkHandle h;
   if (!cap_allows_chunk()) throw_oom(requested, "the cap would be exceeded");
   if (!try_create_chunk(&h)) throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
-  return h;
+  return {h, {}};
 }
 
 bool StitchingAllocator::cap_allows_chunk() const {
@@ -291,8 +392,10 @@ void StitchingAllocator::evict_oldest_idle() {
   const PageRef ref = oldest_idle().ref;
   Arena& arena = *arenas_[ref.arena];
   Page& page = arena.pages.at(ref.page);
+  drop_all_stale(page.chunk);  // a free chunk is mapped nowhere; on failure the page is still queued, unchanged
   backend_.unmap(page_address(arena, ref.page), config_.chunk_bytes);  // on failure: still queued, unchanged
   idle_.pop_oldest();
+  chunk_states_.erase(page.chunk.value);
   free_chunks_.push_back(page.chunk);
   page.chunk = {};
   --idle_pages_;
@@ -307,7 +410,7 @@ void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first_page, std
     Page& page = pages[i];
     if (--page.users != 0) continue;
     --used_pages_;
-    if (page.chunk.value == 0) continue;
+    if (page.chunk.value == 0 || page.stale) continue;  // stale: only while back_pages fails
     ++idle_pages_;
     page.idle_since = tick;
     if (run_count != 0 && run_start + run_count == first_page + i) {
@@ -406,6 +509,10 @@ void StitchingAllocator::release_free_chunks() {
 void StitchingAllocator::empty_cache() {
   if (idle_pages_ != 0) fence_.wait_all(idle_.next_tick());
   while (idle_pages_ != 0) evict_oldest_idle();
+  // The stale mappings of chunks in use too: nothing is cached after empty_cache.
+  for (auto& [handle, state] : chunk_states_) {
+    while (!state.stale.empty()) drop_stale(state.stale.front());
+  }
   release_free_chunks();
   update_inactive_split();
 }
@@ -500,13 +607,29 @@ void StitchingAllocator::check_invariants() const {
   std::set<std::pair<std::size_t, std::uint64_t>> queued;
   idle_.for_each_current(page_tables(),
                          [&](std::uint32_t a, std::uint64_t p) { queued.insert({a, p}); });
-  std::uint64_t used = 0, idle = 0, mapped = 0;
+  std::uint64_t used = 0, idle = 0, mapped = 0, owners = 0, stale = 0;
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
     const Arena& arena = *arenas_[a];
     for (std::uint64_t p = 0; p < arena.pages.size(); ++p) {
       const Page& page = *arena.pages.find(p);
       if (page.users != users[a][p]) broken("page users differ from the recount at page " + std::to_string(p));
       if (page.chunk.value) ++mapped;
+      // Aliasing: a mapped page owns its chunk (the chunk's state names it) or is stale: unused, and mapped to
+      // a chunk that another page owns, with this page among the chunk's stale mappings.
+      const PageRef ref{static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(p)};
+      const auto state = page.chunk.value ? chunk_states_.find(page.chunk.value) : chunk_states_.end();
+      if (page.chunk.value && state == chunk_states_.end()) broken("a mapped page's chunk has no owner");
+      if (page.stale) {
+        ++stale;
+        if (!page.chunk.value) broken("a stale page is not mapped");
+        if (page.users) broken("a stale page is used at " + hex(page_address(arena, p)));
+        if (state->second.owner == ref) broken("a stale page owns its chunk");
+        const auto& list = state->second.stale;
+        if (std::count(list.begin(), list.end(), ref) != 1) broken("a stale page is not listed once by its chunk");
+      } else if (page.chunk.value) {
+        ++owners;
+        if (!(state->second.owner == ref)) broken("a mapped page does not own its chunk at " + hex(page_address(arena, p)));
+      }
       if (page.users) {
         ++used;
         if (!page.chunk.value) broken("a used page is not mapped");
@@ -520,9 +643,26 @@ void StitchingAllocator::check_invariants() const {
     }
   }
   if (used != used_pages_) broken("used page count differs from the recount");
+  if (stale != stale_pages_) broken("stale page count differs from the recount");
+  if (owners != chunk_states_.size()) broken("owned chunks differ from the pages that own one");
+  for (const auto& [handle, state] : chunk_states_) {
+    const Page* owner = state.owner.valid() ? arenas_.at(state.owner.arena)->pages.find(state.owner.page) : nullptr;
+    if (owner == nullptr || owner->chunk.value != handle || owner->stale) broken("a chunk's owner does not map it");
+    if (state.stale.size() + 1 > std::max<std::uint64_t>(config_.chunk_mappings, 1))
+      broken("a chunk has more mappings than chunk_mappings");
+    if (!aliasing() && !state.stale.empty()) broken("a stale mapping while aliasing is off");
+    for (const PageRef r : state.stale) {
+      const Page* sp = arenas_.at(r.arena)->pages.find(r.page);
+      if (sp == nullptr || !sp->stale || sp->chunk.value != handle) broken("a chunk lists a page that is not its stale mapping");
+    }
+  }
+  for (const ChunkHandle h : free_chunks_) {
+    if (chunk_states_.count(h.value)) broken("a free chunk is owned by a page");
+  }
+  if (backend_.live_mappings() != mapped) broken("backend live mappings differ from the mapped pages");
   if (idle != idle_pages_) broken("idle page count differs from the recount");
   const auto chunk = static_cast<std::int64_t>(config_.chunk_bytes);
-  const std::int64_t reserved = static_cast<std::int64_t>(mapped + free_chunks_.size()) * chunk;
+  const std::int64_t reserved = static_cast<std::int64_t>(owners + free_chunks_.size()) * chunk;
   if (stats_.reserved_bytes.current != reserved) broken("reserved_bytes differs from the recount");
   if (backend_.live_chunk_bytes() != static_cast<std::uint64_t>(reserved))
     broken("backend live chunk bytes differ from reserved_bytes");

@@ -12,6 +12,9 @@
 //     cache eviction), and only then a newly created chunk. So new physical memory is created only when no
 //     chunk anywhere is free, and peak reserved equals the peak number of pages in use: the fragmentation
 //     left is only the unused bytes of partly used pages.
+//   - Aliasing (chunk_mappings > 1): an eviction leaves the idle page mapped (stale) and maps its chunk at the new
+//     page too; a stale page turning used takes its chunk back with no backend call when the chunk's owner
+//     page is idle and fence-safe, else unmaps its stale mapping first. At most chunk_mappings per chunk.
 //   - set_access is called once per contiguous run of newly mapped pages (CUDA charges per chunk, not per
 //     call, but fewer calls still save the fixed cost).
 //   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
@@ -56,6 +59,11 @@ class StitchingAllocator final : public Allocator {
   void check_invariants() const override;
   Policy policy() const override { return Policy::kGmlake; }
   const Backend& backend() const override { return backend_; }
+  // Aliasing figures (tests, benchmarks): stale pages that took their chunk back with no backend call, those
+  // that could not and were unmapped, and stale mappings now.
+  std::uint64_t take_backs() const { return take_backs_; }
+  std::uint64_t take_back_misses() const { return take_back_misses_; }
+  std::uint64_t stale_pages() const { return stale_pages_; }
 
  private:
   struct Block {
@@ -69,13 +77,41 @@ class StitchingAllocator final : public Allocator {
   using BlockMap = absl::flat_hash_map<std::uintptr_t, Block>;
 
   Arena& arena_for(bool small, StreamId stream);
-  bool fully_mapped(const Arena& arena, std::uint64_t offset, std::uint64_t size_bytes) const;
+  // True when every page of the range is mapped and owns its chunk, or is stale with a chunk it can take back.
+  bool fully_mapped(const Arena& arena, std::uint64_t offset, std::uint64_t size_bytes);
   std::uint64_t unmapped_pages(const Arena& arena, std::uint64_t offset, std::uint64_t size_bytes) const;
   // Marks the pages of [offset, offset+size) used and maps the empty ones; returns chunks mapped.
   std::uint64_t back_pages(Arena& arena, std::uint64_t offset, std::uint64_t size_bytes, std::uint64_t requested);
   void unuse_pages(Arena& arena, std::uint64_t first_page, std::uint64_t last_page);
   void map_run(Arena& arena, std::uint64_t first_page, std::uint64_t count, std::uint64_t requested);
-  ChunkHandle obtain_chunk(std::uint64_t requested);
+  // A chunk for an empty page: `from` valid when it is the oldest idle page's chunk, still mapped there and
+  // still that page's until the caller commits the move (alias_commit) after mapping it.
+  struct Source {
+    ChunkHandle chunk;
+    PageRef from;
+  };
+  Source obtain_chunk(std::uint64_t requested);
+  // Aliasing (chunk_mappings > 1): a chunk's owner page and the stale pages still mapped to it.
+  struct ChunkState {
+    PageRef owner;
+    std::vector<PageRef> stale;  // oldest first; size() < chunk_mappings
+  };
+  // Evictions keep stale mappings: chunk_mappings > 1, and no bound on idle mappings (max_idle_mapped_bytes
+  // bounds mappings, so it turns aliasing off).
+  bool aliasing() const { return config_.chunk_mappings > 1 && config_.max_idle_mapped_bytes == 0; }
+  Page& page_of(PageRef ref) { return arenas_[ref.arena]->pages.at(ref.page); }
+  // True when the owner of stale `page`'s chunk is idle and no queued work can touch it.
+  bool can_take_back(const Page& page);
+  // A stale page turning used: takes its chunk back from the owner (no backend call) when can_take_back,
+  // else unmaps the stale mapping (the page is then empty). Throws (page unchanged) when the unmap fails.
+  void take_back_or_drop(Arena& arena, std::uint64_t page);
+  // Unmaps stale page `ref`; throws, changing nothing, when the unmap fails.
+  void drop_stale(PageRef ref);
+  // Unmaps every stale mapping of `chunk`; throws when one fails (those dropped before stay dropped).
+  void drop_all_stale(ChunkHandle chunk);
+  // `chunk`, unmapped from its owner page: hands it to its newest stale page (which turns idle), or to the
+  // free chunks when it has none.
+  void orphan(ChunkHandle chunk);
   struct IdlePage {
     PageRef ref;
     StreamId stream;           // of its arena
@@ -113,10 +149,14 @@ class StitchingAllocator final : public Allocator {
   std::map<std::pair<StreamId, bool>, std::uint32_t> stream_arena_;  // (stream, small) otherwise
   BlockMap blocks_;
   std::vector<ChunkHandle> free_chunks_;  // created, mapped nowhere
+  absl::flat_hash_map<std::uint64_t, ChunkState> chunk_states_;  // every chunk a page owns, by handle
+  std::uint64_t stale_pages_ = 0;
   IdleQueue idle_;
   StreamFence fence_;
   std::uint64_t idle_pages_ = 0;
   std::uint64_t used_pages_ = 0;
+  std::uint64_t take_backs_ = 0;
+  std::uint64_t take_back_misses_ = 0;
   Stats stats_;
 };
 

@@ -128,10 +128,13 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   const std::uint64_t progress_every = std::max<std::uint64_t>(prog.ops.size() / 100, 1);
   const std::uint64_t block_ops = options.check_every_ops ? options.check_every_ops : progress_every;
   std::chrono::nanoseconds timed{0};
+  const std::size_t half = prog.ops.size() / 2;
+  BackendCounters at_half = backend.counters();
   for (std::size_t begin = 0; begin < prog.ops.size(); begin += block_ops) {
     const std::size_t end = std::min<std::size_t>(begin + block_ops, prog.ops.size());
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t i = begin; i < end; ++i) {
+      if (i == half) at_half = backend.counters();
       const Op& op = prog.ops[i];
       void*& p = slots[op.slot];
       switch (op.kind) {
@@ -171,6 +174,9 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   r.peak_allocated_bytes = static_cast<std::uint64_t>(r.stats.allocated_bytes.peak);
   r.peak_mappings = backend.peak_mappings();
   r.backend_time_ns = r.stats.backend_calls.total_time_ns();
+  for (std::size_t k = 0; k < kBackendCallKinds; ++k) {
+    r.backend_calls_second_half.calls[k] = r.stats.backend_calls.calls[k] - at_half.calls[k];
+  }
   if (r.peak_reserved_bytes) {
     r.utilization = static_cast<double>(r.lower_bound_bytes) / static_cast<double>(r.peak_reserved_bytes);
     r.fragmentation = 1.0 - static_cast<double>(r.peak_allocated_bytes) / static_cast<double>(r.peak_reserved_bytes);

@@ -61,9 +61,11 @@ std::string format_json(const std::vector<ReplayResult>& results) {
   for (const ReplayResult& r : results) {
     nlohmann::json calls = nlohmann::json::object();
     nlohmann::json time_ns = nlohmann::json::object();
+    nlohmann::json second_half = nlohmann::json::object();
     for (std::size_t k = 0; k < kBackendCallKinds; ++k) {
       const std::string kind(to_string(static_cast<BackendCall>(k)));
       calls[kind] = r.stats.backend_calls.calls[k];
+      second_half[kind] = r.backend_calls_second_half.calls[k];
       time_ns[kind] = r.stats.backend_calls.time_ns[k];
     }
     array.push_back({
@@ -88,6 +90,7 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"unknown_frees", r.unknown_frees},
         {"peak_mappings", r.peak_mappings},
         {"backend_calls", calls},
+        {"backend_calls_second_half", second_half},
         {"backend_time_ns", time_ns},
     });
   }
