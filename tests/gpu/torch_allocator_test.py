@@ -36,10 +36,11 @@ def record_stream_case(mode, record):
 
     enable(mode)
     dev = torch.device("cuda")
-    # Two streams of different priorities, so that the GPU runs them from different hardware queues: the
-    # main stream's later work can then overtake the side stream's sleeping work, as on any busy GPU.
-    main = torch.cuda.Stream(priority=-1)
-    side = torch.cuda.Stream(priority=0)
+    # Two consecutive streams of PyTorch's pool: the GPU then feeds them through different hardware queues (the
+    # first streams of the two priority pools can share one queue, which runs their work in launch order and
+    # hides the hazard: seen on the H200), so the main stream's later work can overtake the side stream's.
+    main = torch.cuda.Stream()
+    side = torch.cuda.Stream()
     with torch.cuda.stream(main):
         x = torch.full((N_FLOATS,), 1.0, device=dev)
     side.wait_stream(main)
@@ -105,7 +106,9 @@ def stats_and_oom_case():
 
 
 def run_case(*args):
-    p = subprocess.run([sys.executable, __file__, "case", *args], capture_output=True, text=True, timeout=600)
+    env = dict(os.environ, CUDA_DEVICE_MAX_CONNECTIONS=os.environ.get("CUDA_DEVICE_MAX_CONNECTIONS", "32"))
+    p = subprocess.run([sys.executable, __file__, "case", *args], capture_output=True, text=True, timeout=600,
+                       env=env)
     if p.returncode != 0:
         raise RuntimeError(f"case {args} failed:\n{p.stdout}\n{p.stderr}")
     return json.loads(p.stdout.strip().splitlines()[-1])
