@@ -24,7 +24,7 @@ constexpr std::uint64_t M = kMiB;
 
 class AliasingTest : public ::testing::Test {
  protected:
-  StitchingAllocator& make(const std::string& conf = "") {
+  StitchingAllocator& make(const std::string& conf = "chunk_mappings:2") {
     alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf), backend_);
     return *alloc_;
   }
@@ -173,7 +173,7 @@ TEST_F(AliasingTest, ABoundOnIdleMappingsTurnsAliasingOff) {
 class AliasingFenceTest : public ::testing::Test {
  protected:
   StitchingAllocator& make() {
-    alloc_ = std::make_unique<StitchingAllocator>(parse_config("cross_stream_reuse:false"), backend_, &events_);
+    alloc_ = std::make_unique<StitchingAllocator>(parse_config("cross_stream_reuse:false,chunk_mappings:2"), backend_, &events_);
     return *alloc_;
   }
   // Stream 1's page 0 went stale when stream 2 took its chunk; stream 2 has freed it again (its mark unfinished).
@@ -233,7 +233,7 @@ class AliasingFaultTest : public ::testing::Test {
 };
 
 TEST_F(AliasingFaultTest, AFailedUnmapOfAStaleMappingFailsTheAllocationAndChangesNothing) {
-  alloc_ = std::make_unique<StitchingAllocator>(parse_config(""), fault_);
+  alloc_ = std::make_unique<StitchingAllocator>(parse_config("chunk_mappings:2"), fault_);
   auto& a = *alloc_;
   void* p0 = a.allocate(2 * M, 0);
   a.allocate(2 * M, 0);
@@ -249,7 +249,7 @@ TEST_F(AliasingFaultTest, AFailedUnmapOfAStaleMappingFailsTheAllocationAndChange
 }
 
 TEST_F(AliasingFaultTest, AFailedMapOfAnAliasLeavesTheIdlePageAsItWas) {
-  alloc_ = std::make_unique<StitchingAllocator>(parse_config(""), fault_);
+  alloc_ = std::make_unique<StitchingAllocator>(parse_config("chunk_mappings:2"), fault_);
   auto& a = *alloc_;
   void* p0 = a.allocate(2 * M, 0);
   a.allocate(2 * M, 0);
@@ -263,7 +263,7 @@ TEST_F(AliasingFaultTest, AFailedMapOfAnAliasLeavesTheIdlePageAsItWas) {
 }
 
 TEST_F(AliasingFaultTest, AFailedSetAccessAfterAnAliasHandsTheChunkBackToItsStalePage) {
-  alloc_ = std::make_unique<StitchingAllocator>(parse_config(""), fault_);
+  alloc_ = std::make_unique<StitchingAllocator>(parse_config("chunk_mappings:2"), fault_);
   auto& a = *alloc_;
   void* p0 = a.allocate(2 * M, 0);
   a.allocate(2 * M, 0);
@@ -277,7 +277,7 @@ TEST_F(AliasingFaultTest, AFailedSetAccessAfterAnAliasHandsTheChunkBackToItsStal
 }
 
 TEST_F(AliasingFaultTest, RandomFaultsInARandomWorkloadLeaveItConsistent) {
-  alloc_ = std::make_unique<StitchingAllocator>(parse_config(""), fault_);
+  alloc_ = std::make_unique<StitchingAllocator>(parse_config("chunk_mappings:2"), fault_);
   auto& a = *alloc_;
   std::mt19937_64 rng(7);
   std::vector<void*> live;
@@ -312,7 +312,7 @@ TEST_F(AliasingFaultTest, RandomFaultsInARandomWorkloadLeaveItConsistent) {
 // Real memory: every page of every live block carries its block's tag; a stale mapping inside a used page, or a
 // chunk reachable from two used pages, would show as a changed tag.
 TEST(AliasingHostTest, RandomWorkloadKeepsEveryLiveBlocksBytes) {
-  for (const char* conf : {"", "chunk_mappings:4", "fit_candidates:1"}) {
+  for (const char* conf : {"chunk_mappings:2", "chunk_mappings:4", "chunk_mappings:2,fit_candidates:1"}) {
     SCOPED_TRACE(conf);
     HostBackend backend;
     {

@@ -35,9 +35,10 @@ namespace gmlake {
     "gmlake: free memory of one stream may serve another stream once its free has completed")                    \
   X(u64, fit_candidates, 8, "count",                                                                             \
     "gmlake: free ranges examined, best fit first, for one that is already mapped before stitching")             \
-  X(u64, chunk_mappings, 2, "count",                                                                             \
+  X(u64, chunk_mappings, 1, "count",                                                                             \
     "gmlake: most virtual addresses one chunk may be mapped at (its page plus stale mappings kept by evicted "    \
-    "pages, taken back with no backend call while the chunk's page is idle); 1 = unmap on every eviction")       \
+    "pages, taken back with no backend call while the chunk's page is idle); 1 = unmap on every eviction. "      \
+    "2 halves steady-state VMM calls but raised GPT-2's peak on the H200 (docs/benchmarks.md): opt-in")           \
   X(u64, max_idle_mapped_bytes, 0, "bytes",                                                                      \
     "gmlake: bound on mapped bytes no block uses (the stitched-range cache); beyond it pages are unmapped "      \
     "least-recently-used first; 0 = unbounded")                                                                  \

@@ -5,8 +5,9 @@ Each case runs in its own process (PyTorch's allocator can be chosen once per pr
   python3 tests/gpu/torch_allocator_test.py              # all cases, asserts, prints a table
   python3 tests/gpu/torch_allocator_test.py case MODE RECORD   # one case (MODE: extension|pluggable|native)
 
-The record_stream case: x is allocated and filled on the default stream; a side stream sleeps ~50 ms, then
-reads x (y = 2x). The host frees x at once and allocates z (same size, filled with 7) on the default stream, which
+The record_stream case: x is allocated and filled on a main stream; a side stream sleeps ~50 ms, then
+reads x (y = 2x, y allocated before the sleep). The host frees x at once and allocates z (same size, filled with 7)
+on the main stream, which
 runs while the side stream still sleeps. If the allocator hands x's memory to z, the side stream reads 7s and
 y is wrong. Tensor.record_stream(side) must prevent that; without it the allocator may reuse (and does: that
 row shows the check can fail).
@@ -47,11 +48,12 @@ def record_stream_case(mode, record):
     y_start = torch.cuda.Event(enable_timing=True)
     z_end = torch.cuda.Event(enable_timing=True)
     with torch.cuda.stream(side):
+        y = torch.empty_like(x)  # before the sleep: an allocation may synchronize (cudaMalloc does, natively)
         t0 = time.perf_counter()
         torch.cuda._sleep(100_000_000)  # ~50 ms at 1.98 GHz
         sleep_launch_ms = (time.perf_counter() - t0) * 1e3
         y_start.record()
-        y = x * 2
+        torch.mul(x, 2, out=y)
     if record:
         x.record_stream(side)
     x_ptr = x.data_ptr()
