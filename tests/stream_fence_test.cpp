@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <set>
+#include <vector>
 
 #include "engine/stitching_allocator.h"
 #include "expect_error.h"
@@ -62,6 +63,27 @@ TEST_F(StreamFenceTest, APageIdledAfterTheLastMarkMakesAnotherStreamGrowRatherTh
   EXPECT_EQ(events_.waits, 1);        // for p's page
   EXPECT_EQ(reserved(), 6 * kMiB);    // q's page stays; a new chunk instead
   EXPECT_EQ(a.stats().evictions, 1u);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, GrowingForUncoveredPagesStopsAfterLagGrowChunksInARowThenWaits) {
+  auto& a = make("cross_stream_reuse:false,lag_grow_chunks:2");
+  void* p = a.allocate(2 * kMiB, 1);  // its free records the stream's first mark
+  std::vector<void*> young;
+  for (int i = 0; i < 4; ++i) young.push_back(a.allocate(2 * kMiB, 1));
+  a.deallocate(p);
+  events_.finish_all();  // p's page is safe ...
+  for (void* q : young) a.deallocate(q);  // ... the young pages idle after the last mark: uncovered
+  a.allocate(2 * kMiB, 2);  // takes p's safe page: no growth, no wait
+  EXPECT_EQ(reserved(), 10 * kMiB);
+  a.allocate(2 * kMiB, 2);  // uncovered: grows
+  a.allocate(2 * kMiB, 2);  // uncovered: grows (2 in a row)
+  EXPECT_EQ(reserved(), 14 * kMiB);
+  EXPECT_EQ(events_.waits, 0);
+  a.allocate(2 * kMiB, 2);  // the bound: waits for the young pages' stream instead of growing
+  EXPECT_EQ(reserved(), 14 * kMiB);
+  EXPECT_EQ(a.stats().fence_waits, 1u);
+  EXPECT_GE(events_.waits, 1);
   a.check_invariants();
 }
 

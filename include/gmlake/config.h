@@ -35,6 +35,10 @@ namespace gmlake {
     "gmlake: free memory of one stream may serve another stream once its free has completed")                    \
   X(u64, fit_candidates, 8, "count",                                                                             \
     "gmlake: free ranges examined, best fit first, for one that is already mapped before stitching")             \
+  X(u64, lag_grow_chunks, 64, "count",                                                                            \
+    "gmlake, asynchronous streams: chunks created in a row instead of waiting when the oldest idle page's "     \
+    "stream work is not known finished (the device lags); beyond it the allocator waits. Bounds how much the "   \
+    "device's lag can raise the peak (64 x 2 MiB = 128 MiB)")                                                      \
   X(u64, chunk_mappings, 1, "count",                                                                             \
     "gmlake: most virtual addresses one chunk may be mapped at (its page plus stale mappings kept by evicted "    \
     "pages, taken back with no backend call while the chunk's page is idle); 1 = unmap on every eviction. "      \

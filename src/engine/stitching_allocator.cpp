@@ -335,13 +335,19 @@ StitchingAllocator::Source StitchingAllocator::obtain_chunk(std::uint64_t reques
     const IdlePage oldest = oldest_idle();
     const StreamFence::Readiness readiness = fence_.readiness(oldest.stream, oldest.idle_since);
     if (readiness != StreamFence::Readiness::kSafe) {
-      // Uncovered: only draining the stream would tell, so grow if allowed. Covered: waiting for the mark is
-      // cheap, since the work queued after it keeps the device busy.
+      // Uncovered: only draining the stream would tell, so grow if allowed, up to lag_grow_chunks chunks in a
+      // row (so the device's lag raises the peak by a bounded amount, not by whatever the lag is). Covered:
+      // waiting for the mark is cheap, since the work queued after it keeps the device busy.
       ChunkHandle created;
-      if (readiness == StreamFence::Readiness::kUncovered && try_create_chunk(&created)) return {created, {}};
+      if (readiness == StreamFence::Readiness::kUncovered && lag_grown_chunks_ < config_.lag_grow_chunks &&
+          try_create_chunk(&created)) {
+        ++lag_grown_chunks_;
+        return {created, {}};
+      }
       fence_.wait_safe(oldest.stream, oldest.idle_since, idle_.next_tick());
       ++stats_.fence_waits;
     }
+    lag_grown_chunks_ = 0;  // the oldest idle page is safe now: the device caught up
     if (aliasing()) {
       return {arenas_[oldest.ref.arena]->pages.at(oldest.ref.page).chunk, oldest.ref};
     }

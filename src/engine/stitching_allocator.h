@@ -153,6 +153,7 @@ class StitchingAllocator final : public Allocator {
   std::uint64_t stale_pages_ = 0;
   IdleQueue idle_;
   StreamFence fence_;
+  std::uint64_t lag_grown_chunks_ = 0;  // chunks created in a row because the oldest idle page was uncovered
   std::uint64_t idle_pages_ = 0;
   std::uint64_t used_pages_ = 0;
   std::uint64_t take_backs_ = 0;
