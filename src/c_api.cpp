@@ -234,6 +234,16 @@ StreamUses& uses_of(Pool& pool, int device) {
   return *pool.uses;
 }
 
+// The pool's StreamUses for a call about a pointer it must have returned (`call` names it in the error): throws
+// Error(kInvalidPointer) when the pool never allocated anything. Call with the pool's mutex held.
+StreamUses& existing_uses(Pool& pool, int device, const char* call) {
+  if (!pool.uses) {
+    throw Error(ErrorCode::kInvalidPointer,
+                std::string(call) + ": no block was ever allocated on device " + std::to_string(device));
+  }
+  return *pool.uses;
+}
+
 void fill(const Stats& s, gmlake_stats* out) {
 #define GMLAKE_C_GAUGE(name) out->name = gmlake_gauge{s.name.current, s.name.peak};
 #define GMLAKE_C_COUNTER(name) out->name = s.name;
@@ -289,11 +299,7 @@ void gmlake_free(void* ptr, size_t /*size_bytes*/, int device, uint64_t /*stream
     if (ptr == nullptr) return 0;
     try {
       with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
-        if (!pool.uses) {
-          throw Error(ErrorCode::kInvalidPointer, "gmlake_free: no block was ever allocated on device " +
-                                                      std::to_string(device));
-        }
-        pool.uses->deallocate(ptr);
+        existing_uses(pool, device, "gmlake_free").deallocate(ptr);
         return 0;
       });
     } catch (const ShutDownError&) {
@@ -308,11 +314,7 @@ int gmlake_record_stream(void* ptr, int device, uint64_t stream) {
   return guarded_status([&] {
     if (ptr == nullptr) return;
     with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
-      if (!pool.uses) {
-        throw Error(ErrorCode::kInvalidPointer, "gmlake_record_stream: no block was ever allocated on device " +
-                                                    std::to_string(device));
-      }
-      pool.uses->record_stream(ptr, stream);
+      existing_uses(pool, device, "gmlake_record_stream").record_stream(ptr, stream);
       return 0;
     });
   });

@@ -516,9 +516,7 @@ void StitchingAllocator::empty_cache() {
   if (idle_pages_ != 0) fence_.wait_all(idle_.next_tick());
   while (idle_pages_ != 0) evict_oldest_idle();
   // The stale mappings of chunks in use too: nothing is cached after empty_cache.
-  for (auto& [handle, state] : chunk_states_) {
-    while (!state.stale.empty()) drop_stale(state.stale.front());
-  }
+  for (const auto& [handle, state] : chunk_states_) drop_all_stale(ChunkHandle{handle});
   release_free_chunks();
   update_inactive_split();
 }

@@ -78,12 +78,7 @@ def record_stream_case(mode, record):
     # > 0: z was written before the side stream read x (the hazard was real); < 0: the GPU ran them in order.
     z_before_y_ms = z_end.elapsed_time(y_start)
     wrong = int((y != 2).sum().item())
-    # Memory freed after record_stream comes back once the side stream finished: the next allocation of the
-    # same size on the main stream may have it again.
-    with torch.cuda.stream(main):
-        w = torch.empty(N_FLOATS, device=dev)
     return {"mode": mode, "record": record, "reused_at_once": reused, "wrong_values": wrong,
-            "reused_after_sync": w.data_ptr() == x_ptr,
             "z_written_ms_before_y_read": round(z_before_y_ms, 2),
             "host_ms_since_sleep_launch": {k: round(v, 2) for k, v in host_ms.items()},
             "side_done_when_z_allocated": side_done_when_z_allocated, "sleep_launch_ms": round(sleep_launch_ms, 3),
