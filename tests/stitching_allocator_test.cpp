@@ -63,6 +63,30 @@ TEST_F(StitchingAllocatorTest, StitchesFreeChunksInsteadOfCreatingNewOnes) {
   (void)p1;
 }
 
+TEST_F(StitchingAllocatorTest, HeadroomCreatesChunksInsteadOfEvictingUpToItsBound) {
+  auto& a = make("headroom_permille:500");  // reserved may reach 1.5 x the highest allocated bytes
+  void* p0 = a.allocate(2 * kMiB, 0);
+  void* p1 = a.allocate(2 * kMiB, 0);
+  void* p2 = a.allocate(2 * kMiB, 0);
+  a.deallocate(p0);
+  a.deallocate(p2);
+  // As in StitchesFreeChunksInsteadOfCreatingNewOnes, but 8 MiB is within the headroom (1.5 x 6 MiB): the page
+  // past p2 gets a new chunk and p0's idle page stays mapped.
+  void* big = a.allocate(4 * kMiB, 0);
+  EXPECT_EQ(addr(big), addr(p2));
+  EXPECT_EQ(reserved(), 8 * kMiB);
+  EXPECT_EQ(a.stats().evictions, 0u);
+  a.check_invariants();
+  // 6 MiB at p2 needs one more page; a fifth chunk (10 MiB) would pass 1.5 x 6 MiB, so p0's idle page is evicted.
+  a.deallocate(big);
+  void* wide = a.allocate(6 * kMiB, 0);
+  EXPECT_EQ(addr(wide), addr(p2));
+  EXPECT_EQ(reserved(), 8 * kMiB);
+  EXPECT_EQ(a.stats().evictions, 1u);
+  a.check_invariants();
+  (void)p1;
+}
+
 TEST_F(StitchingAllocatorTest, AFreedRangeIsReusedWithNoBackendCall) {
   auto& a = make();
   void* p = a.allocate(6 * kMiB + 512, 0);

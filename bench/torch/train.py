@@ -2,8 +2,18 @@
 
     python bench/torch/train.py --model gpt2 --alloc gmlake --steps 40 --json out.json
 
---alloc native | expandable | gmlake (the c10 allocator extension) | gmlake-pluggable (CUDAPluggableAllocator). `expandable` must be chosen before CUDA starts, so each run is its own
-process. Models are built from transformers / torchvision configs with random weights (no downloads), seed
+--alloc native | expandable | gmlake (the c10 allocator extension) | gmlake-pluggable (CUDAPluggableAllocator)
+| ab. `expandable` must be chosen before CUDA starts, so each of those runs is its own process.
+
+--alloc ab times gmlake against PyTorch's native allocator in ONE process, step by step: gmlake's extension is
+installed and every batch is trained twice, once under gmlake and once inside gmlake.torch.native() (PyTorch's
+own caching allocator), the order swapped each pair. Every batch first runs once, untimed, under PyTorch's
+allocator, then both pools are emptied (a new batch shape's first step costs several times more outside the
+allocator). --steps counts pairs. It prints the median of the per-pair
+ratios gmlake / native: machine drift between processes and rounds (seen up to +-30% on these machines) falls
+out, since both halves of a pair run seconds apart on the same GPU state. Each allocator sees every batch shape
+in the same order; the weights live in gmlake's pool, gradients and optimizer temporaries in whichever allocator
+the step runs under (AdamW's state in the first step's). Models are built from transformers / torchvision configs with random weights (no downloads), seed
 1234, bf16 autocast, AdamW (SGD momentum for resnet50). Prints one JSON object: final loss, median step time,
 peak reserved, peak allocated, peak requested (the lower bound) and, with --cap-gb, whether every step fit.
 """
@@ -19,7 +29,7 @@ import time
 def parse():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["gpt2", "bert", "resnet50"], default="gpt2")
-    p.add_argument("--alloc", choices=["native", "expandable", "gmlake", "gmlake-pluggable"], default="native")
+    p.add_argument("--alloc", choices=["native", "expandable", "gmlake", "gmlake-pluggable", "ab"], default="native")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--cap-gb", type=float, default=0, help="memory cap in GB (10^9 bytes); 0 = none")
@@ -35,7 +45,13 @@ def main():
     import torch
 
     gmlake_mode = None
-    if args.alloc.startswith("gmlake"):
+    if args.alloc == "ab":
+        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
+        import gmlake
+
+        gmlake.torch.enable(args.conf, extension=True)
+        gmlake_mode = gmlake.torch.mode()
+    elif args.alloc.startswith("gmlake"):
         sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
         import gmlake
 
@@ -84,6 +100,8 @@ def main():
 
     opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if args.model == "resnet50"
            else torch.optim.AdamW(model.parameters(), lr=1e-4))
+    if args.alloc == "ab":
+        return ab_main(args, gmlake, batch, model, opt)
     times, loss, fit = [], float("nan"), True
     backend_at_5 = None  # gmlake's backend (VMM) calls and time after 5 steps: the steady state is what follows
     try:
@@ -134,6 +152,69 @@ def main():
         "step_times_s": [round(t, 5) for t in times],
         "peak_reserved": peak_reserved, "peak_allocated": peak_allocated, "peak_requested": peak_requested,
         "cap_gb": args.cap_gb, "gmlake_mode": gmlake_mode, "torch": torch.__version__, **extra,
+    }
+    text = json.dumps(result)
+    print(text)
+    if args.json:
+        with open(args.json, "w") as f:
+            f.write(text + "\n")
+
+
+def ab_main(args, gmlake, batch, model, opt):
+    """--alloc ab: each batch under both allocators in one process (see the module's doc)."""
+    import contextlib
+
+    import torch
+
+    def run(step, under_native):
+        torch.cuda.synchronize()
+        t0 = time.perf_counter()
+        with gmlake.torch.native() if under_native else contextlib.nullcontext():
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                out = step()
+            out.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            del out  # the activations go back before the switch
+        torch.cuda.synchronize()
+        return time.perf_counter() - t0
+
+    # A batch shape's first step costs several times more outside the allocator (kernel and cuBLAS plan selection
+    # for a new sequence length: 3-5x the step on the H200), which would go to whichever allocator ran it first.
+    # So every batch runs once first under PyTorch's allocator, then both pools are emptied: in the timed pairs
+    # the compute side has seen every shape, and each allocator meets each shape for the first time, as in
+    # training (an untimed run under each allocator instead would hand gmlake shapes it had already stitched).
+    steps = [batch() for _ in range(args.steps)]
+    for step in steps:
+        run(step, True)
+    torch.cuda.empty_cache()  # both pools: gmlake's and, through the extension, PyTorch's
+    gmlake.torch.reset_peak_memory_stats()
+    s0 = gmlake.torch.memory_stats()
+    native_s, gmlake_s = [], []
+    for k, step in enumerate(steps):
+        if k % 2 == 0:
+            native_s.append(run(step, True))
+            gmlake_s.append(run(step, False))
+        else:
+            gmlake_s.append(run(step, False))
+            native_s.append(run(step, True))
+    warm = 5 if args.steps > 10 else 0  # the first pairs fill both caches
+    ratios = [g / n for g, n in zip(gmlake_s[warm:], native_s[warm:])]
+    s = gmlake.torch.memory_stats()
+    nat = gmlake.torch.native_memory_stats()
+    result = {
+        "model": args.model, "alloc": "ab", "batch": args.batch, "pairs": args.steps, "warm_pairs": warm,
+        "median_ratio_gmlake_to_native": statistics.median(ratios),
+        "mean_ratio_gmlake_to_native": statistics.fmean(ratios),
+        "pairs_gmlake_faster": sum(r < 1 for r in ratios),
+        "median_step_s_gmlake": statistics.median(gmlake_s[warm:]),
+        "median_step_s_native": statistics.median(native_s[warm:]),
+        "step_times_s_gmlake": [round(t, 5) for t in gmlake_s], "step_times_s_native": [round(t, 5) for t in native_s],
+        "gmlake_peak_reserved": s["reserved_bytes.all.peak"], "native_peak_reserved": nat["reserved_bytes.all.peak"],
+        "gmlake_backend_calls_per_step": (s["gmlake.backend_calls"] - s0["gmlake.backend_calls"]) / args.steps,
+        "gmlake_backend_ms_per_step": (s["gmlake.backend_time_ns"] - s0["gmlake.backend_time_ns"]) / args.steps / 1e6,
+        "gmlake_fence_waits": s["gmlake.fence_waits"] - s0["gmlake.fence_waits"],
+        "torch": torch.__version__,
     }
     text = json.dumps(result)
     print(text)

@@ -12,6 +12,7 @@ then this package's lib/ folder, then the repository's build/ folder. Configurat
 in PyTorch's "key:value,key:value" form; `gmlake conf` lists the keys.
 """
 
+import contextlib
 import ctypes
 import os
 import pathlib
@@ -151,6 +152,34 @@ def enable(conf=None, extension="auto"):
 def mode():
     """How gmlake is plugged in: "extension", "pluggable", or None before enable()."""
     return _mode
+
+
+@contextlib.contextmanager
+def native():
+    """Inside this block, CUDA allocations come from PyTorch's own caching allocator instead of gmlake; each block
+    is freed later into the allocator that made it, wherever that happens. For code paths gmlake does not serve
+    yet, and for timing both allocators step by step in one process (bench/torch/train.py --alloc ab).
+
+    The switch is process-wide, not per thread (autograd runs backward on threads of its own): allocations made
+    by other threads meanwhile go to PyTorch's allocator too. Blocks may nest. Needs enable(extension=True) (the
+    ctypes path cannot reach PyTorch's allocator); raises GmlakeError otherwise. torch.cuda.memory_stats() keeps
+    reporting gmlake's pool; native_memory_stats() reports the other.
+    """
+    if _mode != "extension":
+        raise GmlakeError("gmlake.torch.native() needs the allocator extension: enable(extension=True)")
+    before = _allocator.route_to_native(True)
+    try:
+        yield
+    finally:
+        _allocator.route_to_native(before)
+
+
+def native_memory_stats(device=None):
+    """PyTorch's own allocator's reserved and allocated bytes ("reserved_bytes.all.peak", ...) for what was
+    allocated inside native(); zeros when nothing was. Needs enable(extension=True)."""
+    if _mode != "extension":
+        raise GmlakeError("gmlake.torch.native_memory_stats() needs the allocator extension: enable(extension=True)")
+    return dict(_allocator.native_memory_stats(_device(device)))
 
 
 def _device(device):

@@ -223,6 +223,7 @@ void* StitchingAllocator::place(Arena& arena, std::uint64_t offset, std::uint64_
   const std::uintptr_t address = arena.base + offset;
   blocks_.emplace(address, Block{arena.id, false, offset, rounded, requested, stream});
   stats_.allocated_bytes.increase(static_cast<std::int64_t>(rounded));
+  allocated_high_bytes_ = std::max(allocated_high_bytes_, static_cast<std::uint64_t>(stats_.allocated_bytes.current));
   stats_.active_bytes.increase(static_cast<std::int64_t>(rounded));
   stats_.requested_bytes.increase(static_cast<std::int64_t>(requested));
   ++stats_.num_allocs;
@@ -331,6 +332,10 @@ void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::ui
 }
 
 StitchingAllocator::Source StitchingAllocator::obtain_chunk(std::uint64_t requested) {
+  if (free_chunks_.empty() && idle_pages_ != 0 && within_headroom()) {
+    ChunkHandle created;
+    if (try_create_chunk(&created)) return {created, {}};
+  }
   if (free_chunks_.empty() && idle_pages_ != 0) {
     const IdlePage oldest = oldest_idle();
     const StreamFence::Readiness readiness = fence_.readiness(oldest.stream, oldest.idle_since);
@@ -367,6 +372,12 @@ StitchingAllocator::Source StitchingAllocator::obtain_chunk(std::uint64_t reques
 bool StitchingAllocator::cap_allows_chunk() const {
   return cap_bytes_ == 0 ||
          static_cast<std::uint64_t>(stats_.reserved_bytes.current) + config_.chunk_bytes <= cap_bytes_;
+}
+
+bool StitchingAllocator::within_headroom() const {
+  if (config_.headroom_permille == 0) return false;
+  const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * config_.headroom_permille;
+  return static_cast<std::uint64_t>(stats_.reserved_bytes.current) + config_.chunk_bytes <= target_bytes;
 }
 
 bool StitchingAllocator::try_create_chunk(ChunkHandle* out) {

@@ -7,7 +7,11 @@
 //   - torch.cuda.memory_stats() / memory_reserved() / max_memory_allocated() ... report gmlake's pool;
 //   - out of memory raises torch.OutOfMemoryError (PyTorch 2.11's pluggable path makes a tensor without memory);
 //   - the pluggable layer's per-allocation std::function calls, mutex and hash map are skipped: a block's
-//     DataPtr frees itself straight into the C API (gmlake keeps the block's size and stream itself).
+//     DataPtr frees itself straight into the C API (gmlake keeps the block's size and stream itself);
+//   - PyTorch's own caching allocator stays reachable: while route_to_native(true) is set (gmlake.torch.native()),
+//     allocations come from it instead. Each block goes back to the allocator that made it (its DataPtr's
+//     deleter says which), so the switch may flip at any time. It serves code paths gmlake does not handle yet,
+//     and step-by-step A/B timing of both allocators in one process (bench/torch/train.py --alloc ab).
 //
 // It subclasses torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator so that every virtual function of
 // c10's CUDAAllocator this file does not override keeps the plug-in's behaviour in whatever PyTorch 2.x it is
@@ -27,6 +31,7 @@
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -42,6 +47,11 @@ namespace {
 
 namespace cca = c10::cuda::CUDACachingAllocator;
 using PluggableBase = torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
+
+// PyTorch's own caching allocator, as c10 held it before install(); allocations go to it while g_route_native.
+cca::CUDAAllocator* g_native = nullptr;
+std::atomic<bool> g_route_native{false};
+std::atomic<bool> g_native_used{false};  // set once anything was routed: only then do frees and caches look there
 
 // The C API's entry points, resolved by name in the loaded libgmlake_c.so.
 struct CApi {
@@ -142,7 +152,14 @@ class GmlakeAllocator final : public PluggableBase {
               g_api.free(ptr, size, device, stream_id(stream));
             }) {}
 
+  // PyTorch calls this once, when CUDA starts; the native allocator is readied too (it holds no memory yet).
+  void init(int device_count) override {
+    PluggableBase::init(device_count);
+    if (g_native != nullptr) g_native->init(device_count);
+  }
+
   c10::DataPtr allocate(std::size_t size_bytes) override {
+    if (g_route_native.load(std::memory_order_relaxed)) return g_native->allocate(size_bytes);
     const c10::DeviceIndex device = current_device();
     void* ptr = allocate_raw(size_bytes, device, c10::cuda::getCurrentCUDAStream(device).stream());
     return {ptr, ptr, kDeleters[static_cast<std::size_t>(device)], c10::Device(c10::DeviceType::CUDA, device)};
@@ -151,23 +168,30 @@ class GmlakeAllocator final : public PluggableBase {
   c10::DeleterFnPtr raw_deleter() const override { return &raw_delete_any; }
 
   void* raw_alloc(std::size_t size_bytes) override {
+    if (g_route_native.load(std::memory_order_relaxed)) return g_native->raw_alloc(size_bytes);
     const c10::DeviceIndex device = current_device();
     return raw_alloc_on(size_bytes, device, c10::cuda::getCurrentCUDAStream(device).stream());
   }
 
   void* raw_alloc_with_stream(std::size_t size_bytes, cudaStream_t stream) override {
+    if (g_route_native.load(std::memory_order_relaxed)) return g_native->raw_alloc_with_stream(size_bytes, stream);
     return raw_alloc_on(size_bytes, current_device(), stream);
   }
 
   void raw_delete(void* ptr) override { raw_delete_any(ptr); }
 
   void recordStream(const c10::DataPtr& ptr, c10::cuda::CUDAStream stream) override {
-    if (ptr.get() == nullptr || !is_ours(ptr.get_deleter())) return;  // not gmlake's block (as PyTorch does)
+    if (ptr.get() == nullptr) return;
+    if (!is_ours(ptr.get_deleter())) {  // the native allocator's block, or no allocator's (ignored, as PyTorch does)
+      if (g_native_used.load()) g_native->recordStream(ptr, stream);
+      return;
+    }
     check(g_api.record_stream(ptr.get_context(), ptr.device().index(), stream_id(stream.stream())),
           "record_stream");
   }
 
-  void emptyCache(c10::cuda::MempoolId_t /*mempool_id*/) override {
+  void emptyCache(c10::cuda::MempoolId_t mempool_id) override {
+    if (g_native_used.load()) g_native->emptyCache(mempool_id);
     const int devices = static_cast<int>(c10::cuda::device_count());
     for (int d = 0; d < devices && d < GMLAKE_MAX_DEVICES; ++d) check(g_api.empty_cache(d), "empty_cache");
   }
@@ -200,7 +224,10 @@ class GmlakeAllocator final : public PluggableBase {
     return out;
   }
 
-  void resetPeakStats(c10::DeviceIndex device) override { check(g_api.reset_peak_stats(device), "reset_peak_stats"); }
+  void resetPeakStats(c10::DeviceIndex device) override {
+    if (g_native_used.load()) g_native->resetPeakStats(device);
+    check(g_api.reset_peak_stats(device), "reset_peak_stats");
+  }
 
   void resetAccumulatedStats(c10::DeviceIndex /*device*/) override {}  // gmlake's counters are monotonic
 
@@ -228,6 +255,10 @@ class GmlakeAllocator final : public PluggableBase {
         raw_devices().erase(it);
       }
     }
+    if (device < 0 && g_native_used.load()) {  // raw_alloc routed to the native allocator
+      g_native->raw_delete(ptr);
+      return;
+    }
     if (device < 0) {
       std::fprintf(stderr, "gmlake: raw_delete of %p, which raw_alloc did not return: ignored\n", ptr);
       return;
@@ -251,12 +282,40 @@ std::shared_ptr<GmlakeAllocator> g_allocator;
 void install(const std::string& library_path) {
   if (g_allocator) return;
   load_api(library_path);
+  g_native = cca::get();  // PyTorch's own caching allocator (nothing has been allocated through it yet)
   auto allocator = std::make_shared<GmlakeAllocator>();
   torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);
   g_allocator = std::move(allocator);
 }
 
 bool installed() { return g_allocator != nullptr && cca::get() == g_allocator.get(); }
+
+// Sends later allocations to PyTorch's own caching allocator (true) or to gmlake (false); returns the previous
+// setting. Process-wide, not per thread: autograd runs backward on its own threads.
+bool route_to_native(bool on) {
+  TORCH_CHECK(installed(), "gmlake: route_to_native needs gmlake installed as PyTorch's allocator");
+  if (on) g_native_used.store(true);
+  return g_route_native.exchange(on);
+}
+
+// The native allocator's figures for one device (zeros while nothing was routed to it).
+pybind11::dict native_memory_stats(int device) {
+  pybind11::dict out;
+  std::int64_t reserved = 0, reserved_peak = 0, allocated = 0, allocated_peak = 0;
+  if (g_native_used.load()) {
+    const auto s = g_native->getDeviceStats(static_cast<c10::DeviceIndex>(device));
+    constexpr std::size_t kAll = 0;  // StatType::AGGREGATE
+    reserved = s.reserved_bytes[kAll].current;
+    reserved_peak = s.reserved_bytes[kAll].peak;
+    allocated = s.allocated_bytes[kAll].current;
+    allocated_peak = s.allocated_bytes[kAll].peak;
+  }
+  out["reserved_bytes.all.current"] = reserved;
+  out["reserved_bytes.all.peak"] = reserved_peak;
+  out["allocated_bytes.all.current"] = allocated;
+  out["allocated_bytes.all.peak"] = allocated_peak;
+  return out;
+}
 
 }  // namespace
 }  // namespace gmlake_torch
@@ -265,4 +324,8 @@ PYBIND11_MODULE(TORCH_EXTENSION_NAME, m) {
   m.doc() = "gmlake as PyTorch's c10 CUDA allocator";
   m.def("install", &gmlake_torch::install, "Makes gmlake PyTorch's CUDA allocator (path of libgmlake_c.so)");
   m.def("installed", &gmlake_torch::installed, "True when gmlake is PyTorch's current CUDA allocator");
+  m.def("route_to_native", &gmlake_torch::route_to_native,
+        "Sends later allocations to PyTorch's own caching allocator (True) or gmlake (False); returns the old value");
+  m.def("native_memory_stats", &gmlake_torch::native_memory_stats,
+        "reserved/allocated bytes (current, peak) of PyTorch's own allocator for one device");
 }
