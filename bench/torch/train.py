@@ -13,7 +13,8 @@ allocator). --steps counts pairs. It prints the median of the per-pair
 ratios gmlake / native: machine drift between processes and rounds (seen up to +-30% on these machines) falls
 out, since both halves of a pair run seconds apart on the same GPU state. Each allocator sees every batch shape
 in the same order; the weights live in gmlake's pool, gradients and optimizer temporaries in whichever allocator
-the step runs under (AdamW's state in the first step's). Models are built from transformers / torchvision configs with random weights (no downloads), seed
+the step runs under (AdamW's state in the first step's), the inputs of all pairs, made up front, in PyTorch's. So
+the peaks this mode reports are no memory figures: the separate runs give those. Models are built from transformers / torchvision configs with random weights (no downloads), seed
 1234, bf16 autocast, AdamW (SGD momentum for resnet50). Prints one JSON object: final loss, median step time,
 peak reserved, peak allocated, peak requested (the lower bound) and, with --cap-gb, whether every step fit.
 """
@@ -184,7 +185,8 @@ def ab_main(args, gmlake, batch, model, opt):
     # So every batch runs once first under PyTorch's allocator, then both pools are emptied: in the timed pairs
     # the compute side has seen every shape, and each allocator meets each shape for the first time, as in
     # training (an untimed run under each allocator instead would hand gmlake shapes it had already stitched).
-    steps = [batch() for _ in range(args.steps)]
+    with gmlake.torch.native():  # the inputs of every step, made up front, stay out of gmlake's pool
+        steps = [batch() for _ in range(args.steps)]
     for step in steps:
         run(step, True)
     torch.cuda.empty_cache()  # both pools: gmlake's and, through the extension, PyTorch's
