@@ -41,8 +41,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string_view>
+#include <utility>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
 
 namespace gmlake {
 
@@ -90,7 +93,7 @@ class Backend {
   void set_access(std::uintptr_t addr, std::uint64_t size_bytes);
 
   const BackendCounters& counters() const { return counters_; }
-  std::uint64_t live_chunks() const { return chunk_bytes_.size(); }
+  std::uint64_t live_chunks() const { return chunks_.size(); }
   std::uint64_t live_chunk_bytes() const { return live_chunk_bytes_; }
   std::uint64_t live_mappings() const { return mappings_.size(); }
   // The most live mappings there have been at once (on the host backend: VMAs, bounded by vm.max_map_count).
@@ -120,20 +123,29 @@ class Backend {
     ChunkHandle chunk;
     bool accessible;
   };
+  struct Chunk {
+    std::uint64_t size_bytes;
+    std::uint32_t mappings;  // live mappings of it
+  };
+  // The range tables need ordered lookups (overlap, runs of adjacent mappings): B-trees, which search and
+  // insert in O(log n) with far fewer cache misses and allocations than std::map. Chunks are only looked up
+  // by handle: a hash table, O(1).
+  using RangeTable = absl::btree_map<std::uintptr_t, std::uint64_t>;  // start -> size
+  using MappingTable = absl::btree_map<std::uintptr_t, Mapping>;      // start -> mapping
+
   void count(BackendCall c) { ++counters_.calls[static_cast<std::size_t>(c)]; }
   void check_size(const char* call, std::uint64_t size_bytes) const;
   // Checks that [addr, addr+size_bytes) is exactly a run of whole live mappings (unmap, set_access); returns the
-  // mapping after the run. Throws Error(kInvalidArgument) naming `call` otherwise.
-  std::map<std::uintptr_t, Mapping>::iterator checked_mapping_run(const char* call, std::uintptr_t addr,
-                                                                  std::uint64_t size_bytes);
+  // first and the one after the last mapping of the run. Throws Error(kInvalidArgument) naming `call` otherwise.
+  std::pair<MappingTable::iterator, MappingTable::iterator> checked_mapping_run(const char* call, std::uintptr_t addr,
+                                                                                std::uint64_t size_bytes);
   bool inside_one_reservation(std::uintptr_t addr, std::uint64_t size_bytes) const;
 
   std::uint64_t granularity_bytes_;
   BackendCounters counters_;
-  std::map<std::uintptr_t, std::uint64_t> reservations_;   // start -> size
-  std::map<std::uintptr_t, Mapping> mappings_;             // start -> mapping
-  std::map<std::uint64_t, std::uint64_t> chunk_bytes_;     // handle -> size
-  std::map<std::uint64_t, std::uint32_t> chunk_map_count_; // handle -> live mappings of it
+  RangeTable reservations_;
+  MappingTable mappings_;
+  absl::flat_hash_map<std::uint64_t, Chunk> chunks_;  // handle -> chunk
   std::uint64_t live_chunk_bytes_ = 0;
   std::uint64_t peak_mappings_ = 0;
 };
