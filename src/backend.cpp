@@ -83,14 +83,9 @@ std::optional<std::pair<typename Table::iterator, typename Table::iterator>> who
   return std::nullopt;
 }
 
-// The time_ns entry of `kind` in `counters`.
-std::uint64_t& time_slot(BackendCounters& counters, BackendCall kind) {
-  return counters.time_ns[static_cast<std::size_t>(kind)];
-}
-
 // Runs `call` and adds the wall time it took to `total_ns`, also when it throws.
 template <typename Call>
-decltype(auto) timed(std::uint64_t& total_ns, Call&& call) {
+decltype(auto) stopwatch_call(std::uint64_t& total_ns, Call&& call) {
   struct Stopwatch {
     std::uint64_t& total_ns;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
@@ -127,7 +122,14 @@ std::string_view to_string(BackendCall call) {
   return "unknown";
 }
 
-Backend::Backend(std::uint64_t granularity_bytes) : granularity_bytes_(granularity_bytes) {
+template <typename Call>
+decltype(auto) Backend::timed(BackendCall c, Call&& call) {
+  if (timing_ == CallTiming::kUntimed) return call();
+  return stopwatch_call(counters_.time_ns[static_cast<std::size_t>(c)], std::forward<Call>(call));
+}
+
+Backend::Backend(std::uint64_t granularity_bytes, CallTiming timing)
+    : granularity_bytes_(granularity_bytes), timing_(timing) {
   if (!is_pow2(granularity_bytes)) {
     invalid("Backend", "granularity_bytes " + std::to_string(granularity_bytes) + " is not a power of two");
   }
@@ -152,7 +154,7 @@ std::uintptr_t Backend::reserve(std::uint64_t size_bytes) {
   check_size("reserve", size_bytes);
   count(BackendCall::kReserve);
   const std::uintptr_t addr =
-      timed(time_slot(counters_, BackendCall::kReserve), [&] { return do_reserve(size_bytes); });
+      timed(BackendCall::kReserve, [&] { return do_reserve(size_bytes); });
   // A bad address is a bug in the backend; it is not freed, since the range may belong to a live reservation.
   if (addr == 0 || addr % granularity_bytes_ != 0 || addr + size_bytes < addr ||
       overlaps_any(reservations_, addr, size_bytes, kReservationBytes)) {
@@ -179,7 +181,7 @@ void Backend::address_free(std::uintptr_t addr, std::uint64_t size_bytes) {
     invalid("address_free", range_text(addr, size_bytes) + " still has live mappings inside");
   }
   count(BackendCall::kAddressFree);
-  timed(time_slot(counters_, BackendCall::kAddressFree), [&] { do_address_free(addr, size_bytes); });
+  timed(BackendCall::kAddressFree, [&] { do_address_free(addr, size_bytes); });
   reservations_.erase(it);
 }
 
@@ -187,7 +189,7 @@ ChunkHandle Backend::create(std::uint64_t size_bytes) {
   check_size("create", size_bytes);
   count(BackendCall::kCreate);
   const ChunkHandle chunk =
-      timed(time_slot(counters_, BackendCall::kCreate), [&] { return do_create(size_bytes); });
+      timed(BackendCall::kCreate, [&] { return do_create(size_bytes); });
   // A bad handle is a bug in the backend; it is not released, since it may name a live chunk.
   auto bad_handle = [&] {
     return BackendError("create", std::string(name()) + " backend returned handle " + std::to_string(chunk.value) +
@@ -215,7 +217,7 @@ void Backend::release(ChunkHandle chunk) {
   }
   const std::uint64_t size_bytes = it->second.size_bytes;
   count(BackendCall::kRelease);
-  timed(time_slot(counters_, BackendCall::kRelease), [&] { do_release(chunk, size_bytes); });
+  timed(BackendCall::kRelease, [&] { do_release(chunk, size_bytes); });
   live_chunk_bytes_ -= size_bytes;
   chunks_.erase(it);
 }
@@ -241,7 +243,7 @@ void Backend::map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chu
   // only counted up, which cannot throw, so chunk_it stays valid: nothing is inserted into chunks_ here.
   const auto mapping = mappings_.emplace(addr, Mapping{size_bytes, chunk, false}).first;
   try {
-    timed(time_slot(counters_, BackendCall::kMap), [&] { do_map(addr, size_bytes, chunk); });
+    timed(BackendCall::kMap, [&] { do_map(addr, size_bytes, chunk); });
   } catch (...) {
     mappings_.erase(mapping);
     throw;
@@ -262,7 +264,7 @@ std::pair<Backend::MappingTable::iterator, Backend::MappingTable::iterator> Back
 void Backend::unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
   const auto [first, last] = checked_mapping_run("unmap", addr, size_bytes);
   count(BackendCall::kUnmap);
-  timed(time_slot(counters_, BackendCall::kUnmap), [&] { do_unmap(addr, size_bytes); });
+  timed(BackendCall::kUnmap, [&] { do_unmap(addr, size_bytes); });
   for (auto it = first; it != last; ++it) --chunks_.find(it->second.chunk.value)->second.mappings;
   mappings_.erase(first, last);
 }
@@ -270,7 +272,7 @@ void Backend::unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
 void Backend::set_access(std::uintptr_t addr, std::uint64_t size_bytes) {
   const auto [first, last] = checked_mapping_run("set_access", addr, size_bytes);
   count(BackendCall::kSetAccess);
-  timed(time_slot(counters_, BackendCall::kSetAccess), [&] { do_set_access(addr, size_bytes); });
+  timed(BackendCall::kSetAccess, [&] { do_set_access(addr, size_bytes); });
   for (auto it = first; it != last; ++it) it->second.accessible = true;
 }
 

@@ -33,6 +33,8 @@
 // of kind c the backend received; one set_access over many mappings counts once.
 // Timing: counters().time_ns_of(c) adds up the wall time (steady clock) spent inside the backend's own calls
 // of kind c, failed ones included, rejected ones not: the real cost of the driver calls on cuda, small elsewhere.
+// A backend whose calls do no real work (sim) is constructed with CallTiming::kUntimed and reports 0: reading
+// the clock twice (about 50 ns on a VM) would cost more than its calls and only inflate the allocator's time.
 // The live chunks, mappings and reservations are kept in this class, so tests can ask, for any backend,
 // whether a byte range is mapped with access (is_accessible) and whether anything leaked (live_chunks() == 0
 // after teardown).
@@ -54,6 +56,9 @@ struct ChunkHandle {
   std::uint64_t value = 0;
   friend bool operator==(ChunkHandle a, ChunkHandle b) = default;
 };
+
+// Whether a backend's own calls are timed (BackendCounters::time_ns); see "Timing" above.
+enum class CallTiming : std::uint8_t { kTimed, kUntimed };
 
 enum class BackendCall : std::uint8_t { kReserve, kAddressFree, kCreate, kRelease, kMap, kUnmap, kSetAccess, kCount };
 inline constexpr std::size_t kBackendCallKinds = static_cast<std::size_t>(BackendCall::kCount);
@@ -104,8 +109,9 @@ class Backend {
   bool is_accessible(std::uintptr_t addr, std::uint64_t size_bytes) const;
 
  protected:
-  // Throws Error(kInvalidArgument) unless granularity_bytes is a power of two.
-  explicit Backend(std::uint64_t granularity_bytes);
+  // Throws Error(kInvalidArgument) unless granularity_bytes is a power of two. `timing`: kUntimed only for
+  // backends whose calls cost next to nothing (their time_ns then stays 0).
+  explicit Backend(std::uint64_t granularity_bytes, CallTiming timing = CallTiming::kTimed);
 
   // The backend's own calls. Each is called only with arguments that satisfy the contract above, and must
   // leave nothing behind when it throws.
@@ -134,6 +140,9 @@ class Backend {
   using MappingTable = absl::btree_map<std::uintptr_t, Mapping>;      // start -> mapping
 
   void count(BackendCall c) { ++counters_.calls[static_cast<std::size_t>(c)]; }
+  // Runs `call` (a do_* call of kind `c`), adding its wall time to counters_ unless the backend is untimed.
+  template <typename Call>
+  decltype(auto) timed(BackendCall c, Call&& call);
   void check_size(const char* call, std::uint64_t size_bytes) const;
   // Checks that [addr, addr+size_bytes) is exactly a run of whole live mappings (unmap, set_access); returns the
   // first and the one after the last mapping of the run. Throws Error(kInvalidArgument) naming `call` otherwise.
@@ -142,6 +151,7 @@ class Backend {
   bool inside_one_reservation(std::uintptr_t addr, std::uint64_t size_bytes) const;
 
   std::uint64_t granularity_bytes_;
+  CallTiming timing_;
   BackendCounters counters_;
   RangeTable reservations_;
   MappingTable mappings_;
