@@ -4,7 +4,9 @@
 //   2. count the call, then call the backend's do_* (which may throw, leaving the backend as it was), timing it;
 //   3. update the tables, either with non-throwing operations after the backend call or with insertions
 //      made before it and rolled back when it throws.
-// Lookups are std::map searches: O(log n), plus O(k) for the k mappings a range covers.
+// Range lookups are B-tree searches, O(log n) plus O(k) for the k mappings a range covers; chunk lookups are
+// hash lookups, O(1). These checks run on every call, so they must cost little next to the sim backend's
+// calls, which do nothing.
 #include "gmlake/backend.h"
 
 #include <fmt/format.h>
@@ -13,7 +15,7 @@
 #include <iterator>
 #include <optional>
 #include <string>
-#include <tuple>
+#include <utility>
 
 #include "gmlake/error.h"
 #include "gmlake/units.h"
@@ -62,16 +64,17 @@ bool overlaps_any(const Table& table, std::uintptr_t addr, std::uint64_t size_by
   return addr - prev->first < size_of(prev->second);
 }
 
-// When [addr, addr+size_bytes) is exactly a run of adjacent ranges of `table`, the iterator past the last
-// one of them (the run is [table.find(addr), result)); otherwise nullopt. O(log n + k) for a run of k.
+// When [addr, addr+size_bytes) is exactly a run of adjacent ranges of `table`, the first of them and the
+// iterator past the last one; otherwise nullopt. O(log n + k) for a run of k.
 template <typename Table, typename SizeOf>
-std::optional<typename Table::iterator> whole_run_end(Table& table, std::uintptr_t addr, std::uint64_t size_bytes,
-                                                      SizeOf size_of) {
+std::optional<std::pair<typename Table::iterator, typename Table::iterator>> whole_run(
+    Table& table, std::uintptr_t addr, std::uint64_t size_bytes, SizeOf size_of) {
   const std::uintptr_t end = addr + size_bytes;
-  auto it = table.find(addr);
+  const auto first = table.find(addr);
+  auto it = first;
   while (it != table.end()) {
     const std::uintptr_t range_end = it->first + size_of(it->second);
-    if (range_end == end) return std::next(it);
+    if (range_end == end) return std::pair{first, std::next(it)};
     if (range_end > end) break;
     const auto next = std::next(it);
     if (next == table.end() || next->first != range_end) break;
@@ -80,14 +83,9 @@ std::optional<typename Table::iterator> whole_run_end(Table& table, std::uintptr
   return std::nullopt;
 }
 
-// The time_ns entry of `kind` in `counters`.
-std::uint64_t& time_slot(BackendCounters& counters, BackendCall kind) {
-  return counters.time_ns[static_cast<std::size_t>(kind)];
-}
-
 // Runs `call` and adds the wall time it took to `total_ns`, also when it throws.
 template <typename Call>
-decltype(auto) timed(std::uint64_t& total_ns, Call&& call) {
+decltype(auto) stopwatch_call(std::uint64_t& total_ns, Call&& call) {
   struct Stopwatch {
     std::uint64_t& total_ns;
     std::chrono::steady_clock::time_point start = std::chrono::steady_clock::now();
@@ -124,7 +122,14 @@ std::string_view to_string(BackendCall call) {
   return "unknown";
 }
 
-Backend::Backend(std::uint64_t granularity_bytes) : granularity_bytes_(granularity_bytes) {
+template <typename Call>
+decltype(auto) Backend::timed(BackendCall c, Call&& call) {
+  if (timing_ == CallTiming::kUntimed) return call();
+  return stopwatch_call(counters_.time_ns[static_cast<std::size_t>(c)], std::forward<Call>(call));
+}
+
+Backend::Backend(std::uint64_t granularity_bytes, CallTiming timing)
+    : granularity_bytes_(granularity_bytes), timing_(timing) {
   if (!is_pow2(granularity_bytes)) {
     invalid("Backend", "granularity_bytes " + std::to_string(granularity_bytes) + " is not a power of two");
   }
@@ -149,7 +154,7 @@ std::uintptr_t Backend::reserve(std::uint64_t size_bytes) {
   check_size("reserve", size_bytes);
   count(BackendCall::kReserve);
   const std::uintptr_t addr =
-      timed(time_slot(counters_, BackendCall::kReserve), [&] { return do_reserve(size_bytes); });
+      timed(BackendCall::kReserve, [&] { return do_reserve(size_bytes); });
   // A bad address is a bug in the backend; it is not freed, since the range may belong to a live reservation.
   if (addr == 0 || addr % granularity_bytes_ != 0 || addr + size_bytes < addr ||
       overlaps_any(reservations_, addr, size_bytes, kReservationBytes)) {
@@ -176,7 +181,7 @@ void Backend::address_free(std::uintptr_t addr, std::uint64_t size_bytes) {
     invalid("address_free", range_text(addr, size_bytes) + " still has live mappings inside");
   }
   count(BackendCall::kAddressFree);
-  timed(time_slot(counters_, BackendCall::kAddressFree), [&] { do_address_free(addr, size_bytes); });
+  timed(BackendCall::kAddressFree, [&] { do_address_free(addr, size_bytes); });
   reservations_.erase(it);
 }
 
@@ -184,33 +189,37 @@ ChunkHandle Backend::create(std::uint64_t size_bytes) {
   check_size("create", size_bytes);
   count(BackendCall::kCreate);
   const ChunkHandle chunk =
-      timed(time_slot(counters_, BackendCall::kCreate), [&] { return do_create(size_bytes); });
+      timed(BackendCall::kCreate, [&] { return do_create(size_bytes); });
   // A bad handle is a bug in the backend; it is not released, since it may name a live chunk.
-  if (chunk.value == 0 || chunk_bytes_.count(chunk.value) != 0) {
-    throw BackendError("create", std::string(name()) + " backend returned handle " + std::to_string(chunk.value) +
-                                     ", which is 0 or already live");
-  }
+  auto bad_handle = [&] {
+    return BackendError("create", std::string(name()) + " backend returned handle " + std::to_string(chunk.value) +
+                                      ", which is 0 or already live");
+  };
+  if (chunk.value == 0) throw bad_handle();
+  bool inserted = false;
   try {
-    chunk_bytes_.emplace(chunk.value, size_bytes);
+    inserted = chunks_.try_emplace(chunk.value, Chunk{size_bytes, 0}).second;
   } catch (...) {
     undo_quietly([&] { do_release(chunk, size_bytes); });
     throw;
   }
+  if (!inserted) throw bad_handle();  // the live chunk's entry is left as it was
   live_chunk_bytes_ += size_bytes;
   return chunk;
 }
 
 void Backend::release(ChunkHandle chunk) {
-  const auto it = chunk_bytes_.find(chunk.value);
-  if (it == chunk_bytes_.end()) invalid("release", "chunk " + std::to_string(chunk.value) + " is not live");
-  if (chunk_map_count_.count(chunk.value) != 0) {
+  const auto it = chunks_.find(chunk.value);
+  if (it == chunks_.end()) invalid("release", "chunk " + std::to_string(chunk.value) + " is not live");
+  if (it->second.mappings != 0) {
     invalid("release", "chunk " + std::to_string(chunk.value) + " is still mapped at " +
-                           std::to_string(chunk_map_count_.at(chunk.value)) + " address(es)");
+                           std::to_string(it->second.mappings) + " address(es)");
   }
+  const std::uint64_t size_bytes = it->second.size_bytes;
   count(BackendCall::kRelease);
-  timed(time_slot(counters_, BackendCall::kRelease), [&] { do_release(chunk, it->second); });
-  live_chunk_bytes_ -= it->second;
-  chunk_bytes_.erase(it);
+  timed(BackendCall::kRelease, [&] { do_release(chunk, size_bytes); });
+  live_chunk_bytes_ -= size_bytes;
+  chunks_.erase(it);
 }
 
 void Backend::map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) {
@@ -222,56 +231,49 @@ void Backend::map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chu
   if (overlaps_any(mappings_, addr, size_bytes, kMappingBytes)) {
     invalid("map", range_text(addr, size_bytes) + " overlaps a live mapping");
   }
-  const auto chunk_it = chunk_bytes_.find(chunk.value);
-  if (chunk_it == chunk_bytes_.end()) invalid("map", "chunk " + std::to_string(chunk.value) + " is not live");
-  if (chunk_it->second != size_bytes) {
+  const auto chunk_it = chunks_.find(chunk.value);
+  if (chunk_it == chunks_.end()) invalid("map", "chunk " + std::to_string(chunk.value) + " is not live");
+  if (chunk_it->second.size_bytes != size_bytes) {
     invalid("map", "size_bytes " + std::to_string(size_bytes) + " differs from the size of chunk " +
-                       std::to_string(chunk.value) + ", " + std::to_string(chunk_it->second) +
+                       std::to_string(chunk.value) + ", " + std::to_string(chunk_it->second.size_bytes) +
                        " bytes (a chunk is mapped whole)");
   }
   count(BackendCall::kMap);
-  // Insert first (bad_alloc leaves nothing behind), roll back if the backend throws.
+  // Insert first (bad_alloc leaves nothing behind), roll back if the backend throws. The chunk's entry is
+  // only counted up, which cannot throw, so chunk_it stays valid: nothing is inserted into chunks_ here.
   const auto mapping = mappings_.emplace(addr, Mapping{size_bytes, chunk, false}).first;
-  auto uses = chunk_map_count_.end();
-  bool fresh = false;
   try {
-    std::tie(uses, fresh) = chunk_map_count_.try_emplace(chunk.value, 0);
-    timed(time_slot(counters_, BackendCall::kMap), [&] { do_map(addr, size_bytes, chunk); });
+    timed(BackendCall::kMap, [&] { do_map(addr, size_bytes, chunk); });
   } catch (...) {
     mappings_.erase(mapping);
-    if (fresh) chunk_map_count_.erase(uses);
     throw;
   }
-  ++uses->second;
+  ++chunk_it->second.mappings;
   if (mappings_.size() > peak_mappings_) peak_mappings_ = mappings_.size();
 }
 
-std::map<std::uintptr_t, Backend::Mapping>::iterator Backend::checked_mapping_run(const char* call, std::uintptr_t addr,
-                                                                                  std::uint64_t size_bytes) {
+std::pair<Backend::MappingTable::iterator, Backend::MappingTable::iterator> Backend::checked_mapping_run(
+    const char* call, std::uintptr_t addr, std::uint64_t size_bytes) {
   check_size(call, size_bytes);
   check_placement(call, addr, size_bytes, granularity_bytes_);
-  const auto run_end = whole_run_end(mappings_, addr, size_bytes, kMappingBytes);
-  if (!run_end) invalid(call, range_text(addr, size_bytes) + " is not exactly a run of whole live mappings");
-  return *run_end;
+  const auto run = whole_run(mappings_, addr, size_bytes, kMappingBytes);
+  if (!run) invalid(call, range_text(addr, size_bytes) + " is not exactly a run of whole live mappings");
+  return *run;
 }
 
 void Backend::unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
-  const auto last = checked_mapping_run("unmap", addr, size_bytes);
+  const auto [first, last] = checked_mapping_run("unmap", addr, size_bytes);
   count(BackendCall::kUnmap);
-  timed(time_slot(counters_, BackendCall::kUnmap), [&] { do_unmap(addr, size_bytes); });
-  const auto first = mappings_.find(addr);
-  for (auto it = first; it != last; ++it) {
-    const auto uses = chunk_map_count_.find(it->second.chunk.value);
-    if (--uses->second == 0) chunk_map_count_.erase(uses);
-  }
+  timed(BackendCall::kUnmap, [&] { do_unmap(addr, size_bytes); });
+  for (auto it = first; it != last; ++it) --chunks_.find(it->second.chunk.value)->second.mappings;
   mappings_.erase(first, last);
 }
 
 void Backend::set_access(std::uintptr_t addr, std::uint64_t size_bytes) {
-  const auto last = checked_mapping_run("set_access", addr, size_bytes);
+  const auto [first, last] = checked_mapping_run("set_access", addr, size_bytes);
   count(BackendCall::kSetAccess);
-  timed(time_slot(counters_, BackendCall::kSetAccess), [&] { do_set_access(addr, size_bytes); });
-  for (auto it = mappings_.find(addr); it != last; ++it) it->second.accessible = true;
+  timed(BackendCall::kSetAccess, [&] { do_set_access(addr, size_bytes); });
+  for (auto it = first; it != last; ++it) it->second.accessible = true;
 }
 
 bool Backend::is_accessible(std::uintptr_t addr, std::uint64_t size_bytes) const {

@@ -9,7 +9,7 @@
 namespace gmlake {
 
 SimBackend::SimBackend(std::uint64_t granularity_bytes, std::uint64_t physical_limit_bytes)
-    : Backend(granularity_bytes),
+    : Backend(granularity_bytes, CallTiming::kUntimed),  // its calls are arithmetic: the clock would cost more
       physical_limit_bytes_(physical_limit_bytes),
       next_addr_(round_up(kSimBaseAddress, granularity_bytes)) {}
 

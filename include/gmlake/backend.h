@@ -33,6 +33,8 @@
 // of kind c the backend received; one set_access over many mappings counts once.
 // Timing: counters().time_ns_of(c) adds up the wall time (steady clock) spent inside the backend's own calls
 // of kind c, failed ones included, rejected ones not: the real cost of the driver calls on cuda, small elsewhere.
+// A backend whose calls do no real work (sim) is constructed with CallTiming::kUntimed and reports 0: reading
+// the clock twice (about 50 ns on a VM) would cost more than its calls and only inflate the allocator's time.
 // The live chunks, mappings and reservations are kept in this class, so tests can ask, for any backend,
 // whether a byte range is mapped with access (is_accessible) and whether anything leaked (live_chunks() == 0
 // after teardown).
@@ -41,8 +43,11 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
-#include <map>
 #include <string_view>
+#include <utility>
+
+#include "absl/container/btree_map.h"
+#include "absl/container/flat_hash_map.h"
 
 namespace gmlake {
 
@@ -51,6 +56,9 @@ struct ChunkHandle {
   std::uint64_t value = 0;
   friend bool operator==(ChunkHandle a, ChunkHandle b) = default;
 };
+
+// Whether a backend's own calls are timed (BackendCounters::time_ns); see "Timing" above.
+enum class CallTiming : std::uint8_t { kTimed, kUntimed };
 
 enum class BackendCall : std::uint8_t { kReserve, kAddressFree, kCreate, kRelease, kMap, kUnmap, kSetAccess, kCount };
 inline constexpr std::size_t kBackendCallKinds = static_cast<std::size_t>(BackendCall::kCount);
@@ -90,7 +98,7 @@ class Backend {
   void set_access(std::uintptr_t addr, std::uint64_t size_bytes);
 
   const BackendCounters& counters() const { return counters_; }
-  std::uint64_t live_chunks() const { return chunk_bytes_.size(); }
+  std::uint64_t live_chunks() const { return chunks_.size(); }
   std::uint64_t live_chunk_bytes() const { return live_chunk_bytes_; }
   std::uint64_t live_mappings() const { return mappings_.size(); }
   // The most live mappings there have been at once (on the host backend: VMAs, bounded by vm.max_map_count).
@@ -101,8 +109,9 @@ class Backend {
   bool is_accessible(std::uintptr_t addr, std::uint64_t size_bytes) const;
 
  protected:
-  // Throws Error(kInvalidArgument) unless granularity_bytes is a power of two.
-  explicit Backend(std::uint64_t granularity_bytes);
+  // Throws Error(kInvalidArgument) unless granularity_bytes is a power of two. `timing`: kUntimed only for
+  // backends whose calls cost next to nothing (their time_ns then stays 0).
+  explicit Backend(std::uint64_t granularity_bytes, CallTiming timing = CallTiming::kTimed);
 
   // The backend's own calls. Each is called only with arguments that satisfy the contract above, and must
   // leave nothing behind when it throws.
@@ -120,20 +129,33 @@ class Backend {
     ChunkHandle chunk;
     bool accessible;
   };
+  struct Chunk {
+    std::uint64_t size_bytes;
+    std::uint32_t mappings;  // live mappings of it
+  };
+  // The range tables need ordered lookups (overlap, runs of adjacent mappings): B-trees, which search and
+  // insert in O(log n) with far fewer cache misses and allocations than std::map. Chunks are only looked up
+  // by handle: a hash table, O(1).
+  using RangeTable = absl::btree_map<std::uintptr_t, std::uint64_t>;  // start -> size
+  using MappingTable = absl::btree_map<std::uintptr_t, Mapping>;      // start -> mapping
+
   void count(BackendCall c) { ++counters_.calls[static_cast<std::size_t>(c)]; }
+  // Runs `call` (a do_* call of kind `c`), adding its wall time to counters_ unless the backend is untimed.
+  template <typename Call>
+  decltype(auto) timed(BackendCall c, Call&& call);
   void check_size(const char* call, std::uint64_t size_bytes) const;
   // Checks that [addr, addr+size_bytes) is exactly a run of whole live mappings (unmap, set_access); returns the
-  // mapping after the run. Throws Error(kInvalidArgument) naming `call` otherwise.
-  std::map<std::uintptr_t, Mapping>::iterator checked_mapping_run(const char* call, std::uintptr_t addr,
-                                                                  std::uint64_t size_bytes);
+  // first and the one after the last mapping of the run. Throws Error(kInvalidArgument) naming `call` otherwise.
+  std::pair<MappingTable::iterator, MappingTable::iterator> checked_mapping_run(const char* call, std::uintptr_t addr,
+                                                                                std::uint64_t size_bytes);
   bool inside_one_reservation(std::uintptr_t addr, std::uint64_t size_bytes) const;
 
   std::uint64_t granularity_bytes_;
+  CallTiming timing_;
   BackendCounters counters_;
-  std::map<std::uintptr_t, std::uint64_t> reservations_;   // start -> size
-  std::map<std::uintptr_t, Mapping> mappings_;             // start -> mapping
-  std::map<std::uint64_t, std::uint64_t> chunk_bytes_;     // handle -> size
-  std::map<std::uint64_t, std::uint32_t> chunk_map_count_; // handle -> live mappings of it
+  RangeTable reservations_;
+  MappingTable mappings_;
+  absl::flat_hash_map<std::uint64_t, Chunk> chunks_;  // handle -> chunk
   std::uint64_t live_chunk_bytes_ = 0;
   std::uint64_t peak_mappings_ = 0;
 };

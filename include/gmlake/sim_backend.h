@@ -7,6 +7,7 @@
 // reservation can never alias a later one. Handles are increasing ids from 1, also never reused.
 // Physical memory: create() fails with OutOfMemoryError once live_chunk_bytes() + size would exceed
 // physical_limit_bytes (0 = unlimited).
+// Timing: its calls are not timed (CallTiming::kUntimed), so counters().time_ns stays 0.
 //
 // Thread safety: none, like every Backend.
 #pragma once

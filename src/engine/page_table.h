@@ -12,7 +12,9 @@
 #pragma once
 
 #include <cstdint>
+#include <algorithm>
 #include <deque>
+#include <span>
 #include <vector>
 
 #include "gmlake/backend.h"
@@ -26,10 +28,11 @@ struct PageRef {
   friend bool operator==(PageRef a, PageRef b) = default;
 };
 
+// Fields ordered widest first, so a Page is 24 bytes, not 32: the hot loops walk pages by the thousand.
 struct Page {
   ChunkHandle chunk;            // value 0: unmapped
-  std::uint32_t users = 0;      // live or pending blocks overlapping this page
   std::uint64_t idle_since = 0; // IdleQueue tick of the page's last transition to idle
+  std::uint32_t users = 0;      // live or pending blocks overlapping this page
   // Mapped to `chunk`, which another page owns now (an eviction left this mapping in place). Never used
   // (users == 0 whenever stale, outside a back_pages call), never idle, never queued.
   bool stale = false;
@@ -46,6 +49,11 @@ class PageTable {
   }
   Page& at(std::uint64_t index) { return *span(index, index); }
   const Page* find(std::uint64_t index) const { return index < pages_.size() ? &pages_[index] : nullptr; }
+  // The pages of [first, last] that exist (the table may end before `last`), without growing the table.
+  std::span<const Page> existing(std::uint64_t first, std::uint64_t last) const {
+    const std::uint64_t end = std::min<std::uint64_t>(last + 1, pages_.size());
+    return first < end ? std::span<const Page>(pages_.data() + first, end - first) : std::span<const Page>();
+  }
   std::uint64_t size() const { return pages_.size(); }
 
  private:
@@ -77,8 +85,9 @@ class IdleQueue {
   PageRef oldest(Pages&& pages) {
     while (!entries_.empty()) {
       Entry& e = entries_.front();
+      const PageTable& table = pages(e.arena);  // once per entry: the walk below may skip many pages
       while (e.count != 0) {
-        const Page* page = pages(e.arena).find(e.first_page);
+        const Page* page = table.find(e.first_page);
         if (page != nullptr && page->idle() && page->idle_since == e.tick) {
           return {e.arena, static_cast<std::uint32_t>(e.first_page)};
         }

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <stdexcept>
 #include <set>
+#include <span>
 #include <string>
 #include <tuple>
 
@@ -89,13 +90,16 @@ Arena& StitchingAllocator::arena_for(bool small, StreamId stream) {
 }
 
 bool StitchingAllocator::fully_mapped(const Arena& arena, std::uint64_t offset, std::uint64_t size_bytes) {
+  const std::uint64_t first = offset >> chunk_shift_;
   const std::uint64_t last = (offset + size_bytes - 1) >> chunk_shift_;
-  for (std::uint64_t p = offset >> chunk_shift_; p <= last; ++p) {
-    const Page* page = arena.pages.find(p);
-    if (page == nullptr || !page->chunk.value) return false;
-    if (page->stale && !can_take_back(*page)) return false;
+  // Pages past the table's end are unmapped; they come after every existing page of the range, so checking
+  // the existing ones first, in order, asks can_take_back exactly what a page-by-page walk would.
+  const std::span<const Page> pages = arena.pages.existing(first, last);
+  for (const Page& page : pages) {
+    if (!page.chunk.value) return false;
+    if (page.stale && !can_take_back(page)) return false;
   }
-  return true;
+  return pages.size() == last - first + 1;
 }
 
 bool StitchingAllocator::can_take_back(const Page& page) {
@@ -235,16 +239,19 @@ std::uint64_t StitchingAllocator::back_pages(Arena& arena, std::uint64_t offset,
                                              std::uint64_t requested) {
   const std::uint64_t first = offset >> chunk_shift_;
   const std::uint64_t last = (offset + size_bytes - 1) >> chunk_shift_;
-  std::uint64_t empty = 0, stale = 0;
+  // Counted in locals, added once: the compiler must otherwise assume a page write may change the members.
+  std::uint64_t empty = 0, stale = 0, newly_used = 0, idle_taken = 0;
   Page* pages = arena.pages.span(first, last);
   for (std::uint64_t i = 0; i <= last - first; ++i) {
     Page& page = pages[i];
     empty += page.chunk.value == 0;
     stale += page.stale;
     if (page.users++ != 0) continue;
-    ++used_pages_;
-    idle_pages_ -= page.chunk.value != 0 && !page.stale;  // its idle-queue entry goes stale
+    ++newly_used;
+    idle_taken += page.chunk.value != 0 && !page.stale;  // its idle-queue entry goes stale
   }
+  used_pages_ += newly_used;
+  idle_pages_ -= idle_taken;
   if (empty == 0 && stale == 0) return 0;
   std::uint64_t mapped = 0;
   try {
@@ -423,12 +430,13 @@ void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first_page, std
   Page* pages = arena.pages.span(first_page, last_page);
   const std::uint64_t tick = idle_.next_tick();
   std::uint64_t run_start = 0, run_count = 0;  // the run of pages turning idle, queued as one entry
+  std::uint64_t unused = 0, turned_idle = 0;    // added to the members once, as in back_pages
   for (std::uint64_t i = 0; i <= last_page - first_page; ++i) {
     Page& page = pages[i];
     if (--page.users != 0) continue;
-    --used_pages_;
+    ++unused;
     if (page.chunk.value == 0 || page.stale) continue;  // stale: only while back_pages fails
-    ++idle_pages_;
+    ++turned_idle;
     page.idle_since = tick;
     if (run_count != 0 && run_start + run_count == first_page + i) {
       ++run_count;
@@ -438,6 +446,8 @@ void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first_page, std
       run_count = 1;
     }
   }
+  used_pages_ -= unused;
+  idle_pages_ += turned_idle;
   if (run_count != 0) {
     idle_.push(arena.id, run_start, run_count, tick);
     fence_.note_idle(arena.stream, tick);
