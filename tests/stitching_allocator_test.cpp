@@ -248,6 +248,23 @@ class StitchingAllocatorLimitTest : public StitchingAllocatorTest {
   StitchingAllocatorLimitTest() : StitchingAllocatorTest(6 * kMiB) {}
 };
 
+TEST_F(StitchingAllocatorLimitTest, AHeadroomChunkOnAFullDeviceEvictsInsteadAndCountsARetry) {
+  auto& a = make("headroom_permille:500");
+  void* p0 = a.allocate(2 * kMiB, 0);
+  void* p1 = a.allocate(2 * kMiB, 0);
+  void* p2 = a.allocate(2 * kMiB, 0);  // the device's 6 MiB
+  a.deallocate(p0);
+  a.deallocate(p2);
+  // Within the headroom a new chunk is asked for; the device has none, so p0's idle page is evicted instead.
+  void* big = a.allocate(4 * kMiB, 0);
+  EXPECT_EQ(addr(big), addr(p2));
+  EXPECT_EQ(reserved(), 6 * kMiB);
+  EXPECT_EQ(a.stats().evictions, 1u);
+  EXPECT_EQ(a.stats().num_alloc_retries, 1u);
+  a.check_invariants();
+  (void)p1;
+}
+
 TEST_F(StitchingAllocatorLimitTest, BackendOutOfMemoryLeavesNoPartialStitch) {
   auto& a = make();
   void* p = a.allocate(4 * kMiB, 0);

@@ -342,6 +342,10 @@ StitchingAllocator::Source StitchingAllocator::obtain_chunk(std::uint64_t reques
   if (free_chunks_.empty() && idle_pages_ != 0 && within_headroom()) {
     ChunkHandle created;
     if (try_create_chunk(&created)) return {created, {}};
+    // The device is full (within_headroom checked the cap): evict below instead, as PyTorch retries a failed
+    // cudaMalloc from its cache (counted as num_alloc_retries), and ask no more until empty_cache.
+    ++stats_.num_alloc_retries;
+    headroom_exhausted_ = true;
   }
   if (free_chunks_.empty() && idle_pages_ != 0) {
     const IdlePage oldest = oldest_idle();
@@ -382,7 +386,7 @@ bool StitchingAllocator::cap_allows_chunk() const {
 }
 
 bool StitchingAllocator::within_headroom() const {
-  if (config_.headroom_permille == 0) return false;
+  if (config_.headroom_permille == 0 || headroom_exhausted_ || !cap_allows_chunk()) return false;
   const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * config_.headroom_permille;
   return static_cast<std::uint64_t>(stats_.reserved_bytes.current) + config_.chunk_bytes <= target_bytes;
 }
@@ -539,6 +543,7 @@ void StitchingAllocator::empty_cache() {
   // The stale mappings of chunks in use too: nothing is cached after empty_cache.
   for (const auto& [handle, state] : chunk_states_) drop_all_stale(ChunkHandle{handle});
   release_free_chunks();
+  headroom_exhausted_ = false;  // the device has room again
   update_inactive_split();
 }
 

@@ -121,7 +121,8 @@ class StitchingAllocator final : public Allocator {
   void evict_oldest_idle();
   bool oldest_idle_is_safe();  // requires idle_pages_ != 0
   bool cap_allows_chunk() const;
-  // True when one more chunk keeps reserved bytes within headroom_permille of the peak allocated bytes.
+  // True when one more chunk keeps reserved bytes within headroom_permille of the peak allocated bytes and
+  // within the cap, and no headroom chunk has failed for lack of device memory since the last empty_cache.
   bool within_headroom() const;
   // Creates a chunk within the cap; false (nothing changed) when the cap or the backend has no room.
   bool try_create_chunk(ChunkHandle* out);
@@ -155,7 +156,8 @@ class StitchingAllocator final : public Allocator {
   std::uint64_t stale_pages_ = 0;
   IdleQueue idle_;
   StreamFence fence_;
-  std::uint64_t allocated_high_bytes_ = 0;  // highest allocated bytes ever (reset_peak_stats leaves it)
+  std::uint64_t allocated_high_bytes_ = 0;
+  bool headroom_exhausted_ = false;  // a headroom chunk found the device full; reset by empty_cache  // highest allocated bytes ever (reset_peak_stats leaves it)
   std::uint64_t lag_grown_chunks_ = 0;  // chunks created in a row because the oldest idle page was uncovered
   std::uint64_t idle_pages_ = 0;
   std::uint64_t used_pages_ = 0;
