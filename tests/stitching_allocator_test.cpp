@@ -21,6 +21,18 @@ class StitchingAllocatorTest : public ::testing::Test {
   std::uint64_t reserved() const { return static_cast<std::uint64_t>(alloc_->stats().reserved_bytes.current); }
   std::uint64_t calls(BackendCall c) const { return backend_.counters()[c]; }
   static std::uintptr_t addr(void* p) { return reinterpret_cast<std::uintptr_t>(p); }
+  // Three 2 MiB blocks, the outer two freed again (their pages stay mapped and idle).
+  struct ThreeBlocks {
+    void* first;
+    void* middle;
+    void* last;
+  };
+  static ThreeBlocks three_blocks_outer_freed(StitchingAllocator& a) {
+    const ThreeBlocks b{a.allocate(2 * kMiB, 0), a.allocate(2 * kMiB, 0), a.allocate(2 * kMiB, 0)};
+    a.deallocate(b.first);
+    a.deallocate(b.last);
+    return b;
+  }
 
   SimBackend backend_;
   std::unique_ptr<StitchingAllocator> alloc_;
@@ -46,45 +58,35 @@ TEST_F(StitchingAllocatorTest, RequestsAreRoundedTo512BytesAndRequestedBytesKeep
 
 TEST_F(StitchingAllocatorTest, StitchesFreeChunksInsteadOfCreatingNewOnes) {
   auto& a = make();
-  void* p0 = a.allocate(2 * kMiB, 0);
-  void* p1 = a.allocate(2 * kMiB, 0);
-  void* p2 = a.allocate(2 * kMiB, 0);
+  const ThreeBlocks b = three_blocks_outer_freed(a);
   ASSERT_EQ(reserved(), 6 * kMiB);
-  a.deallocate(p0);
-  a.deallocate(p2);
-  // 4 MiB fits only past p1: one page there is still mapped, the other takes p0's chunk.
+  // 4 MiB fits only past the middle block: one page there is still mapped, the other takes the first's chunk.
   void* big = a.allocate(4 * kMiB, 0);
-  EXPECT_EQ(addr(big), addr(p2));
+  EXPECT_EQ(addr(big), addr(b.last));
   EXPECT_EQ(reserved(), 6 * kMiB);
   EXPECT_EQ(calls(BackendCall::kCreate), 3u);
   EXPECT_EQ(a.stats().evictions, 1u);
   EXPECT_EQ(a.stats().stitches, 4u);  // three first-time mappings and this one
   a.check_invariants();
-  (void)p1;
 }
 
 TEST_F(StitchingAllocatorTest, HeadroomCreatesChunksInsteadOfEvictingUpToItsBound) {
   auto& a = make("headroom_permille:500");  // reserved may reach 1.5 x the highest allocated bytes
-  void* p0 = a.allocate(2 * kMiB, 0);
-  void* p1 = a.allocate(2 * kMiB, 0);
-  void* p2 = a.allocate(2 * kMiB, 0);
-  a.deallocate(p0);
-  a.deallocate(p2);
+  const ThreeBlocks b = three_blocks_outer_freed(a);
   // As in StitchesFreeChunksInsteadOfCreatingNewOnes, but 8 MiB is within the headroom (1.5 x 6 MiB): the page
-  // past p2 gets a new chunk and p0's idle page stays mapped.
+  // past the last block gets a new chunk and the first block's idle page stays mapped.
   void* big = a.allocate(4 * kMiB, 0);
-  EXPECT_EQ(addr(big), addr(p2));
+  EXPECT_EQ(addr(big), addr(b.last));
   EXPECT_EQ(reserved(), 8 * kMiB);
   EXPECT_EQ(a.stats().evictions, 0u);
   a.check_invariants();
-  // 6 MiB at p2 needs one more page; a fifth chunk (10 MiB) would pass 1.5 x 6 MiB, so p0's idle page is evicted.
+  // 6 MiB there needs one more page; a fifth chunk (10 MiB) would pass 1.5 x 6 MiB: the first idle page goes.
   a.deallocate(big);
   void* wide = a.allocate(6 * kMiB, 0);
-  EXPECT_EQ(addr(wide), addr(p2));
+  EXPECT_EQ(addr(wide), addr(b.last));
   EXPECT_EQ(reserved(), 8 * kMiB);
   EXPECT_EQ(a.stats().evictions, 1u);
   a.check_invariants();
-  (void)p1;
 }
 
 TEST_F(StitchingAllocatorTest, AFreedRangeIsReusedWithNoBackendCall) {
@@ -250,19 +252,15 @@ class StitchingAllocatorLimitTest : public StitchingAllocatorTest {
 
 TEST_F(StitchingAllocatorLimitTest, AHeadroomChunkOnAFullDeviceEvictsInsteadAndCountsARetry) {
   auto& a = make("headroom_permille:500");
-  void* p0 = a.allocate(2 * kMiB, 0);
-  void* p1 = a.allocate(2 * kMiB, 0);
-  void* p2 = a.allocate(2 * kMiB, 0);  // the device's 6 MiB
-  a.deallocate(p0);
-  a.deallocate(p2);
-  // Within the headroom a new chunk is asked for; the device has none, so p0's idle page is evicted instead.
+  const ThreeBlocks b = three_blocks_outer_freed(a);  // the device's 6 MiB
+  // Within the headroom a new chunk is asked for; the device has none, so the first block's idle page is
+  // evicted instead.
   void* big = a.allocate(4 * kMiB, 0);
-  EXPECT_EQ(addr(big), addr(p2));
+  EXPECT_EQ(addr(big), addr(b.last));
   EXPECT_EQ(reserved(), 6 * kMiB);
   EXPECT_EQ(a.stats().evictions, 1u);
   EXPECT_EQ(a.stats().num_alloc_retries, 1u);
   a.check_invariants();
-  (void)p1;
 }
 
 TEST_F(StitchingAllocatorLimitTest, BackendOutOfMemoryLeavesNoPartialStitch) {
