@@ -46,18 +46,13 @@ def main():
     import torch
 
     gmlake_mode = None
-    if args.alloc == "ab":
-        sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
-        import gmlake
-
-        gmlake.torch.enable(args.conf, extension=True)
-        gmlake_mode = gmlake.torch.mode()
-    elif args.alloc.startswith("gmlake"):
+    if args.alloc == "ab" or args.alloc.startswith("gmlake"):
         sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "python"))
         import gmlake
 
         conf = ",".join(c for c in [args.conf, f"cap_bytes:{int(args.cap_gb * 1e9)}" if args.cap_gb else ""] if c)
-        gmlake.torch.enable(conf, extension=args.alloc == "gmlake")  # gmlake-pluggable: CUDAPluggableAllocator
+        # gmlake-pluggable: CUDAPluggableAllocator; ab needs the extension for gmlake.torch.native()
+        gmlake.torch.enable(conf, extension=args.alloc != "gmlake-pluggable")
         gmlake_mode = gmlake.torch.mode()
     torch.manual_seed(1234)
     import random

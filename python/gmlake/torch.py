@@ -154,6 +154,11 @@ def mode():
     return _mode
 
 
+def _require_extension(what):
+    if _mode != "extension":
+        raise GmlakeError(f"gmlake.torch.{what} needs the allocator extension: enable(extension=True)")
+
+
 @contextlib.contextmanager
 def native():
     """Inside this block, CUDA allocations come from PyTorch's own caching allocator instead of gmlake; each block
@@ -165,8 +170,7 @@ def native():
     ctypes path cannot reach PyTorch's allocator); raises GmlakeError otherwise. torch.cuda.memory_stats() keeps
     reporting gmlake's pool; native_memory_stats() reports the other.
     """
-    if _mode != "extension":
-        raise GmlakeError("gmlake.torch.native() needs the allocator extension: enable(extension=True)")
+    _require_extension("native()")
     before = _allocator.route_to_native(True)
     try:
         yield
@@ -177,8 +181,7 @@ def native():
 def native_memory_stats(device=None):
     """PyTorch's own allocator's reserved and allocated bytes ("reserved_bytes.all.peak", ...) for what was
     allocated inside native(); zeros when nothing was. Needs enable(extension=True)."""
-    if _mode != "extension":
-        raise GmlakeError("gmlake.torch.native_memory_stats() needs the allocator extension: enable(extension=True)")
+    _require_extension("native_memory_stats()")
     return dict(_allocator.native_memory_stats(_device(device)))
 
 

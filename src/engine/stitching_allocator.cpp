@@ -339,15 +339,15 @@ void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::ui
 }
 
 StitchingAllocator::Source StitchingAllocator::obtain_chunk(std::uint64_t requested) {
-  if (free_chunks_.empty() && idle_pages_ != 0 && within_headroom()) {
-    ChunkHandle created;
-    if (try_create_chunk(&created)) return {created, {}};
-    // The device is full (within_headroom checked the cap): evict below instead, as PyTorch retries a failed
-    // cudaMalloc from its cache (counted as num_alloc_retries), and ask no more until empty_cache.
-    ++stats_.num_alloc_retries;
-    headroom_exhausted_ = true;
-  }
   if (free_chunks_.empty() && idle_pages_ != 0) {
+    if (within_headroom()) {
+      ChunkHandle created;
+      if (try_create_chunk(&created)) return {created, {}};
+      // The device is full (within_headroom checked the cap): evict below instead, as PyTorch retries a failed
+      // cudaMalloc from its cache (counted as num_alloc_retries), and ask no more until empty_cache.
+      ++stats_.num_alloc_retries;
+      headroom_exhausted_ = true;
+    }
     const IdlePage oldest = oldest_idle();
     const StreamFence::Readiness readiness = fence_.readiness(oldest.stream, oldest.idle_since);
     if (readiness != StreamFence::Readiness::kSafe) {

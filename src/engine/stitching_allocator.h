@@ -156,8 +156,8 @@ class StitchingAllocator final : public Allocator {
   std::uint64_t stale_pages_ = 0;
   IdleQueue idle_;
   StreamFence fence_;
-  std::uint64_t allocated_high_bytes_ = 0;
-  bool headroom_exhausted_ = false;  // a headroom chunk found the device full; reset by empty_cache  // highest allocated bytes ever (reset_peak_stats leaves it)
+  std::uint64_t allocated_high_bytes_ = 0;  // highest allocated bytes ever (reset_peak_stats leaves it)
+  bool headroom_exhausted_ = false;         // a headroom chunk found the device full; reset by empty_cache
   std::uint64_t lag_grown_chunks_ = 0;  // chunks created in a row because the oldest idle page was uncovered
   std::uint64_t idle_pages_ = 0;
   std::uint64_t used_pages_ = 0;

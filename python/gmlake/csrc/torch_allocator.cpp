@@ -48,6 +48,8 @@ namespace {
 namespace cca = c10::cuda::CUDACachingAllocator;
 using PluggableBase = torch::cuda::CUDAPluggableAllocator::CUDAPluggableAllocator;
 
+constexpr std::size_t kAll = 0;  // c10's StatType::AGGREGATE: the index of a stat's all-pools figure
+
 // PyTorch's own caching allocator, as c10 held it before install(); allocations go to it while g_route_native.
 cca::CUDAAllocator* g_native = nullptr;
 std::atomic<bool> g_route_native{false};
@@ -204,7 +206,6 @@ class GmlakeAllocator final : public PluggableBase {
     gmlake_stats s{};
     check(g_api.get_stats(device, &s), "get_stats");
     decltype(std::declval<PluggableBase&>().getDeviceStats(0)) out{};
-    constexpr std::size_t kAll = 0;  // StatType::AGGREGATE
     auto gauge = [&](auto& stat, const gmlake_gauge& g) {
       stat[kAll].current = g.current;
       stat[kAll].peak = g.peak;
@@ -304,7 +305,6 @@ pybind11::dict native_memory_stats(int device) {
   std::int64_t reserved = 0, reserved_peak = 0, allocated = 0, allocated_peak = 0;
   if (g_native_used.load()) {
     const auto s = g_native->getDeviceStats(static_cast<c10::DeviceIndex>(device));
-    constexpr std::size_t kAll = 0;  // StatType::AGGREGATE
     reserved = s.reserved_bytes[kAll].current;
     reserved_peak = s.reserved_bytes[kAll].peak;
     allocated = s.allocated_bytes[kAll].current;
