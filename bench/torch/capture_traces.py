@@ -1,0 +1,638 @@
+"""Captures PyTorch memory snapshots of workloads that do NOT repeat step after step (issue 10, "Traces").
+
+Each workload runs in its own `torch.cuda.memory._record_memory_history(enabled="all", context=None,
+stacks="python", max_entries=...)` session, is dumped with `torch.cuda.memory._dump_snapshot`, then xz-compressed
+(lzma, preset 9, in a background process while the next workload runs) to <xz-dir>/<name>.snapshot.pickle.xz.
+Beside it, <json-dir>/<name>.native.json holds max_memory_allocated / max_memory_reserved, the workload's
+parameters (every per-call draw), wall time, and the trace's event counts, streams and lower bound (peak of live
+requested bytes). Random weights built from transformers / torchvision configs, no downloads, seed 1234.
+
+Workloads (see each function's docstring):
+  gpt2_generate        GPT-2 small `model.generate`, batch / prompt length / new tokens drawn per call, bf16, KV cache
+  llm_offload_streams  LLaMA-style inference, layer weights in pinned CPU memory, prefetched 2 layers ahead on two
+                       copy streams, logits copied back on a fourth stream; batch / prompt / decode length per request
+  cnn_varres           ResNet-50 bf16 inference and training steps, resolution 128..768 px and batch drawn per call
+  calib_layerwise      GPTQ-like layer-by-layer calibration: per layer, move it to the GPU, accumulate X^T X per
+                       linear, Cholesky, blockwise fake-quantization with error feedback, next layer's inputs
+  moe_varload          4 MoE layers (top-2 of 8 experts, by hand), forward+backward+AdamW, tokens and router skew
+                       drawn per step, so the tokens per expert vary
+
+    python3 bench/torch/capture_traces.py --xz-dir traces --json-dir traces [--only gpt2_generate,...]
+
+Each workload guards itself (try/except; a time budget and an allocation budget checked between its calls, so a
+trace stays under ~300k events); a failed workload still dumps what it recorded, marked "error" in its JSON.
+"""
+
+import argparse
+import gc
+import json
+import math
+import os
+import pickle
+import random
+import subprocess
+import sys
+import time
+import traceback
+
+SEED = 1234
+GB = 1e9
+
+torch = None  # imported in main(), so that --help works anywhere
+F = None
+
+
+def _allocs():
+    return torch.cuda.memory_stats().get("allocation.all.allocated", 0)
+
+
+class Ctx:
+    """A workload's budget: wall seconds and number of allocations (about 3 trace events each)."""
+
+    def __init__(self, budget_s, max_allocs):
+        self.budget_s = budget_s
+        self.max_allocs = max_allocs
+        self.t0 = time.time()
+        self.a0 = _allocs()
+        self.stopped_by = None
+
+    def allocs(self):
+        return _allocs() - self.a0
+
+    def elapsed(self):
+        return time.time() - self.t0
+
+    def fits(self, est_allocs=0, est_s=0.0):
+        """True while the next call, estimated at est_allocs allocations and est_s seconds, fits the budget."""
+        if self.elapsed() + est_s > self.budget_s:
+            self.stopped_by = "time"
+            return False
+        if self.allocs() + est_allocs > self.max_allocs:
+            self.stopped_by = "allocs"
+            return False
+        return True
+
+
+def rms_norm(x, w, eps=1e-6):
+    xf = x.float()
+    return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
+
+
+def rope_tables(hd, max_pos, device, base=10000.0):
+    inv = 1.0 / (base ** (torch.arange(0, hd, 2, device=device, dtype=torch.float32) / hd))
+    t = torch.arange(max_pos, device=device, dtype=torch.float32)
+    f = torch.outer(t, inv)
+    emb = torch.cat([f, f], dim=-1)
+    return emb.cos().to(torch.bfloat16), emb.sin().to(torch.bfloat16)
+
+
+def apply_rope(x, cos, sin):
+    # x: (B, heads, T, hd); cos/sin: (T, hd)
+    h = x.shape[-1] // 2
+    rot = torch.cat([-x[..., h:], x[..., :h]], dim=-1)
+    return x * cos + rot * sin
+
+
+def llama_block(x, w, cfg, cos, sin, pos, cache=None, hooks=None):
+    """One LLaMA decoder layer written with functional ops; w holds its weights (out, in).
+    cache: (k_cache, v_cache) of (B, kv_heads, T_max, hd) written at [pos, pos+T); hooks(name, input) sees each
+    linear's input (calibration)."""
+    B, T, H = x.shape
+    nh, kvh = cfg["heads"], cfg["kv_heads"]
+    hd = H // nh
+
+    def lin(name, inp):
+        if hooks is not None:
+            hooks(name, inp)
+        return inp @ w[name].t()
+
+    h = rms_norm(x, w["ln1"])
+    q = lin("wq", h).view(B, T, nh, hd).transpose(1, 2)
+    k = lin("wk", h).view(B, T, kvh, hd).transpose(1, 2)
+    v = lin("wv", h).view(B, T, kvh, hd).transpose(1, 2)
+    c, s = cos[pos:pos + T], sin[pos:pos + T]
+    q = apply_rope(q, c, s)
+    k = apply_rope(k, c, s)
+    if cache is not None:
+        kc, vc = cache
+        kc[:, :, pos:pos + T] = k
+        vc[:, :, pos:pos + T] = v
+        k = kc[:, :, :pos + T]
+        v = vc[:, :, :pos + T]
+    a = F.scaled_dot_product_attention(q, k, v, is_causal=(T > 1 and pos == 0), enable_gqa=True)
+    a = a.transpose(1, 2).reshape(B, T, H)
+    x = x + lin("wo", a)
+    h = rms_norm(x, w["ln2"])
+    m = F.silu(lin("wg", h)) * lin("wu", h)
+    x = x + lin("wd", m)
+    return x
+
+
+def llama_cfg(hidden, inter, layers, heads, kv_heads, vocab=32000, max_pos=4096):
+    from transformers import LlamaConfig
+    c = LlamaConfig(hidden_size=hidden, intermediate_size=inter, num_hidden_layers=layers,
+                    num_attention_heads=heads, num_key_value_heads=kv_heads, vocab_size=vocab,
+                    max_position_embeddings=max_pos)
+    return {"hidden": c.hidden_size, "inter": c.intermediate_size, "layers": c.num_hidden_layers,
+            "heads": c.num_attention_heads, "kv_heads": c.num_key_value_heads, "vocab": c.vocab_size,
+            "max_pos": c.max_position_embeddings, "config": "transformers.LlamaConfig"}
+
+
+def cpu_layer_weights(cfg, gen, dtype, pin):
+    H, I, nh, kvh = cfg["hidden"], cfg["inter"], cfg["heads"], cfg["kv_heads"]
+    hd = H // nh
+    shapes = {"ln1": (H,), "wq": (H, H), "wk": (kvh * hd, H), "wv": (kvh * hd, H), "wo": (H, H), "ln2": (H,),
+              "wg": (I, H), "wu": (I, H), "wd": (H, I)}
+    w = {}
+    for k, shp in shapes.items():
+        if k.startswith("ln"):
+            t = torch.ones(shp, dtype=dtype)
+        else:
+            t = (torch.randn(shp, generator=gen, dtype=torch.float32) * (1.0 / math.sqrt(shp[1]))).to(dtype)
+        w[k] = t.pin_memory() if pin else t
+    return w
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def w_gpt2_generate(ctx, p):
+    """GPT-2 small (12 layers, d 768; activation gelu_pytorch_tanh, the fused form of GPT-2's gelu_new) bf16,
+    `model.generate` greedy with KV cache (DynamicCache), batch 1..32, prompt 16..512, new tokens 8..32 drawn per
+    call (min_new_tokens = max_new_tokens, so every call runs its full length)."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    rng = random.Random(SEED)
+    cfg = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, activation_function="gelu_pytorch_tanh")
+    model = GPT2LMHeadModel(cfg).eval()
+    model = model.to("cuda", torch.bfloat16)
+    p.update(model="GPT2LMHeadModel(GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, "
+                   "activation_function='gelu_pytorch_tanh'))", dtype="bfloat16", calls=[],
+             draws="batch U[1,32], prompt U[16,512], new tokens U[8,32]", max_calls=p.get("max_calls", 30))
+    per_token = 260.0  # allocations per generated token and per call's prefill, refined as calls complete
+    for i in range(p["max_calls"]):
+        b, t, n = rng.randint(1, 32), rng.randint(16, 512), rng.randint(8, 32)
+        if not ctx.fits(est_allocs=int(per_token * (n + 2))):
+            break
+        a0 = ctx.allocs()
+        ids = torch.randint(0, cfg.vocab_size, (b, t), device="cuda")
+        mask = torch.ones_like(ids)
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=mask, do_sample=False, max_new_tokens=n,
+                                 min_new_tokens=n, pad_token_id=cfg.eos_token_id, use_cache=True)
+        got = int(out.shape[1] - t)
+        del out, ids, mask
+        per_token = max(per_token, (ctx.allocs() - a0) / (n + 2))
+        p["calls"].append([b, t, n, got])
+    p["allocs_per_token_est"] = round(per_token, 1)
+
+
+def w_llm_offload_streams(ctx, p):
+    """LLaMA-style decoder (LlamaConfig hidden 2048, intermediate 5632, 16 layers, 16 heads, 4 KV heads), bf16.
+    Layer weights live in pinned CPU memory; each pass copies layer i+2's weights to the GPU on copy stream
+    (i % 2) while layer i runs on the default stream (events order them; record_stream on the default stream
+    before the copies are dropped). Embedding, final norm and LM head stay on the GPU. Each request: batch
+    U[1,16], prompt U[64,1024], decode U[2,8] tokens with a per-request KV cache; every pass's logits are copied
+    back to pinned CPU memory on a fourth stream (record_stream). Streams: default + 2 copy + 1 out."""
+    cfg = llama_cfg(2048, 5632, 16, 16, 4)
+    gen = torch.Generator().manual_seed(SEED)
+    dt = torch.bfloat16
+    L, H, kvh = cfg["layers"], cfg["hidden"], cfg["kv_heads"]
+    hd = H // cfg["heads"]
+    cpu_layers = [cpu_layer_weights(cfg, gen, dt, pin=True) for _ in range(L)]
+    rng = random.Random(SEED)
+    p.update(model=cfg, dtype="bfloat16", prefetch=2, streams="default (compute), copy0, copy1, out",
+             draws="batch U[1,16], prompt U[64,1024], decode tokens U[2,8]", requests=[],
+             max_requests=p.get("max_requests", 24))
+    ctx.t0 = time.time()  # CPU weight init is not the workload
+    emb = torch.randn(cfg["vocab"], H, device="cuda", dtype=dt) * 0.02
+    lm_head = torch.randn(cfg["vocab"], H, device="cuda", dtype=dt) * 0.02
+    ln_f = torch.ones(H, device="cuda", dtype=dt)
+    cos, sin = rope_tables(hd, cfg["max_pos"], "cuda")
+    compute = torch.cuda.current_stream()
+    copy_streams = [torch.cuda.Stream(), torch.cuda.Stream()]
+    out_stream = torch.cuda.Stream()
+    P = 2
+
+    def fetch(i):
+        s = copy_streams[i % 2]
+        with torch.cuda.stream(s):
+            w = {k: v.to("cuda", non_blocking=True) for k, v in cpu_layers[i].items()}
+            ev = torch.cuda.Event()
+            ev.record(s)
+        return w, ev
+
+    def forward(tokens, pos, caches):
+        x = emb[tokens]
+        pending = [fetch(j) for j in range(min(P, L))]
+        for i in range(L):
+            w, ev = pending.pop(0)
+            if i + P < L:
+                pending.append(fetch(i + P))
+            compute.wait_event(ev)
+            for t in w.values():
+                t.record_stream(compute)
+            x = llama_block(x, w, cfg, cos, sin, pos, cache=caches[i])
+            del w
+        logits = rms_norm(x[:, -1], ln_f) @ lm_head.t()
+        done = torch.cuda.Event()
+        done.record(compute)
+        with torch.cuda.stream(out_stream):
+            out_stream.wait_event(done)
+            host = torch.empty(logits.shape, dtype=dt, pin_memory=True)
+            host.copy_(logits, non_blocking=True)
+            logits.record_stream(out_stream)
+        nxt = logits.argmax(-1, keepdim=True)
+        return nxt, host
+
+    per_pass = 600.0
+    for r in range(p["max_requests"]):
+        b, t, n = rng.randint(1, 16), rng.randint(64, 1024), rng.randint(2, 8)
+        if not ctx.fits(est_allocs=int(per_pass * (n + 1))):
+            break
+        a0 = ctx.allocs()
+        with torch.no_grad():
+            caches = [(torch.empty(b, kvh, t + n, hd, device="cuda", dtype=dt),
+                       torch.empty(b, kvh, t + n, hd, device="cuda", dtype=dt)) for _ in range(L)]
+            tokens = torch.randint(0, cfg["vocab"], (b, t), device="cuda")
+            nxt, host = forward(tokens, 0, caches)
+            pos = t
+            for _ in range(n - 1):
+                nxt, host = forward(nxt, pos, caches)
+                pos += 1
+            out_stream.synchronize()
+            del caches, tokens, nxt, host
+        per_pass = max(per_pass, (ctx.allocs() - a0) / (n + 1))
+        p["requests"].append([b, t, n])
+    torch.cuda.synchronize()
+    p["allocs_per_pass_est"] = round(per_pass, 1)
+
+
+def w_cnn_varres(ctx, p):
+    """torchvision ResNet-50 (random weights) in bf16: a random mix of inference calls (eval, no_grad; batch U[1,32])
+    and training steps (train mode, cross-entropy, SGD momentum 0.9; batch U[1,16]), each at a square resolution
+    drawn from 128..768 px in steps of 32. Probability of a training step 0.3."""
+    import torchvision
+    rng = random.Random(SEED)
+    model = torchvision.models.resnet50(weights=None).to("cuda", torch.bfloat16)
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    p.update(model="torchvision.models.resnet50(weights=None)", dtype="bfloat16", calls=[],
+             draws="train with p=0.3; res 32*U[4,24]; batch U[1,32] (infer) / U[1,16] (train)",
+             max_calls=p.get("max_calls", 80))
+    for i in range(p["max_calls"]):
+        train = rng.random() < 0.3
+        res = 32 * rng.randint(4, 24)
+        b = rng.randint(1, 16) if train else rng.randint(1, 32)
+        if not ctx.fits(est_allocs=1500):
+            break
+        x = torch.randn(b, 3, res, res, device="cuda", dtype=torch.bfloat16)
+        if train:
+            model.train()
+            y = torch.randint(0, 1000, (b,), device="cuda")
+            loss = F.cross_entropy(model(x).float(), y)
+            loss.backward()
+            opt.step()
+            opt.zero_grad(set_to_none=True)
+            del loss, y
+        else:
+            model.eval()
+            with torch.no_grad():
+                out = model(x)
+                del out
+        del x
+        p["calls"].append(["train" if train else "infer", b, res])
+    torch.cuda.synchronize()
+
+
+def w_calib_layerwise(ctx, p):
+    """GPTQ-like calibration of a LLaMA-style model (LlamaConfig hidden 2048, intermediate 5632, 12 layers, 16
+    heads, 4 KV heads), weights bf16 on the CPU. Calibration set: 128 samples x 512 tokens (random embeddings on
+    the GPU), run 8 samples per forward. For each layer in turn: copy it to the GPU; forward all samples with a
+    hook that accumulates H = X^T X (fp32) per linear (q, k, v, o, gate, up, down; one H each, as GPTQ's
+    per-module hooks do); per linear: dead columns, damping 1% of mean diag, Cholesky, cholesky_inverse, upper
+    Cholesky of the inverse, then 4-bit asymmetric per-row fake quantization in blocks of 128 columns with the
+    block's error propagated to the remaining columns (block-level, no per-column inner loop); forward all samples
+    again through the quantized layer to make the next layer's inputs (inputs/outputs buffers swapped); copy the
+    quantized layer back to the CPU and free it."""
+    cfg = llama_cfg(2048, 5632, 12, 16, 4)
+    gen = torch.Generator().manual_seed(SEED)
+    dt = torch.bfloat16
+    L, H = cfg["layers"], cfg["hidden"]
+    hd = H // cfg["heads"]
+    cpu_layers = [cpu_layer_weights(cfg, gen, dt, pin=False) for _ in range(L)]
+    nsamples, seqlen, bs, block = 128, 512, 8, 128
+    p.update(model=cfg, dtype="bfloat16 weights, fp32 Hessians", nsamples=nsamples, seqlen=seqlen,
+             batch_per_forward=bs, quant="4-bit asymmetric per output row", block=block, damp=0.01,
+             layers_done=0)
+    ctx.t0 = time.time()
+    cos, sin = rope_tables(hd, seqlen, "cuda")
+    inps = torch.randn(nsamples, seqlen, H, device="cuda", dtype=dt)
+    outs = torch.empty_like(inps)
+    maxq = 15
+    in_of = {"wq": H, "wk": H, "wv": H, "wo": H, "wg": H, "wu": H, "wd": cfg["inter"]}
+
+    def quantize(W, Hs):
+        W = W.float().clone()
+        Hs = Hs.clone()
+        dead = torch.diag(Hs) == 0
+        Hs[dead, dead] = 1
+        W[:, dead] = 0
+        damp = 0.01 * torch.mean(torch.diag(Hs))
+        Hs.diagonal().add_(damp)
+        for attempt in range(5):
+            Lc, info = torch.linalg.cholesky_ex(Hs)
+            if int(info) == 0:
+                break
+            Hs.diagonal().add_(damp * 10 ** attempt)  # not positive definite yet: more damping, as GPTQ users do
+        Hinv = torch.cholesky_inverse(Lc)
+        Hinv = torch.linalg.cholesky(Hinv, upper=True)
+        del Lc, Hs
+        wmin = W.amin(1, keepdim=True).clamp(max=0)
+        wmax = W.amax(1, keepdim=True).clamp(min=0)
+        scale = ((wmax - wmin) / maxq).clamp(min=1e-8)
+        zero = torch.round(-wmin / scale)
+        Q = torch.zeros_like(W)
+        cols = W.shape[1]
+        for i1 in range(0, cols, block):
+            i2 = min(i1 + block, cols)
+            W1 = W[:, i1:i2].clone()
+            Q1 = (torch.clamp(torch.round(W1 / scale) + zero, 0, maxq) - zero) * scale
+            Err1 = (W1 - Q1) / torch.diag(Hinv[i1:i2, i1:i2])
+            Q[:, i1:i2] = Q1
+            if i2 < cols:
+                W[:, i2:] -= Err1 @ Hinv[i1:i2, i2:]
+            del W1, Q1, Err1
+        return Q.to(dt)
+
+    with torch.no_grad():
+        for li in range(L):
+            if not ctx.fits(est_s=8.0):
+                break
+            w = {k: v.to("cuda") for k, v in cpu_layers[li].items()}
+            Hs = {k: torch.zeros(n, n, device="cuda", dtype=torch.float32) for k, n in in_of.items()}
+            counts = {"n": 0}
+
+            def hook(name, inp):
+                xf = inp.reshape(-1, inp.shape[-1]).float()
+                Hs[name].addmm_(xf.t(), xf)
+
+            for b0 in range(0, nsamples, bs):
+                outs[b0:b0 + bs] = llama_block(inps[b0:b0 + bs], w, cfg, cos, sin, 0, hooks=hook)
+                counts["n"] += bs * seqlen
+            for k in in_of:
+                Hs[k].mul_(2.0 / counts["n"])
+                w[k] = quantize(w[k], Hs[k])
+                del Hs[k]
+            for b0 in range(0, nsamples, bs):
+                outs[b0:b0 + bs] = llama_block(inps[b0:b0 + bs], w, cfg, cos, sin, 0)
+            cpu_layers[li] = {k: v.to("cpu") for k, v in w.items()}
+            del w, Hs
+            inps, outs = outs, inps
+            p["layers_done"] = li + 1
+    torch.cuda.synchronize()
+
+
+def w_moe_varload(ctx, p):
+    """4 residual MoE layers (RMSNorm, router d->8, top-2 of 8 SwiGLU experts d 2048 -> 4096 -> 2048, gates
+    renormalised), by hand: tokens sorted by expert, one matmul chain per expert, index_add_ back. bf16 params,
+    AdamW (foreach). Per step: tokens U[2048,16384] and a router bias N(0, s^2) per expert with s U[0,2.5] per
+    step, so the tokens per expert vary by step; loss = mean square of the output; forward+backward+step."""
+    rng = random.Random(SEED)
+    gen = torch.Generator(device="cuda").manual_seed(SEED)
+    D, Fd, E, K, NL = 2048, 4096, 8, 2, 4
+    dt = torch.bfloat16
+
+    def par(*shape, scale):
+        return torch.nn.Parameter(torch.randn(*shape, device="cuda", dtype=dt, generator=gen) * scale)
+
+    layers = []
+    for _ in range(NL):
+        layers.append({
+            "ln": torch.nn.Parameter(torch.ones(D, device="cuda", dtype=dt)),
+            "router": par(D, E, scale=D ** -0.5),
+            "w1": [par(D, Fd, scale=D ** -0.5) for _ in range(E)],
+            "w3": [par(D, Fd, scale=D ** -0.5) for _ in range(E)],
+            "w2": [par(Fd, D, scale=Fd ** -0.5) for _ in range(E)],
+        })
+    params = []
+    for l in layers:
+        params += [l["ln"], l["router"]] + l["w1"] + l["w3"] + l["w2"]
+    opt = torch.optim.AdamW(params, lr=1e-4)
+    p.update(model=f"{NL} MoE layers, d {D}, ffn {Fd}, {E} experts, top-{K}", dtype="bfloat16", optimizer="AdamW",
+             draws="tokens U[2048,16384], router bias N(0, s^2) per expert with s U[0,2.5] per step", steps=[],
+             max_steps=p.get("max_steps", 24))
+
+    def moe(x, l, bias, loads):
+        h = rms_norm(x, l["ln"])
+        logits = (h @ l["router"]).float() + bias
+        probs = logits.softmax(-1)
+        topw, topi = probs.topk(K, dim=-1)
+        topw = (topw / topw.sum(-1, keepdim=True)).to(dt)
+        flat = topi.reshape(-1)
+        order = flat.argsort()
+        counts = torch.bincount(flat, minlength=E).tolist()
+        loads.append(counts)
+        tok = order // K
+        xs = h[tok]
+        outs = []
+        for e, part in enumerate(xs.split(counts)):
+            if counts[e] == 0:
+                continue
+            a = F.silu(part @ l["w1"][e]) * (part @ l["w3"][e])
+            outs.append(a @ l["w2"][e])
+        ys = torch.cat(outs) * topw.reshape(-1)[order].unsqueeze(1)
+        out = torch.zeros_like(x).index_add(0, tok, ys)
+        return x + out
+
+    for step in range(p["max_steps"]):
+        T = rng.randint(2048, 16384)
+        s = rng.uniform(0.0, 2.5)
+        if not ctx.fits(est_allocs=2500):
+            break
+        bias = torch.randn(E, device="cuda", generator=gen) * s
+        x = torch.randn(T, D, device="cuda", dtype=dt, generator=gen)
+        loads = []
+        for l in layers:
+            x = moe(x, l, bias, loads)
+        loss = x.float().pow(2).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        p["steps"].append({"tokens": T, "skew": round(s, 3), "loss": round(float(loss), 5), "tokens_per_expert": loads})
+        del x, loss, bias
+    torch.cuda.synchronize()
+
+
+WORKLOADS = {
+    "gpt2_generate": (w_gpt2_generate, 60),
+    "llm_offload_streams": (w_llm_offload_streams, 60),
+    "cnn_varres": (w_cnn_varres, 45),
+    "calib_layerwise": (w_calib_layerwise, 70),
+    "moe_varload": (w_moe_varload, 45),
+}
+
+
+# ---------------------------------------------------------------------------------------------------------------
+def analyze(snap):
+    """Event counts, streams and lower bound (peak of live requested bytes) of a snapshot dict."""
+    traces = snap.get("device_traces", [])
+    res = {"devices_with_events": sum(1 for t in traces if t)}
+    tr = max(traces, key=len) if traces else []
+    actions = {}
+    streams = {}
+    live = peak = 0
+    sizes = {}
+    unmatched_frees = 0
+    for e in tr:
+        a = e["action"]
+        actions[a] = actions.get(a, 0) + 1
+        st = e.get("stream", 0)
+        if a == "alloc":
+            streams[st] = streams.get(st, 0) + 1
+            live += e["size"]
+            sizes[e["addr"]] = e["size"]
+            if live > peak:
+                peak = live
+        elif a == "free_requested":
+            s = sizes.pop(e["addr"], None)
+            if s is None:
+                unmatched_frees += 1
+            else:
+                live -= s
+    res.update(events=len(tr), actions=actions, alloc_streams={str(k): v for k, v in streams.items()},
+               n_streams=len(streams), lower_bound_bytes=peak, live_at_end_bytes=live,
+               unmatched_frees=unmatched_frees,
+               first_time_us=tr[0].get("time_us") if tr else None, last_time_us=tr[-1].get("time_us") if tr else None)
+    return res
+
+
+COMPRESS = ("import lzma, os, sys\n"
+            "src, dst = sys.argv[1], sys.argv[2]\n"
+            "data = open(src, 'rb').read()\n"
+            "open(dst + '.part', 'wb').write(lzma.compress(data, preset=9))\n"
+            "os.replace(dst + '.part', dst)\n"
+            "os.remove(src)\n"
+            "print('compressed', dst, len(data), '->', os.path.getsize(dst), flush=True)\n")
+
+
+def run_one(name, fn, budget_s, args, env, compressors):
+    print(f"=== {name}: budget {budget_s:.0f} s, {args.max_allocs} allocations", flush=True)
+    gc.collect()
+    torch.cuda.synchronize()
+    try:
+        torch._C._cuda_clearCublasWorkspaces()
+    except Exception:
+        pass
+    torch.cuda.empty_cache()
+    torch.cuda.reset_peak_memory_stats()
+    torch.cuda.reset_accumulated_memory_stats()
+    torch.manual_seed(SEED)
+    random.seed(SEED)
+    kw = dict(enabled="all", context=None, stacks="python", max_entries=args.max_entries)
+    try:
+        torch.cuda.memory._record_memory_history(clear_history=True, **kw)
+    except TypeError:
+        torch.cuda.memory._record_memory_history(**kw)
+    ctx = Ctx(budget_s, args.max_allocs)
+    params = {}
+    err = None
+    t0 = time.time()
+    try:
+        fn(ctx, params)
+        torch.cuda.synchronize()
+    except Exception:
+        err = traceback.format_exc()
+        print(f"!!! {name} failed:\n{err}", flush=True)
+        try:
+            torch.cuda.synchronize()
+        except Exception:
+            pass
+    wall = time.time() - t0
+    raw = os.path.join(args.tmp, f"{name}.snapshot.pickle")
+    rec = {"workload": name, "conf": "native", "wall_s": round(wall, 3), "workload_s": round(ctx.elapsed(), 3),
+           "stopped_by": ctx.stopped_by, "seed": SEED, **env}
+    try:
+        torch.cuda.memory._dump_snapshot(raw)
+    finally:
+        torch.cuda.memory._record_memory_history(enabled=None)
+    stats = torch.cuda.memory_stats()
+    rec.update(peak_allocated=torch.cuda.max_memory_allocated(), peak_reserved=torch.cuda.max_memory_reserved(),
+               num_alloc_retries=stats.get("num_alloc_retries"), num_ooms=stats.get("num_ooms"),
+               num_device_alloc=stats.get("num_device_alloc"), num_device_free=stats.get("num_device_free"),
+               peak_inactive_split=stats.get("inactive_split_bytes.all.peak"),
+               allocations=stats.get("allocation.all.allocated"))
+    with open(raw, "rb") as f:
+        snap = pickle.load(f)
+    rec["trace"] = analyze(snap)
+    del snap
+    rec["params"] = params
+    if err:
+        rec["error"] = err
+    dst = os.path.join(args.xz_dir, f"{name}.snapshot.pickle.xz")
+    rec["snapshot_pickle_bytes"] = os.path.getsize(raw)
+    compressors.append(subprocess.Popen([sys.executable, "-c", COMPRESS, raw, dst]))
+    js = os.path.join(args.json_dir, f"{name}.native.json")
+    with open(js, "w") as f:
+        json.dump(rec, f, indent=1)
+        f.write("\n")
+    short = {k: v for k, v in rec.items() if k not in ("params", "error")}
+    print(f"--- {name}: " + json.dumps(short), flush=True)
+    print(f"--- {name} params: " + json.dumps(params)[:3000], flush=True)
+    gc.collect()
+    torch.cuda.empty_cache()
+
+
+def main():
+    global torch, F
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--xz-dir", default="traces")
+    ap.add_argument("--json-dir", default="traces")
+    ap.add_argument("--tmp", default="/tmp/capture_traces")
+    ap.add_argument("--only", default="", help="comma-separated workload names (default: all, in order)")
+    ap.add_argument("--budget-scale", type=float, default=1.0, help="multiplies each workload's time budget")
+    ap.add_argument("--max-allocs", type=int, default=95000, help="allocations per workload (~3 events each)")
+    ap.add_argument("--max-entries", type=int, default=2_000_000)
+    ap.add_argument("--deadline", type=float, default=0.0,
+                    help="seconds from start after which no workload starts (0: none)")
+    args = ap.parse_args()
+    import torch as _torch
+    import torch.nn.functional as _F
+    torch, F = _torch, _F
+    start = time.time()
+    for d in (args.xz_dir, args.json_dir, args.tmp):
+        os.makedirs(d, exist_ok=True)
+    env = {"torch": torch.__version__, "cuda": torch.version.cuda, "gpu": torch.cuda.get_device_name(0)}
+    try:
+        import transformers
+        import torchvision
+        env["transformers"] = transformers.__version__
+        env["torchvision"] = torchvision.__version__
+    except Exception as e:
+        print("import:", e)
+    try:
+        env["driver"] = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                       capture_output=True, text=True, timeout=20).stdout.strip()
+    except Exception:
+        pass
+    print("env:", json.dumps(env), flush=True)
+    torch.zeros(1, device="cuda")
+    names = [n for n in args.only.split(",") if n] or list(WORKLOADS)
+    compressors = []
+    for name in names:
+        fn, budget = WORKLOADS[name]
+        if args.deadline and time.time() - start > args.deadline:
+            print(f"=== {name}: skipped, past the deadline ({time.time() - start:.0f} s)", flush=True)
+            continue
+        try:
+            run_one(name, fn, budget * args.budget_scale, args, env, compressors)
+        except Exception:
+            print(f"!!! {name}: capture failed:\n{traceback.format_exc()}", flush=True)
+            try:
+                torch.cuda.memory._record_memory_history(enabled=None)
+            except Exception:
+                pass
+        print(f"[{time.time() - start:.0f} s]", flush=True)
+    for c in compressors:
+        c.wait()
+    print(f"all done in {time.time() - start:.0f} s", flush=True)
+
+
+if __name__ == "__main__":
+    main()
