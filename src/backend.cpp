@@ -124,7 +124,7 @@ std::string_view to_string(BackendCall call) {
 
 template <typename Call>
 decltype(auto) Backend::timed(BackendCall c, Call&& call) {
-  if (timing_ == CallTiming::kUntimed) return call();
+  if (timing_ != CallTiming::kTimed) return call();
   return stopwatch_call(counters_.time_ns[static_cast<std::size_t>(c)], std::forward<Call>(call));
 }
 

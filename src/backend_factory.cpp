@@ -5,6 +5,7 @@
 #include <charconv>
 #include <string>
 
+#include "backends/sim/vmm_cost_model.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
 #include "gmlake/sim_backend.h"
@@ -53,6 +54,14 @@ std::string_view backend_base_name(std::string_view name) { return name.substr(0
 
 std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes) {
   if (name == "sim") return std::make_unique<SimBackend>(granularity_bytes);
+  if (backend_base_name(name) == "sim") {
+    const std::optional<VmmCostModel> model = vmm_cost_model(name.substr(4));
+    if (!model) {
+      throw Error(ErrorCode::kInvalidArgument, "backend '" + std::string(name) +
+                                                   "': no VMM cost model of that name (sim:h100 or sim:h200)");
+    }
+    return std::make_unique<SimBackend>(granularity_bytes, 0, *model);
+  }
   if (name == "host") return std::make_unique<HostBackend>(granularity_bytes);
 #if GMLAKE_HAVE_CUDA
   if (backend_base_name(name) == kCudaName) {
@@ -74,9 +83,9 @@ std::unique_ptr<StreamEvents> make_stream_events([[maybe_unused]] Backend& backe
 
 std::vector<std::string_view> backend_names() {
 #if GMLAKE_HAVE_CUDA
-  return {"sim", "host", kCudaName};
+  return {"sim", "sim:h100", "sim:h200", "host", kCudaName};
 #else
-  return {"sim", "host"};
+  return {"sim", "sim:h100", "sim:h200", "host"};
 #endif
 }
 

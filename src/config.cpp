@@ -122,7 +122,8 @@ void Config::validate() const {
   need(arena_virtual_bytes % chunk_bytes == 0 && arena_virtual_bytes >= 64 * chunk_bytes, "arena_virtual_bytes",
        "must be a multiple of chunk_bytes and at least 64 chunks");
   need(fit_candidates >= 1 && fit_candidates <= 1024, "fit_candidates", "must be 1..1024");
-  need(chunk_mappings >= 1 && chunk_mappings <= 64, "chunk_mappings", "must be 1..64");
+  need(max_chunk_bytes >= chunk_bytes && max_chunk_bytes % chunk_bytes == 0 && max_chunk_bytes <= arena_virtual_bytes,
+       "max_chunk_bytes", "must be a multiple of chunk_bytes, at most arena_virtual_bytes");
   need(small_segment_bytes % kRoundBytes == 0 && small_segment_bytes > small_request_max_bytes,
        "small_segment_bytes", "must be a multiple of 512 above small_request_max_bytes");
   need(large_segment_bytes % kRoundBytes == 0 && large_segment_bytes >= large_segment_threshold_bytes,

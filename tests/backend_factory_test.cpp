@@ -34,7 +34,8 @@ TEST(BackendFactoryTest, SimAndHostAreListedAndMadeByName) {
   const std::vector<std::string_view> names = backend_names();
   ASSERT_GE(names.size(), 2u);
   EXPECT_EQ(names[0], "sim");
-  EXPECT_EQ(names[1], "host");
+  EXPECT_NE(std::find(names.begin(), names.end(), "host"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "sim:h100"), names.end());
   for (const char* name : {"sim", "host"}) {
     const std::unique_ptr<Backend> backend = make_backend(name, kChunkBytes);
     EXPECT_EQ(backend->name(), name);

@@ -162,12 +162,12 @@ TEST_P(PolicyFaultsTest, AnUnmapFailingWhileAnAllocationPastTheCapIsUndoneLeaves
   std::vector<void*> blocks = allocate_some();
   allocator_->set_cap_bytes(static_cast<std::uint64_t>(reserved()) + 2 * kChunkBytes);
   fault_->arm({BackendCall::kUnmap, 1, 1, FaultError::kBackendError});
-  EXPECT_THROW(allocator_->allocate(16 * kMiB, 0), OutOfMemoryError);
+  EXPECT_THROW(allocator_->allocate(64 * kMiB, 0), OutOfMemoryError);
   fault_->disarm_all();
   allocator_->check_invariants();
   EXPECT_EQ(static_cast<std::uint64_t>(reserved()), sim_.live_chunk_bytes());
   allocator_->set_cap_bytes(0);
-  void* p = allocator_->allocate(16 * kMiB, 0);  // over the page the failed unmap left mapped
+  void* p = allocator_->allocate(64 * kMiB, 0);  // over the page the failed unmap left mapped
   allocator_->check_invariants();
   allocator_->deallocate(p);
   free_all(blocks);

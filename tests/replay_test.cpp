@@ -43,9 +43,15 @@ class ShippedTraceTest : public ::testing::TestWithParam<std::string> {
   }
 };
 
-TEST_P(ShippedTraceTest, GmlakeReachesUtilizationOfAtLeast099WithItsInvariantsIntact) {
+// gmlake's memory-first configuration (one chunk size, no grow-ahead: page-granular moves) reaches 0.99; the
+// default trades some of it for far fewer backend calls (docs/benchmarks.md) and must stay at 0.97 or above.
+const std::string kMemoryFirst = "max_chunk_bytes:2M,grow_bytes:2M";
+
+TEST_P(ShippedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd097ByDefaultWithItsInvariantsIntact) {
+  const ReplayResult first = run(trace(GetParam()), Policy::kGmlake, kMemoryFirst, /*check_every=*/20000);
+  EXPECT_GE(first.utilization, 0.99) << "peak reserved " << first.peak_reserved_bytes;
   const ReplayResult r = run(trace(GetParam()), Policy::kGmlake, "", /*check_every=*/20000);
-  EXPECT_GE(r.utilization, 0.99) << "peak reserved " << r.peak_reserved_bytes;
+  EXPECT_GE(r.utilization, 0.97) << "peak reserved " << r.peak_reserved_bytes;
   EXPECT_EQ(r.ooms, 0u);
   EXPECT_EQ(r.unknown_frees, 0u);
   EXPECT_LT(r.peak_mappings, 65530u / 2) << "keep well under vm.max_map_count";
@@ -94,7 +100,7 @@ TEST_P(ShippedTraceTest, UnderACapJustAboveGmlakesPeakGmlakeFitsAndNativeCaching
 
 INSTANTIATE_TEST_SUITE_P(Traces, ShippedTraceTest, ::testing::Values("gpt2_varlen", "resnet50"));
 
-TEST(SharedTraceTest, GmlakeReachesUtilizationOfAtLeast099OnEverySharedTrace) {
+TEST(SharedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd097ByDefaultOnEverySharedTrace) {
   const std::filesystem::path dir = GMLAKE_SHARED_TRACES_DIR;
   if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << "no " << dir;
   int replayed = 0;
@@ -103,8 +109,10 @@ TEST(SharedTraceTest, GmlakeReachesUtilizationOfAtLeast099OnEverySharedTrace) {
     const Trace t = read_trace(entry.path().string());
     for (const DeviceTrace& d : t.devices) {
       ReplayOptions options;
-      const ReplayResult r = replay(t, d, options);
-      EXPECT_GE(r.utilization, 0.99) << t.name << " device " << d.device;
+      options.config = parse_config(kMemoryFirst);
+      EXPECT_GE(replay(t, d, options).utilization, 0.99) << t.name << " device " << d.device;
+      options.config = parse_config("");
+      EXPECT_GE(replay(t, d, options).utilization, 0.97) << t.name << " device " << d.device;
       ++replayed;
     }
   }
@@ -203,6 +211,7 @@ TEST(ReplayTest, OverACallersBackendEmptyingTheCacheAndToleratingBackendErrors) 
   ReplayOptions options;
   options.tolerate_backend_errors = true;
   options.empty_cache_every_ops = 2;
+  options.config = parse_config(kMemoryFirst);  // page-sized chunks: the freed block's chunk is idle at once
   const Trace t = handmade();
   const ReplayResult r = replay(t, t.devices.at(0), options, backend);
   EXPECT_EQ(r.backend, "fault(sim)");

@@ -11,11 +11,15 @@
 namespace gmlake::engine {
 namespace {
 
+// These tests pin down the page-granular mechanics (one chunk size, no grow-ahead); chunks of several sizes
+// are tested in multi_size_chunks_test.cpp.
+const std::string kPageGranular = "max_chunk_bytes:2M,grow_bytes:2M";
+
 class StitchingAllocatorTest : public ::testing::Test {
  protected:
   explicit StitchingAllocatorTest(std::uint64_t physical_limit_bytes = 0) : backend_(kChunkBytes, physical_limit_bytes) {}
   StitchingAllocator& make(const std::string& conf = "") {
-    alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf), backend_);
+    alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf.empty() ? kPageGranular : kPageGranular + "," + conf), backend_);
     return *alloc_;
   }
   std::uint64_t reserved() const { return static_cast<std::uint64_t>(alloc_->stats().reserved_bytes.current); }

@@ -13,12 +13,16 @@
 namespace gmlake::engine {
 namespace {
 
+// These tests pin down the page-granular mechanics (one chunk size, no grow-ahead); chunks of several sizes
+// are tested in multi_size_chunks_test.cpp.
+const std::string kPageGranular = "max_chunk_bytes:2M,grow_bytes:2M";
+
 using test::ManualEvents;
 
 class StreamFenceTest : public ::testing::Test {
  protected:
   StitchingAllocator& make(const std::string& conf) {
-    alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf), backend_, &events_);
+    alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf.empty() ? kPageGranular : kPageGranular + "," + conf), backend_, &events_);
     return *alloc_;
   }
   std::uint64_t reserved() const { return static_cast<std::uint64_t>(alloc_->stats().reserved_bytes.current); }

@@ -1,6 +1,6 @@
 // gmlake: the command-line front end. Thin: argument parsing and output; the work is in the library.
 //
-//   gmlake replay TRACE... [--policy gmlake|caching|expandable|all] [--backend sim|host|cuda[:N]] [--cap BYTES]
+//   gmlake replay TRACE... [--policy gmlake|caching|expandable|all] [--backend sim[:h100|:h200]|host|cuda[:N]] [--cap BYTES]
 //                          [--conf KEY:VALUE,...] [--json FILE]
 //   gmlake conf            the configuration table (GMLAKE_CONF keys, defaults, units)
 //
@@ -127,6 +127,7 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
 // What each backend of this build is, for --help.
 std::string describe_backend(std::string_view name) {
   if (name == "sim") return "sim (accounting only)";
+  if (name == "sim:h100" || name == "sim:h200") return std::string(name) + " (sim, charging VMM calls as measured on that GPU)";
   if (name == "host") return "host (real virtual memory)";
   if (name == "cuda") return "cuda[:N] (GPU N through the CUDA VMM driver API)";
   return std::string(name);

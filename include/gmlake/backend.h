@@ -58,7 +58,8 @@ struct ChunkHandle {
 };
 
 // Whether a backend's own calls are timed (BackendCounters::time_ns); see "Timing" above.
-enum class CallTiming : std::uint8_t { kTimed, kUntimed };
+// kModelled: not timed either; the backend charges each call a modelled cost instead (sim:h100, sim:h200).
+enum class CallTiming : std::uint8_t { kTimed, kUntimed, kModelled };
 
 enum class BackendCall : std::uint8_t { kReserve, kAddressFree, kCreate, kRelease, kMap, kUnmap, kSetAccess, kCount };
 inline constexpr std::size_t kBackendCallKinds = static_cast<std::size_t>(BackendCall::kCount);
@@ -107,6 +108,8 @@ class Backend {
   // True when every byte of [addr, addr+size_bytes) is mapped and has had set_access since it was mapped.
   // Any addr and size are accepted; false when size_bytes is 0 or the range wraps. O(log n + mappings).
   bool is_accessible(std::uintptr_t addr, std::uint64_t size_bytes) const;
+  // True when counters().time_ns holds modelled, not measured, time (the allocator's own time excludes it).
+  bool time_is_modelled() const { return timing_ == CallTiming::kModelled; }
 
  protected:
   // Throws Error(kInvalidArgument) unless granularity_bytes is a power of two. `timing`: kUntimed only for
@@ -122,6 +125,17 @@ class Backend {
   virtual void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) = 0;
   virtual void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) = 0;
   virtual void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) = 0;
+
+  // Adds `ns` of modelled time to calls of kind `c` (CallTiming::kModelled backends, from their do_* calls).
+  void charge(BackendCall c, std::uint64_t ns) { counters_.time_ns[static_cast<std::size_t>(c)] += ns; }
+  // Calls f(size_bytes) for each live mapping that starts inside [addr, addr + size_bytes), in address order
+  // (from do_unmap and do_set_access, which run before the tables change).
+  template <typename F>
+  void for_each_mapping_in(std::uintptr_t addr, std::uint64_t size_bytes, F&& f) const {
+    for (auto it = mappings_.lower_bound(addr); it != mappings_.end() && it->first < addr + size_bytes; ++it) {
+      f(it->second.size_bytes);
+    }
+  }
 
  private:
   struct Mapping {

@@ -36,13 +36,17 @@ namespace gmlake {
   X(u64, fit_candidates, 8, "count",                                                                             \
     "gmlake: free ranges examined, best fit first, for one that is already mapped before stitching")             \
   X(u64, lag_grow_chunks, 64, "count",                                                                            \
-    "gmlake, asynchronous streams: chunks created in a row instead of waiting when the oldest idle page's "     \
-    "stream work is not known finished (the device lags); beyond it the allocator waits. Bounds how much the "   \
-    "device's lag can raise the peak (64 x 2 MiB = 128 MiB)")                                                      \
-  X(u64, chunk_mappings, 1, "count",                                                                             \
-    "gmlake: most virtual addresses one chunk may be mapped at (its page plus stale mappings kept by evicted "    \
-    "pages, taken back with no backend call while the chunk's page is idle); 1 = unmap on every eviction. "      \
-    "2 halves steady-state VMM calls but raised GPT-2's peak on the H200 (docs/benchmarks.md): opt-in")           \
+    "gmlake, asynchronous streams: memory created in a row, in units of chunk_bytes, instead of waiting when "   \
+    "the oldest idle chunk's stream work is not known finished (the device lags); beyond it the allocator "     \
+    "waits. Bounds how much the device's lag can raise the peak (64 x 2 MiB = 128 MiB)")                                                      \
+  X(u64, max_chunk_bytes, 256 * kMiB, "bytes",                                                                    \
+    "gmlake: largest physical chunk, a multiple of chunk_bytes; a run of unmapped pages gets chunks of its own "  \
+    "size up to this (the driver charges per call and per chunk, not per byte: ../shared/REFERENCE.md); "        \
+    "chunk_bytes = one size, page-granular moves")                                                              \
+  X(u64, grow_bytes, 20 * kMiB, "bytes",                                                                       \
+    "gmlake: a large-pool stitch that ends a block's range and is followed by unmapped pages backs at least "    \
+    "this much at once (as PyTorch gives requests under 10 MiB a 20 MiB segment), so the pool grows by few "     \
+    "large chunks; chunk_bytes = back only what the block needs")                                               \
   X(u64, headroom_permille, 9, "permille",                                                                      \
     "gmlake: while reserved bytes stay within the peak allocated bytes plus this many thousandths, a new "       \
     "chunk is created rather than an idle page evicted; spends at most that much memory on fewer VMM calls in "   \

@@ -7,13 +7,16 @@
 // reservation can never alias a later one. Handles are increasing ids from 1, also never reused.
 // Physical memory: create() fails with OutOfMemoryError once live_chunk_bytes() + size would exceed
 // physical_limit_bytes (0 = unlimited).
-// Timing: its calls are not timed (CallTiming::kUntimed), so counters().time_ns stays 0.
+// Timing: its calls are not timed (CallTiming::kUntimed), so counters().time_ns stays 0; with a VmmCostModel
+// (make_backend("sim:h100")) each call is charged the model's cost for its chunk sizes instead (kModelled).
 //
 // Thread safety: none, like every Backend.
 #pragma once
 
 #include <cstdint>
 #include <string_view>
+
+#include <optional>
 
 #include "gmlake/backend.h"
 #include "gmlake/units.h"
@@ -28,6 +31,9 @@ class SimBackend final : public Backend {
   // granularity_bytes: a power of two (else Error(kInvalidArgument)). physical_limit_bytes: the most physical
   // memory live at once, 0 for no limit.
   explicit SimBackend(std::uint64_t granularity_bytes = kChunkBytes, std::uint64_t physical_limit_bytes = 0);
+  // The same, charging each call the cost `model` gives it (see backends/sim/vmm_cost_model.h).
+  SimBackend(std::uint64_t granularity_bytes, std::uint64_t physical_limit_bytes, const struct VmmCostModel& model);
+  ~SimBackend() override;
 
   std::string_view name() const override { return "sim"; }
   bool host_accessible() const override { return false; }
@@ -50,6 +56,7 @@ class SimBackend final : public Backend {
   std::uint64_t physical_limit_bytes_;
   std::uintptr_t next_addr_;       // the start of the next reservation
   std::uint64_t next_handle_ = 1;  // the next chunk handle
+  const struct VmmCostModel* model_ = nullptr;  // owned; null: untimed
 };
 
 }  // namespace gmlake

@@ -1,14 +1,15 @@
-// Arena: one reserved virtual address range of a pool, with its free ranges and its pages.
+// Arena: one reserved virtual address range of a pool, with its free ranges and the chunks mapped in it.
 //
 // Blocks are placed anywhere in the arena at 512 B granularity, so neighbouring blocks share the pages at
-// their edges; physical chunks back only the pages that blocks use (see page_table.h). The arena's virtual
-// size (Config::arena_virtual_bytes, 1 TiB by default) costs nothing physical.
+// their edges; physical chunks back only the pages that blocks use (page_map.h). The arena's virtual size
+// (Config::arena_virtual_bytes, 1 TiB by default) costs nothing physical.
+// Invariant: the free ranges and the live and pending blocks tile [0, virtual_bytes) exactly.
 #pragma once
 
 #include <cstdint>
 
 #include "engine/free_index.h"
-#include "engine/page_table.h"
+#include "engine/page_map.h"
 #include "gmlake/stream_events.h"
 
 namespace gmlake::engine {
@@ -22,7 +23,7 @@ struct Arena {
   std::uintptr_t base;
   std::uint64_t virtual_bytes;
   FreeIndex free;
-  PageTable pages;
+  PageMap pages;
 };
 
 }  // namespace gmlake::engine

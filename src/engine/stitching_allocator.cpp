@@ -3,11 +3,9 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
-#include <stdexcept>
 #include <set>
-#include <span>
+#include <stdexcept>
 #include <string>
-#include <tuple>
 
 #include "gmlake/error.h"
 #include "gmlake/units.h"
@@ -29,10 +27,13 @@ std::string hex(std::uintptr_t v) {
 StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events)
     : config_(config),
       backend_(backend),
-      chunk_shift_(static_cast<unsigned>(std::countr_zero(config.chunk_bytes))),
+      page_shift_(static_cast<unsigned>(std::countr_zero(config.chunk_bytes))),
+      max_chunk_pages_(config.max_chunk_bytes / config.chunk_bytes),
+      grow_pages_(std::max<std::uint64_t>(1, std::min(config.grow_bytes, config.max_chunk_bytes) / config.chunk_bytes)),
       cap_bytes_(config.cap_bytes),
+      pool_(backend, config.chunk_bytes, stats_),
+      stitcher_(backend, pool_, page_shift_),
       fence_(events) {
-  config_.validate();
   if (events != nullptr && config_.cross_stream_reuse) {
     throw Error(ErrorCode::kConfig,
                 "gmlake config: cross_stream_reuse: must be false with asynchronous streams (each stream keeps its "
@@ -47,27 +48,22 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
 
 StitchingAllocator::~StitchingAllocator() {
   // Teardown must not throw: every backend call is tried twice (teardown.h); what fails twice stays with the
-  // backend.
+  // backend (a chunk whose unmap failed is not released).
   try {
     fence_.wait_all(idle_.next_tick());  // no queued work may still touch what is unmapped below
   } catch (...) {
   }
-  // Every mapping of a chunk (its page's and stale ones) is unmapped before the chunk is released; a chunk
-  // with a mapping that could not be unmapped stays with the backend.
-  absl::flat_hash_map<std::uint64_t, bool> still_mapped;  // chunk -> some mapping of it failed to unmap
-  for (auto& arena : arenas_) {
-    for (std::uint64_t p = 0; p < arena->pages.size(); ++p) {
-      Page& page = arena->pages.at(p);
-      if (!page.chunk.value) continue;
-      const bool unmapped = attempt_twice([&] { backend_.unmap(page_address(*arena, p), config_.chunk_bytes); });
-      still_mapped[page.chunk.value] |= !unmapped;
-      page.chunk = {};
+  std::vector<ChunkId> live;
+  pool_.for_each([&](ChunkId id, const Chunk&) { live.push_back(id); });
+  for (const ChunkId id : live) {
+    Chunk& c = pool_[id];
+    if (c.mapped()) {
+      Arena& arena = *arenas_[c.arena];
+      const std::uintptr_t address = stitcher_.address(arena, c.first_page);
+      if (!attempt_twice([&] { backend_.unmap(address, c.pages << page_shift_); })) continue;
     }
+    attempt_twice([&] { backend_.release(c.handle); });
   }
-  for (const auto& [handle, mapped] : still_mapped) {
-    if (!mapped) free_chunks_.push_back(ChunkHandle{handle});
-  }
-  for (ChunkHandle h : free_chunks_) attempt_twice([&] { backend_.release(h); });
   for (auto& arena : arenas_) attempt_twice([&] { backend_.address_free(arena->base, arena->virtual_bytes); });
 }
 
@@ -84,98 +80,45 @@ Arena& StitchingAllocator::arena_for(bool small, StreamId stream) {
     const auto id = static_cast<std::uint32_t>(arenas_.size());
     const StreamId arena_stream = config_.cross_stream_reuse ? 0 : stream;
     arenas_.push_back(std::make_unique<Arena>(id, arena_stream, base, config_.arena_virtual_bytes));
+    arena_small_.push_back(small);
     *slot = id;
   }
   return *arenas_[*slot];
 }
 
-bool StitchingAllocator::fully_mapped(const Arena& arena, std::uint64_t offset, std::uint64_t size_bytes) {
-  const std::uint64_t first = offset >> chunk_shift_;
-  const std::uint64_t last = (offset + size_bytes - 1) >> chunk_shift_;
-  // Pages past the table's end are unmapped; they come after every existing page of the range, so checking
-  // the existing ones first, in order, asks can_take_back exactly what a page-by-page walk would.
-  const std::span<const Page> pages = arena.pages.existing(first, last);
-  for (const Page& page : pages) {
-    if (!page.chunk.value) return false;
-    if (page.stale && !can_take_back(page)) return false;
-  }
-  return pages.size() == last - first + 1;
+StitchingAllocator::Cost StitchingAllocator::cost_of(const Arena& arena, std::uint64_t first,
+                                                     std::uint64_t last) const {
+  Cost cost{last - first + 1, 0};
+  arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+    const std::uint64_t lo = std::max(p, first), hi = std::min(p + e.pages - 1, last);
+    cost.unmapped -= hi - lo + 1;
+    if (pool_[e.chunk].users == 0) cost.pinned_waste += e.pages - (hi - lo + 1);
+  });
+  return cost;
 }
 
-bool StitchingAllocator::can_take_back(const Page& page) {
-  const PageRef owner_ref = chunk_states_.at(page.chunk.value).owner;
-  const Page& owner = page_of(owner_ref);
-  if (owner.users != 0) return false;
-  return !fence_.asynchronous() || fence_.safe(arenas_[owner_ref.arena]->stream, owner.idle_since);
-}
-
-void StitchingAllocator::take_back_or_drop(Arena& arena, std::uint64_t p) {
-  Page& page = arena.pages.at(p);
-  const PageRef ref{arena.id, static_cast<std::uint32_t>(p)};
-  if (!can_take_back(page)) {
-    drop_stale(ref);
-    ++take_back_misses_;
-    return;
-  }
-  // The owner is idle and its queued work has finished, exactly what evicting it would need: it turns stale
-  // (its idle-queue entry goes stale with it) and this page owns the chunk again, with no backend call.
-  ChunkState& state = chunk_states_.at(page.chunk.value);
-  Page& owner = page_of(state.owner);
-  owner.stale = true;
-  --idle_pages_;
-  auto& stale = state.stale;
-  stale.erase(std::find(stale.begin(), stale.end(), ref));
-  stale.push_back(state.owner);  // the former owner is now the newest stale mapping
-  state.owner = ref;
-  page.stale = false;
-  ++take_backs_;
-}
-
-void StitchingAllocator::drop_stale(PageRef ref) {
-  Page& page = page_of(ref);
-  backend_.unmap(page_address(*arenas_[ref.arena], ref.page), config_.chunk_bytes);  // on failure: unchanged
-  auto& stale = chunk_states_.at(page.chunk.value).stale;
-  stale.erase(std::find(stale.begin(), stale.end(), ref));
-  page.chunk = {};
-  page.stale = false;
-  --stale_pages_;
-}
-
-void StitchingAllocator::drop_all_stale(ChunkHandle chunk) {
-  const auto& stale = chunk_states_.at(chunk.value).stale;
-  while (!stale.empty()) drop_stale(stale.front());
-}
-
-void StitchingAllocator::orphan(ChunkHandle chunk) {
-  const auto it = chunk_states_.find(chunk.value);
-  if (it->second.stale.empty()) {
-    chunk_states_.erase(it);
-    free_chunks_.push_back(chunk);
-    return;
-  }
-  // Its newest stale page owns it again, as an idle page. It was safe when the chunk left it and nothing used it
-  // since; a new tick only makes the fence more careful.
-  const PageRef ref = it->second.stale.back();
-  it->second.stale.pop_back();
-  it->second.owner = ref;
-  Page& page = page_of(ref);
-  page.stale = false;
-  --stale_pages_;
-  ++idle_pages_;
-  page.idle_since = idle_.next_tick();
-  idle_.push(ref.arena, ref.page, 1, page.idle_since);
-  fence_.note_idle(arenas_[ref.arena]->stream, page.idle_since);
-}
-
-std::uint64_t StitchingAllocator::unmapped_pages(const Arena& arena, std::uint64_t offset,
-                                                std::uint64_t size_bytes) const {
-  std::uint64_t n = 0;
-  const std::uint64_t last = (offset + size_bytes - 1) >> chunk_shift_;
-  for (std::uint64_t p = offset >> chunk_shift_; p <= last; ++p) {
-    const Page* page = arena.pages.find(p);
-    n += page == nullptr || !page->chunk.value;
-  }
-  return n;
+StitchingAllocator::Placement StitchingAllocator::choose_placement(const Arena& arena, std::uint64_t rounded) {
+  // Each candidate range is weighed at its start and at its end (a block freed next to unmapped space leaves a
+  // range whose mapped part may lie at either end): first by the pages it would map (time: backend calls), then
+  // by the idle pages it would pin (memory: pages of idle chunks it overlaps without covering them, which no
+  // other place can use while it lives). A range that costs neither is taken at once. Ties keep the start and
+  // the earlier candidate.
+  Placement best{{0, 0}, 0, {UINT64_MAX, 0}};
+  auto weigh = [&](const FreeRange& r) {
+    const std::uint64_t end_offset = r.offset + r.size_bytes - rounded;
+    for (const std::uint64_t offset : {r.offset, end_offset}) {
+      const Cost c = cost_of(arena, first_page(offset), last_page(offset, rounded));
+      if (c.unmapped < best.cost.unmapped ||
+          (c.unmapped == best.cost.unmapped && c.pinned_waste < best.cost.pinned_waste)) {
+        best = {r, offset, c};
+      }
+      if (c.total() == 0) return true;
+      if (end_offset == r.offset) break;
+    }
+    return false;
+  };
+  arena.free.best_fit(rounded, config_.fit_candidates, weigh);
+  return best;  // range.size_bytes == 0: nothing large enough
 }
 
 void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
@@ -193,33 +136,40 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     throw_oom(size_bytes, std::string("no address space for a new arena: ") + e.what());
   }
   Arena& arena = *arena_ptr;
-  auto mapped_fit = [&](const FreeRange& r) { return fully_mapped(arena, r.offset, rounded); };
-  const FreeRange range = arena.free.best_fit(rounded, config_.fit_candidates, mapped_fit).range;
-  if (range.size_bytes == 0) {
+  const Placement at = choose_placement(arena, rounded);
+  if (at.range.size_bytes == 0) {
     ++stats_.num_ooms;
     throw_oom(size_bytes, "no free virtual range large enough in the arena");
   }
-  arena.free.take(range, range.offset, rounded);
-  std::uint64_t mapped = 0;
-  try {
-    mapped = back_pages(arena, range.offset, rounded, size_bytes);
-  } catch (const OutOfMemoryError&) {
-    arena.free.give(range.offset, rounded);
+  // A request the cap can never hold (its new pages plus the pages blocks use now exceed it) fails before any
+  // memory is created or moved for it, so it leaves nothing behind.
+  if (cap_bytes_ != 0 && at.cost.unmapped + pages_.used > (cap_bytes_ >> page_shift_)) {
     ++stats_.num_ooms;
-    update_inactive_split();
-    throw;
-  } catch (...) {
-    arena.free.give(range.offset, rounded);
-    update_inactive_split();
-    throw;
+    throw_oom(size_bytes, "the cap would be exceeded");
   }
-  if (mapped) {
-    ++stats_.stitches;
-    stats_.stitched_chunks += mapped;
-  } else {
+  arena.free.take(at.range, at.offset, rounded);
+  const std::uint64_t first = first_page(at.offset), last = last_page(at.offset, rounded);
+  use_pages(arena, first, last);  // first, so that no chunk of the range is evicted to back the rest
+  if (at.cost.unmapped == 0) {
     ++stats_.stitch_reuses;
+  } else {
+    try {
+      stats_.stitched_chunks += stitch(arena, first, last, size_bytes);
+      ++stats_.stitches;
+    } catch (const OutOfMemoryError&) {
+      unuse_pages(arena, first, last);
+      arena.free.give(at.offset, rounded);
+      ++stats_.num_ooms;
+      update_inactive_split();
+      throw;
+    } catch (...) {
+      unuse_pages(arena, first, last);
+      arena.free.give(at.offset, rounded);
+      update_inactive_split();
+      throw;
+    }
   }
-  return place(arena, range.offset, rounded, size_bytes, stream);
+  return place(arena, at.offset, rounded, size_bytes, stream);
 }
 
 void* StitchingAllocator::place(Arena& arena, std::uint64_t offset, std::uint64_t rounded, std::uint64_t requested,
@@ -235,228 +185,239 @@ void* StitchingAllocator::place(Arena& arena, std::uint64_t offset, std::uint64_
   return reinterpret_cast<void*>(address);
 }
 
-std::uint64_t StitchingAllocator::back_pages(Arena& arena, std::uint64_t offset, std::uint64_t size_bytes,
-                                             std::uint64_t requested) {
-  const std::uint64_t first = offset >> chunk_shift_;
-  const std::uint64_t last = (offset + size_bytes - 1) >> chunk_shift_;
-  // Counted in locals, added once: the compiler must otherwise assume a page write may change the members.
-  std::uint64_t empty = 0, stale = 0, newly_used = 0, idle_taken = 0;
-  Page* pages = arena.pages.span(first, last);
-  for (std::uint64_t i = 0; i <= last - first; ++i) {
-    Page& page = pages[i];
-    empty += page.chunk.value == 0;
-    stale += page.stale;
-    if (page.users++ != 0) continue;
-    ++newly_used;
-    idle_taken += page.chunk.value != 0 && !page.stale;  // its idle-queue entry goes stale
+void StitchingAllocator::use_pages(Arena& arena, std::uint64_t first, std::uint64_t last) {
+  arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
+    Chunk& c = pool_[e.chunk];
+    if (c.users++ != 0) return;
+    pages_.idle -= c.pages;
+    --pages_.idle_chunks;
+    pages_.used += c.pages;
+  });
+}
+
+void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first, std::uint64_t last) {
+  std::uint64_t tick = 0;
+  arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
+    Chunk& c = pool_[e.chunk];
+    if (--c.users != 0) return;
+    if (tick == 0) tick = idle_.next_tick();
+    c.idle_since = tick;
+    idle_.push(e.chunk, tick);
+    pages_.used -= c.pages;
+    pages_.idle += c.pages;
+    ++pages_.idle_chunks;
+  });
+  if (tick != 0) {
+    fence_.note_idle(arena.stream, tick);
+    idle_.compact_if_dead(pages_.idle_chunks, pool_);
   }
-  used_pages_ += newly_used;
-  idle_pages_ -= idle_taken;
-  if (empty == 0 && stale == 0) return 0;
-  std::uint64_t mapped = 0;
+}
+
+std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std::uint64_t last,
+                                         std::uint64_t requested) {
+  runs_.clear();
+  arena.pages.for_each_gap(first, last, [&](std::uint64_t p, std::uint64_t n) { runs_.emplace_back(p, n); });
+  // Grow-ahead: a run that ends the block's range, followed by unmapped pages, is backed up to grow_pages at
+  // once (PyTorch's allocator likewise gives requests under 10 MiB a 20 MiB segment): the next blocks placed
+  // after this one find their pages mapped, and the pool grows by a few large chunks, not many small ones.
+  // Only while the pool grows anyway (within headroom, or nothing idle or free to reuse) and within the cap; a
+  // grown run the device cannot back is stitched again at the block's size.
+  const std::uint64_t grow_pages = is_small_arena(arena) ? 1 : grow_pages_;
+  const auto [run_first, run_pages] = runs_.back();
+  std::uint64_t grown_pages = run_pages;
+  if (run_first + run_pages - 1 == last && run_pages < grow_pages) {
+    const std::uint64_t arena_pages = arena.virtual_bytes >> page_shift_;
+    const std::uint64_t limit = std::min(arena.pages.next_mapped_after(last), arena_pages);
+    const std::uint64_t candidate = std::min(grow_pages, limit - run_first);
+    const bool growing = within_headroom(candidate) || (pages_.idle_chunks == 0 && pool_.free_chunks() == 0);
+    if (growing && cap_allows(candidate) && !near_cap(candidate)) grown_pages = candidate;
+  }
+  std::uint64_t chunks = 0;
+  for (std::size_t i = 0; i + 1 < runs_.size(); ++i) {
+    chunks += stitch_run(arena, runs_[i].first, runs_[i].second, last, requested);
+  }
+  if (grown_pages == run_pages) return chunks + stitch_run(arena, run_first, run_pages, last, requested);
   try {
-    // Stale pages first, once every page of the range is used (so none takes its chunk from another).
-    for (std::uint64_t p = first; stale != 0 && p <= last; ++p) {
-      if (arena.pages.at(p).stale) {
-        take_back_or_drop(arena, p);
-        --stale;
-      }
-    }
-    for (std::uint64_t p = first; p <= last;) {
-      if (arena.pages.at(p).chunk.value) {
-        ++p;
-        continue;
-      }
-      const std::uint64_t run_start = p;
-      while (p <= last && !arena.pages.at(p).chunk.value) ++p;
-      map_run(arena, run_start, p - run_start, requested);
-      mapped += p - run_start;
-    }
-  } catch (...) {
-    unuse_pages(arena, first, last);
-    throw;
-  }
-  return mapped;
-}
-
-void StitchingAllocator::map_run(Arena& arena, std::uint64_t first_page, std::uint64_t count, std::uint64_t requested) {
-  std::uint64_t done = 0;
-  auto undo = [&] {
-    for (std::uint64_t i = 0; i < done; ++i) {
-      Page& page = arena.pages.at(first_page + i);
-      const std::uintptr_t address = page_address(arena, first_page + i);
-      try {
-        backend_.unmap(address, config_.chunk_bytes);
-      } catch (...) {
-        // Still mapped: give it access, so that it is an ordinary idle page once back_pages unuses it. (The
-        // first failure may have been no backend call at all, the cap, so this can be the only one.) Should
-        // that fail too, a second backend failure in one call, the page stays without access.
-        try {
-          backend_.set_access(address, config_.chunk_bytes);
-        } catch (...) {
-        }
-        continue;
-      }
-      const ChunkHandle chunk = page.chunk;
-      page.chunk = {};
-      orphan(chunk);
-    }
-  };
-  try {
-    for (; done < count; ++done) {
-      const PageRef to{arena.id, static_cast<std::uint32_t>(first_page + done)};
-      const Source source = obtain_chunk(requested);
-      if (source.from.valid()) {
-        // Aliasing: the oldest idle page keeps its mapping, stale, and the chunk is mapped here too. Room is
-        // made first (the chunk's oldest stale mappings are unmapped); nothing moves unless the map succeeds.
-        ChunkState& state = chunk_states_.at(source.chunk.value);
-        while (state.stale.size() + 1 >= config_.chunk_mappings) drop_stale(state.stale.front());
-        backend_.map(page_address(arena, to.page), config_.chunk_bytes, source.chunk);
-        idle_.pop_oldest();
-        Page& from = page_of(source.from);
-        from.stale = true;
-        --idle_pages_;
-        ++stale_pages_;
-        state.stale.push_back(source.from);
-        state.owner = to;
-        ++stats_.evictions;
-      } else {
-        try {
-          backend_.map(page_address(arena, to.page), config_.chunk_bytes, source.chunk);
-          chunk_states_[source.chunk.value].owner = to;
-        } catch (...) {
-          free_chunks_.push_back(source.chunk);
-          throw;
-        }
-      }
-      arena.pages.at(to.page).chunk = source.chunk;
-    }
-    backend_.set_access(page_address(arena, first_page), count << chunk_shift_);
-  } catch (...) {
-    undo();
-    throw;
-  }
-}
-
-StitchingAllocator::Source StitchingAllocator::obtain_chunk(std::uint64_t requested) {
-  if (free_chunks_.empty() && idle_pages_ != 0) {
-    if (within_headroom()) {
-      ChunkHandle created;
-      if (try_create_chunk(&created)) return {created, {}};
-      // The device is full (within_headroom checked the cap): evict below instead, as PyTorch retries a failed
-      // cudaMalloc from its cache (counted as num_alloc_retries), and ask no more until empty_cache.
-      ++stats_.num_alloc_retries;
-      headroom_exhausted_ = true;
-    }
-    const IdlePage oldest = oldest_idle();
-    const StreamFence::Readiness readiness = fence_.readiness(oldest.stream, oldest.idle_since);
-    if (readiness != StreamFence::Readiness::kSafe) {
-      // Uncovered: only draining the stream would tell, so grow if allowed, up to lag_grow_chunks chunks in a
-      // row (so the device's lag raises the peak by a bounded amount, not by whatever the lag is). Covered:
-      // waiting for the mark is cheap, since the work queued after it keeps the device busy.
-      ChunkHandle created;
-      if (readiness == StreamFence::Readiness::kUncovered && lag_grown_chunks_ < config_.lag_grow_chunks &&
-          try_create_chunk(&created)) {
-        ++lag_grown_chunks_;
-        return {created, {}};
-      }
-      fence_.wait_safe(oldest.stream, oldest.idle_since, idle_.next_tick());
-      ++stats_.fence_waits;
-    }
-    lag_grown_chunks_ = 0;  // the oldest idle page is safe now: the device caught up
-    if (aliasing()) {
-      return {arenas_[oldest.ref.arena]->pages.at(oldest.ref.page).chunk, oldest.ref};
-    }
-    evict_oldest_idle();
-  }
-  if (!free_chunks_.empty()) {
-    const ChunkHandle h = free_chunks_.back();
-    free_chunks_.pop_back();
-    return {h, {}};
-  }
-  ChunkHandle h;
-  if (!cap_allows_chunk()) throw_oom(requested, "the cap would be exceeded");
-  if (!try_create_chunk(&h)) throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
-  return {h, {}};
-}
-
-bool StitchingAllocator::cap_allows_chunk() const {
-  return cap_bytes_ == 0 ||
-         static_cast<std::uint64_t>(stats_.reserved_bytes.current) + config_.chunk_bytes <= cap_bytes_;
-}
-
-bool StitchingAllocator::within_headroom() const {
-  if (config_.headroom_permille == 0 || headroom_exhausted_ || !cap_allows_chunk()) return false;
-  const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * config_.headroom_permille;
-  return static_cast<std::uint64_t>(stats_.reserved_bytes.current) + config_.chunk_bytes <= target_bytes;
-}
-
-bool StitchingAllocator::try_create_chunk(ChunkHandle* out) {
-  if (!cap_allows_chunk()) return false;
-  try {
-    *out = backend_.create(config_.chunk_bytes);
+    return chunks + stitch_run(arena, run_first, grown_pages, last, requested);
   } catch (const OutOfMemoryError&) {
-    return false;
+    ++stats_.num_alloc_retries;
+    return chunks + stitch_run(arena, run_first, run_pages, last, requested);
   }
-  stats_.reserved_bytes.increase(static_cast<std::int64_t>(config_.chunk_bytes));
-  ++stats_.chunks_created;
-  return true;
 }
 
-StitchingAllocator::IdlePage StitchingAllocator::oldest_idle() {
-  const PageRef ref = idle_.oldest(page_tables());
-  if (!ref.valid()) broken("idle page count is positive but the idle queue has no current entry");
-  const Arena& arena = *arenas_[ref.arena];
-  return {ref, arena.stream, arena.pages.find(ref.page)->idle_since};
+std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages,
+                                             std::uint64_t block_last, std::uint64_t requested) {
+  std::uint64_t done = 0, chunks = 0;
+  try {
+    while (done < pages) {
+      const ChunkId id = obtain(pages - done, requested);
+      try {
+        stitcher_.map(arena, first + done, id);
+      } catch (...) {
+        pool_.add_free(id);
+        throw;
+      }
+      Chunk& c = pool_[id];
+      if (first + done <= block_last) {
+        c.users = 1;  // the block being placed
+        pages_.used += c.pages;
+      } else {  // grown ahead, past the block: idle from the start
+        c.idle_since = idle_.next_tick();
+        idle_.push(id, c.idle_since);
+        fence_.note_idle(arena.stream, c.idle_since);
+        pages_.idle += c.pages;
+        ++pages_.idle_chunks;
+      }
+      done += c.pages;
+      ++chunks;
+    }
+    stitcher_.grant(arena, first, pages);
+  } catch (...) {
+    // This run's chunks have no access yet: unmap them back into the free chunks. One that cannot be unmapped
+    // gets access instead, so that it is an ordinary chunk once the caller unuses the range (the first failure
+    // may have been no backend call at all, the cap, so this can be the only one); should that fail too, a
+    // second backend failure in one call, it stays without access.
+    std::vector<ChunkId> mapped;
+    if (done != 0) {
+      arena.pages.for_each(first, first + done - 1, [&](std::uint64_t, const PageMap::Entry& e) { mapped.push_back(e.chunk); });
+    }
+    for (const ChunkId id : mapped) {
+      const bool used = pool_[id].users != 0;
+      const std::uint64_t n = pool_[id].pages;
+      try {
+        stitcher_.unmap(arena, id);
+      } catch (...) {
+        try {
+          stitcher_.grant(arena, pool_[id].first_page, pool_[id].pages);
+        } catch (...) {
+        }
+        continue;
+      }
+      if (used) {
+        pages_.used -= n;
+      } else {
+        pages_.idle -= n;
+        --pages_.idle_chunks;
+      }
+      pool_.add_free(id);
+    }
+    throw;
+  }
+  return chunks;
 }
 
-bool StitchingAllocator::oldest_idle_is_safe() {
-  if (!fence_.asynchronous()) return true;
-  const IdlePage oldest = oldest_idle();
-  return fence_.safe(oldest.stream, oldest.idle_since);
+ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested) {
+  // Near the cap memory comes first: page-sized chunks, which move one page at a time and strand nothing.
+  const std::uint64_t want = near_cap(pages) ? 1 : std::min(pages, max_chunk_pages_);
+  // Past the headroom, reserved bytes do not grow beyond what they are now while idle or free memory is left.
+  const auto reserved_at_start = static_cast<std::uint64_t>(stats_.reserved_bytes.current);
+  for (;;) {
+    // 1. A free chunk that backs at least half of what is wanted: one more map, no new memory.
+    const ChunkId free = pool_.largest_free_at_most(pages);
+    if (free != kNoChunk && pool_[free].pages * 2 >= want) {
+      pool_.take_free(free);
+      return free;
+    }
+    // 2. A new chunk of the run's size: within headroom (memory spent on fewer calls: a repeating step keeps its
+    //    chunks mapped), or where free memory released below made room for it (a trade: one chunk for many).
+    const auto reserved = static_cast<std::uint64_t>(stats_.reserved_bytes.current);
+    const bool headroom = within_headroom(want);
+    if (headroom || (reserved + (want << page_shift_) <= reserved_at_start && cap_allows(want))) {
+      try {
+        return pool_.create(want);
+      } catch (const OutOfMemoryError&) {
+        // The device is full: use idle memory below, as PyTorch retries a failed cudaMalloc from its cache
+        // (counted as num_alloc_retries), and spend no more headroom until empty_cache.
+        ++stats_.num_alloc_retries;
+        if (headroom) headroom_exhausted_ = true;
+      }
+    }
+    // 3. Free chunks that do not suit the run (too small to be worth a map each, or too large) are released once
+    //    enough memory is free, or nothing idle is left, or the cap leaves no room: their memory comes back as
+    //    one chunk of the run's size (step 2).
+    if (pool_.free_chunks() != 0 &&
+        (pages_.idle_chunks == 0 || pool_.free_pages() >= want || !cap_allows(want))) {
+      const ChunkId largest = pool_.largest_free();
+      pool_.take_free(largest);
+      try {
+        pool_.release(largest);
+      } catch (...) {
+        pool_.add_free(largest);
+        throw;
+      }
+      continue;
+    }
+    // 4. The memory of the chunk idle the longest, once no queued work can touch it.
+    const ChunkId oldest = pages_.idle_chunks != 0 ? idle_.oldest(pool_) : kNoChunk;
+    if (pages_.idle_chunks != 0 && oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+    if (oldest != kNoChunk) {
+      const StreamId stream = arenas_[pool_[oldest].arena]->stream;
+      const std::uint64_t since = pool_[oldest].idle_since;
+      const StreamFence::Readiness readiness = fence_.readiness(stream, since);
+      if (readiness != StreamFence::Readiness::kSafe) {
+        // Uncovered: only draining the stream would tell, so grow if allowed, up to lag_grow_chunks x chunk_bytes
+        // in a row (the device's lag raises the peak by a bounded amount). Covered: waiting for the mark is
+        // cheap, since the work queued after it keeps the device busy.
+        if (readiness == StreamFence::Readiness::kUncovered && lag_grown_pages_ + want <= config_.lag_grow_chunks &&
+            cap_allows(want)) {
+          try {
+            const ChunkId created = pool_.create(want);
+            lag_grown_pages_ += want;
+            return created;
+          } catch (const OutOfMemoryError&) {
+            ++stats_.num_alloc_retries;
+          }
+        }
+        fence_.wait_safe(stream, since, idle_.next_tick());
+        ++stats_.fence_waits;
+      }
+      lag_grown_pages_ = 0;  // the oldest idle chunk is safe now: the device caught up
+      evict(oldest);
+      continue;
+    }
+    // 5. Nothing idle, nothing free: new memory, as much of the run as the cap and the device allow.
+    std::uint64_t n = want;
+    if (cap_bytes_ != 0) {
+      const auto reserved = static_cast<std::uint64_t>(stats_.reserved_bytes.current);
+      n = std::min(n, reserved >= cap_bytes_ ? 0 : (cap_bytes_ - reserved) >> page_shift_);
+    }
+    if (n == 0) throw_oom(requested, "the cap would be exceeded");
+    for (;;) {
+      try {
+        return pool_.create(n);
+      } catch (const OutOfMemoryError&) {
+        if (n == 1) throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
+        ++stats_.num_alloc_retries;  // retried smaller, as PyTorch retries a failed cudaMalloc
+        n /= 2;
+      }
+    }
+  }
 }
 
-void StitchingAllocator::evict_oldest_idle() {
-  const PageRef ref = oldest_idle().ref;
-  Arena& arena = *arenas_[ref.arena];
-  Page& page = arena.pages.at(ref.page);
-  drop_all_stale(page.chunk);  // a free chunk is mapped nowhere; on failure the page is still queued, unchanged
-  backend_.unmap(page_address(arena, ref.page), config_.chunk_bytes);  // on failure: still queued, unchanged
-  idle_.pop_oldest();
-  chunk_states_.erase(page.chunk.value);
-  free_chunks_.push_back(page.chunk);
-  page.chunk = {};
-  --idle_pages_;
+void StitchingAllocator::evict(ChunkId id) {
+  Chunk& c = pool_[id];
+  const std::uint64_t pages = c.pages;
+  stitcher_.unmap(*arenas_[c.arena], id);  // throws: nothing changed, still idle and queued
+  pages_.idle -= pages;
+  --pages_.idle_chunks;
+  pool_.add_free(id);
   ++stats_.evictions;
 }
 
-void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first_page, std::uint64_t last_page) {
-  Page* pages = arena.pages.span(first_page, last_page);
-  const std::uint64_t tick = idle_.next_tick();
-  std::uint64_t run_start = 0, run_count = 0;  // the run of pages turning idle, queued as one entry
-  std::uint64_t unused = 0, turned_idle = 0;    // added to the members once, as in back_pages
-  for (std::uint64_t i = 0; i <= last_page - first_page; ++i) {
-    Page& page = pages[i];
-    if (--page.users != 0) continue;
-    ++unused;
-    if (page.chunk.value == 0 || page.stale) continue;  // stale: only while back_pages fails
-    ++turned_idle;
-    page.idle_since = tick;
-    if (run_count != 0 && run_start + run_count == first_page + i) {
-      ++run_count;
-    } else {
-      if (run_count != 0) idle_.push(arena.id, run_start, run_count, tick);
-      run_start = first_page + i;
-      run_count = 1;
-    }
-  }
-  used_pages_ -= unused;
-  idle_pages_ += turned_idle;
-  if (run_count != 0) {
-    idle_.push(arena.id, run_start, run_count, tick);
-    fence_.note_idle(arena.stream, tick);
-  }
-  idle_.compact_if_stale(idle_pages_, page_tables());
+bool StitchingAllocator::near_cap(std::uint64_t pages) const {
+  return cap_bytes_ != 0 &&
+         static_cast<std::uint64_t>(stats_.reserved_bytes.current) + (pages << page_shift_) > cap_bytes_ / 10 * 9;
+}
+
+bool StitchingAllocator::cap_allows(std::uint64_t pages) const {
+  return cap_bytes_ == 0 ||
+         static_cast<std::uint64_t>(stats_.reserved_bytes.current) + (pages << page_shift_) <= cap_bytes_;
+}
+
+bool StitchingAllocator::within_headroom(std::uint64_t pages) const {
+  if (config_.headroom_permille == 0 || headroom_exhausted_ || !cap_allows(pages)) return false;
+  const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * config_.headroom_permille;
+  return static_cast<std::uint64_t>(stats_.reserved_bytes.current) + (pages << page_shift_) <= target_bytes;
 }
 
 StitchingAllocator::BlockMap::iterator StitchingAllocator::find_live(void* ptr, const char* call) {
@@ -498,7 +459,10 @@ void StitchingAllocator::end_deferred_free(void* ptr) {
 void StitchingAllocator::release_block(BlockMap::iterator it) {
   const Block b = it->second;
   blocks_.erase(it);
-  return_range(b.arena, b.offset, b.size_bytes);
+  Arena& arena = *arenas_[b.arena];
+  unuse_pages(arena, first_page(b.offset), last_page(b.offset, b.size_bytes));
+  arena.free.give(b.offset, b.size_bytes);
+  if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
   const auto size = static_cast<std::int64_t>(b.size_bytes);
   stats_.active_bytes.decrease(size);
   if (!b.pending_free) {
@@ -509,40 +473,29 @@ void StitchingAllocator::release_block(BlockMap::iterator it) {
   update_inactive_split();
 }
 
-void StitchingAllocator::return_range(std::uint32_t arena_id, std::uint64_t offset, std::uint64_t size_bytes) {
-  Arena& arena = *arenas_[arena_id];
-  unuse_pages(arena, offset >> chunk_shift_, (offset + size_bytes - 1) >> chunk_shift_);
-  arena.free.give(offset, size_bytes);
-  if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
-}
-
 void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
-  // Best effort, since a free must not fail once its block is released: a page whose unmap fails stays idle
-  // and queued, and the next free trims again. Only pages no queued work can touch are evicted.
+  // Best effort, since a free must not fail once its block is released: a chunk whose unmap fails stays idle
+  // and queued, and the next free trims again. Only chunks no queued work can touch are evicted.
   try {
-    while (idle_pages_ != 0 && (idle_pages_ << chunk_shift_) > max_idle_bytes && oldest_idle_is_safe()) {
-      evict_oldest_idle();
+    while (pages_.idle_chunks != 0 && (pages_.idle << page_shift_) > max_idle_bytes) {
+      const ChunkId oldest = idle_.oldest(pool_);
+      if (oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+      if (fence_.asynchronous() && !fence_.safe(arenas_[pool_[oldest].arena]->stream, pool_[oldest].idle_since)) break;
+      evict(oldest);
     }
   } catch (const BackendError&) {
   } catch (const OutOfMemoryError&) {
   }
 }
 
-void StitchingAllocator::release_free_chunks() {
-  while (!free_chunks_.empty()) {
-    backend_.release(free_chunks_.back());
-    free_chunks_.pop_back();
-    stats_.reserved_bytes.decrease(static_cast<std::int64_t>(config_.chunk_bytes));
-    ++stats_.chunks_released;
-  }
-}
-
 void StitchingAllocator::empty_cache() {
-  if (idle_pages_ != 0) fence_.wait_all(idle_.next_tick());
-  while (idle_pages_ != 0) evict_oldest_idle();
-  // The stale mappings of chunks in use too: nothing is cached after empty_cache.
-  for (const auto& [handle, state] : chunk_states_) drop_all_stale(ChunkHandle{handle});
-  release_free_chunks();
+  if (pages_.idle_chunks != 0) fence_.wait_all(idle_.next_tick());
+  while (pages_.idle_chunks != 0) {
+    const ChunkId oldest = idle_.oldest(pool_);
+    if (oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+    evict(oldest);  // throws: the rest stays cached, consistent
+  }
+  pool_.release_all_free();
   headroom_exhausted_ = false;  // the device has room again
   update_inactive_split();
 }
@@ -550,19 +503,21 @@ void StitchingAllocator::empty_cache() {
 void StitchingAllocator::set_cap_bytes(std::uint64_t cap_bytes) {
   cap_bytes_ = cap_bytes;
   if (cap_bytes_ == 0) return;
-  release_free_chunks();
-  if (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && idle_pages_ != 0) {
+  pool_.release_all_free();
+  if (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && pages_.idle_chunks != 0) {
     fence_.wait_all(idle_.next_tick());
   }
-  while (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && idle_pages_ != 0) {
-    evict_oldest_idle();
-    release_free_chunks();
+  while (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && pages_.idle_chunks != 0) {
+    const ChunkId oldest = idle_.oldest(pool_);
+    if (oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+    evict(oldest);
+    pool_.release_all_free();
   }
 }
 
 void StitchingAllocator::update_inactive_split() {
   Gauge& g = stats_.inactive_split_bytes;
-  g.current = static_cast<std::int64_t>(used_pages_ << chunk_shift_) - stats_.active_bytes.current;
+  g.current = static_cast<std::int64_t>(pages_.used << page_shift_) - stats_.active_bytes.current;
   g.peak = std::max(g.peak, g.current);
 }
 
@@ -595,28 +550,25 @@ std::optional<BlockInfo> StitchingAllocator::find_block(const void* ptr) const {
 }
 
 void StitchingAllocator::check_invariants() const {
+  pool_.check_invariants();
   // Each arena is tiled exactly by its free ranges and its live and pending blocks.
   std::vector<std::vector<FreeRange>> tiles(arenas_.size());
-  std::vector<std::vector<std::uint32_t>> users(arenas_.size());
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
     arenas_[a]->free.check_invariants();
     tiles[a] = arenas_[a]->free.ranges();
-    users[a].assign(arenas_[a]->pages.size(), 0);
   }
-  auto use = [&](std::uint32_t a, std::uint64_t offset, std::uint64_t size, const char* what) {
-    tiles.at(a).push_back({offset, size});
-    for (std::uint64_t p = offset >> chunk_shift_; p <= (offset + size - 1) >> chunk_shift_; ++p) {
-      if (p >= users[a].size()) broken(std::string(what) + " lies beyond its arena's page table");
-      ++users[a][p];
-    }
-  };
+  // Chunk users recounted from the blocks; every page of a block mapped.
+  absl::flat_hash_map<ChunkId, std::uint32_t> users;
   std::int64_t allocated = 0, active = 0, requested = 0;
   for (const auto& [address, b] : blocks_) {
     const Arena& arena = *arenas_.at(b.arena);
     if (address != arena.base + b.offset) broken("block address differs from its arena offset");
     if (b.offset % kRoundBytes || b.size_bytes % kRoundBytes || b.size_bytes < b.requested_bytes)
       broken("block " + hex(address) + " is not 512 B aligned or smaller than requested");
-    use(b.arena, b.offset, b.size_bytes, "a block");
+    tiles[b.arena].push_back({b.offset, b.size_bytes});
+    const std::uint64_t first = first_page(b.offset), last = last_page(b.offset, b.size_bytes);
+    if (arena.pages.unmapped_pages(first, last) != 0) broken("block " + hex(address) + " has an unmapped page");
+    arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) { ++users[e.chunk]; });
     active += static_cast<std::int64_t>(b.size_bytes);
     if (!b.pending_free) {
       allocated += static_cast<std::int64_t>(b.size_bytes);
@@ -633,73 +585,51 @@ void StitchingAllocator::check_invariants() const {
     }
     if (expect != arenas_[a]->virtual_bytes) broken("arena " + std::to_string(a) + " is not tiled to its end");
   }
-  // Pages: users recount, used pages mapped with access, idle queue membership.
-  std::set<std::pair<std::size_t, std::uint64_t>> queued;
-  idle_.for_each_current(page_tables(),
-                         [&](std::uint32_t a, std::uint64_t p) { queued.insert({a, p}); });
-  std::uint64_t used = 0, idle = 0, mapped = 0, owners = 0, stale = 0;
+  // Page maps: no overlap, entries match their chunks.
+  std::uint64_t mapped = 0;
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
-    const Arena& arena = *arenas_[a];
-    for (std::uint64_t p = 0; p < arena.pages.size(); ++p) {
-      const Page& page = *arena.pages.find(p);
-      if (page.users != users[a][p]) broken("page users differ from the recount at page " + std::to_string(p));
-      if (page.chunk.value) ++mapped;
-      // Aliasing: a mapped page owns its chunk (the chunk's state names it) or is stale: unused, and mapped to
-      // a chunk that another page owns, with this page among the chunk's stale mappings.
-      const PageRef ref{static_cast<std::uint32_t>(a), static_cast<std::uint32_t>(p)};
-      const auto state = page.chunk.value ? chunk_states_.find(page.chunk.value) : chunk_states_.end();
-      if (page.chunk.value && state == chunk_states_.end()) broken("a mapped page's chunk has no owner");
-      if (page.stale) {
-        ++stale;
-        if (!page.chunk.value) broken("a stale page is not mapped");
-        if (page.users) broken("a stale page is used at " + hex(page_address(arena, p)));
-        if (state->second.owner == ref) broken("a stale page owns its chunk");
-        const auto& list = state->second.stale;
-        if (std::count(list.begin(), list.end(), ref) != 1) broken("a stale page is not listed once by its chunk");
-      } else if (page.chunk.value) {
-        ++owners;
-        if (!(state->second.owner == ref)) broken("a mapped page does not own its chunk at " + hex(page_address(arena, p)));
-      }
-      if (page.users) {
-        ++used;
-        if (!page.chunk.value) broken("a used page is not mapped");
-        if (!backend_.is_accessible(page_address(arena, p), config_.chunk_bytes))
-          broken("a used page has no access at " + hex(page_address(arena, p)));
-      }
-      if (page.idle()) {
-        ++idle;
-        if (!queued.count({a, p})) broken("idle page " + std::to_string(p) + " is not queued");
-      }
+    std::uint64_t next_free_page = 0;
+    arenas_[a]->pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
+      if (p < next_free_page) broken("chunks overlap in arena " + std::to_string(a));
+      next_free_page = p + e.pages;
+      const Chunk& c = pool_[e.chunk];
+      if (c.arena != a || c.first_page != p || c.pages != e.pages) broken("a page map entry differs from its chunk");
+      ++mapped;
+    });
+  }
+  std::set<ChunkId> queued;
+  idle_.for_each_current(pool_, [&](ChunkId id) { queued.insert(id); });
+  std::uint64_t used = 0, idle = 0, idle_chunks = 0, live_pages = 0, mapped_chunks = 0;
+  pool_.for_each([&](ChunkId id, const Chunk& c) {
+    live_pages += c.pages;
+    if (!c.mapped()) return;
+    ++mapped_chunks;
+    const auto it = users.find(id);
+    const std::uint32_t expect = it == users.end() ? 0 : it->second;
+    if (c.users != expect) broken("chunk users differ from the recount");
+    if (c.users != 0) {
+      used += c.pages;
+      const Arena& arena = *arenas_[c.arena];
+      if (!backend_.is_accessible(stitcher_.address(arena, c.first_page), c.pages << page_shift_))
+        broken("a used chunk has no access at " + hex(stitcher_.address(arena, c.first_page)));
+    } else {
+      idle += c.pages;
+      ++idle_chunks;
+      if (!queued.count(id)) broken("an idle chunk is not queued");
     }
-  }
-  if (used != used_pages_) broken("used page count differs from the recount");
-  if (stale != stale_pages_) broken("stale page count differs from the recount");
-  if (owners != chunk_states_.size()) broken("owned chunks differ from the pages that own one");
-  for (const auto& [handle, state] : chunk_states_) {
-    const Page* owner = state.owner.valid() ? arenas_.at(state.owner.arena)->pages.find(state.owner.page) : nullptr;
-    if (owner == nullptr || owner->chunk.value != handle || owner->stale) broken("a chunk's owner does not map it");
-    if (state.stale.size() + 1 > std::max<std::uint64_t>(config_.chunk_mappings, 1))
-      broken("a chunk has more mappings than chunk_mappings");
-    if (!aliasing() && !state.stale.empty()) broken("a stale mapping while aliasing is off");
-    for (const PageRef r : state.stale) {
-      const Page* sp = arenas_.at(r.arena)->pages.find(r.page);
-      if (sp == nullptr || !sp->stale || sp->chunk.value != handle) broken("a chunk lists a page that is not its stale mapping");
-    }
-  }
-  for (const ChunkHandle h : free_chunks_) {
-    if (chunk_states_.count(h.value)) broken("a free chunk is owned by a page");
-  }
-  if (backend_.live_mappings() != mapped) broken("backend live mappings differ from the mapped pages");
-  if (idle != idle_pages_) broken("idle page count differs from the recount");
-  const auto chunk = static_cast<std::int64_t>(config_.chunk_bytes);
-  const std::int64_t reserved = static_cast<std::int64_t>(owners + free_chunks_.size()) * chunk;
+  });
+  if (mapped_chunks != mapped) broken("mapped chunks differ from the page map entries");
+  if (used != pages_.used) broken("used page count differs from the recount");
+  if (idle != pages_.idle || idle_chunks != pages_.idle_chunks) broken("idle page count differs from the recount");
+  if (backend_.live_mappings() != mapped) broken("backend live mappings differ from the mapped chunks");
+  const auto reserved = static_cast<std::int64_t>(live_pages << page_shift_);
   if (stats_.reserved_bytes.current != reserved) broken("reserved_bytes differs from the recount");
   if (backend_.live_chunk_bytes() != static_cast<std::uint64_t>(reserved))
     broken("backend live chunk bytes differ from reserved_bytes");
   if (stats_.allocated_bytes.current != allocated) broken("allocated_bytes differs from the recount");
   if (stats_.active_bytes.current != active) broken("active_bytes differs from the recount");
   if (stats_.requested_bytes.current != requested) broken("requested_bytes differs from the recount");
-  if (stats_.inactive_split_bytes.current != static_cast<std::int64_t>(used) * chunk - active)
+  if (stats_.inactive_split_bytes.current != static_cast<std::int64_t>(used << page_shift_) - active)
     broken("inactive_split_bytes differs from the recount");
   for (const auto* g : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
                         &stats_.requested_bytes, &stats_.inactive_split_bytes}) {

@@ -1,0 +1,129 @@
+// The gmlake engine with chunks of several sizes (its defaults): backend calls follow runs and chunks, not bytes.
+#include <gtest/gtest.h>
+
+#include "engine/stitching_allocator.h"
+#include "gmlake/error.h"
+#include "gmlake/sim_backend.h"
+
+namespace gmlake::engine {
+namespace {
+
+class MultiSizeChunksTest : public ::testing::Test {
+ protected:
+  StitchingAllocator& make(const std::string& conf = "") {
+    alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf), backend_);
+    return *alloc_;
+  }
+  std::uint64_t calls(BackendCall c) const { return backend_.counters()[c]; }
+  std::uint64_t reserved() const { return static_cast<std::uint64_t>(alloc_->stats().reserved_bytes.current); }
+
+  SimBackend backend_;
+  std::unique_ptr<StitchingAllocator> alloc_;
+};
+
+TEST_F(MultiSizeChunksTest, AOneGibibyteBlockIsBackedByFourChunksAndOneSetAccess) {
+  auto& a = make();  // max_chunk_bytes 256 MiB
+  void* p = a.allocate(kGiB, 0);
+  EXPECT_EQ(calls(BackendCall::kCreate), 4u);
+  EXPECT_EQ(calls(BackendCall::kMap), 4u);
+  EXPECT_EQ(calls(BackendCall::kSetAccess), 1u);
+  EXPECT_EQ(reserved(), kGiB);
+  EXPECT_EQ(a.live_chunks(), 4u);
+  a.check_invariants();
+  a.deallocate(p);
+  a.check_invariants();
+}
+
+TEST_F(MultiSizeChunksTest, AFreedRangeServesABlockOfTheSameSizeWithNoBackendCall) {
+  auto& a = make();
+  a.deallocate(a.allocate(600 * kMiB, 0));
+  const BackendCounters before = backend_.counters();
+  void* p = a.allocate(600 * kMiB, 0);
+  for (std::size_t k = 0; k < kBackendCallKinds; ++k) EXPECT_EQ(backend_.counters().calls[k], before.calls[k]);
+  EXPECT_EQ(a.stats().stitch_reuses, 1u);
+  a.check_invariants();
+  a.deallocate(p);
+}
+
+TEST_F(MultiSizeChunksTest, GrowAheadBacksTwentyMebibytesSoTheNextBlocksNeedNoCall) {
+  auto& a = make();
+  void* first = a.allocate(3 * kMiB, 0);
+  EXPECT_EQ(calls(BackendCall::kCreate), 1u);
+  EXPECT_EQ(reserved(), 20 * kMiB);
+  void* second = a.allocate(3 * kMiB, 0);
+  void* third = a.allocate(10 * kMiB, 0);
+  EXPECT_EQ(calls(BackendCall::kCreate), 1u) << "placed in the grown-ahead pages";
+  EXPECT_EQ(calls(BackendCall::kMap), 1u);
+  a.check_invariants();
+  for (void* p : {first, second, third}) a.deallocate(p);
+  a.check_invariants();
+}
+
+TEST_F(MultiSizeChunksTest, PageGranularConfigurationMovesSinglePages) {
+  auto& a = make("max_chunk_bytes:2M,grow_bytes:2M");
+  a.deallocate(a.allocate(64 * kMiB, 0));
+  EXPECT_EQ(calls(BackendCall::kCreate), 32u);
+  EXPECT_EQ(calls(BackendCall::kSetAccess), 1u);
+  a.check_invariants();
+}
+
+TEST_F(MultiSizeChunksTest, PastTheHeadroomIdleChunksAreReusedAndReservedBytesDoNotGrow) {
+  auto& a = make("headroom_permille:0");
+  void* big = a.allocate(512 * kMiB, 0);
+  a.deallocate(big);
+  const std::uint64_t before = reserved();
+  // A different shape elsewhere: the idle chunks are unmapped and their memory backs it (whole or traded).
+  void* keep = a.allocate(kMiB * 2, 0);  // small pool, one page of its own
+  void* other = a.allocate(300 * kMiB, 0);
+  EXPECT_LE(reserved(), before + 2 * kMiB);
+  a.check_invariants();
+  a.deallocate(other);
+  a.deallocate(keep);
+  a.check_invariants();
+}
+
+TEST_F(MultiSizeChunksTest, NearTheCapChunksArePageSizedAndNothingGrowsAhead) {
+  auto& a = make("cap_bytes:64M");
+  void* p = a.allocate(60 * kMiB, 0);  // past 90% of the cap: memory first
+  EXPECT_EQ(reserved(), 60 * kMiB);
+  EXPECT_EQ(a.live_chunks(), 30u);
+  EXPECT_THROW(a.allocate(8 * kMiB, 0), OutOfMemoryError);
+  a.check_invariants();
+  a.deallocate(p);
+  void* q = a.allocate(62 * kMiB, 0);  // the idle pages move one by one: no new memory
+  EXPECT_LE(reserved(), 64 * kMiB);
+  a.check_invariants();
+  a.deallocate(q);
+}
+
+TEST_F(MultiSizeChunksTest, ARequestTheCapCanNeverHoldLeavesNothingReserved) {
+  auto& a = make("cap_bytes:256M");
+  EXPECT_THROW(a.allocate(300 * kMiB, 0), OutOfMemoryError);
+  a.check_invariants();
+  EXPECT_EQ(a.stats().num_ooms, 1u);
+  EXPECT_EQ(reserved(), 0u);
+  EXPECT_EQ(calls(BackendCall::kCreate), 0u);
+  void* p = a.allocate(200 * kMiB, 0);  // what fits still does
+  a.deallocate(p);
+}
+
+TEST_F(MultiSizeChunksTest, FailedStitchesOfEveryCallKindLeaveTheAllocatorConsistent) {
+  auto& a = make();
+  std::vector<void*> live;
+  for (int i = 0; i < 40; ++i) {
+    live.push_back(a.allocate(static_cast<std::uint64_t>(1 + (i * 37) % 300) * kMiB, 0));
+    if (i % 3 == 0) {
+      a.deallocate(live.front());
+      live.erase(live.begin());
+    }
+    a.check_invariants();
+  }
+  for (void* p : live) a.deallocate(p);
+  a.empty_cache();
+  a.check_invariants();
+  EXPECT_EQ(reserved(), 0u);
+  EXPECT_EQ(backend_.live_chunks(), 0u);
+}
+
+}  // namespace
+}  // namespace gmlake::engine
