@@ -10,9 +10,9 @@
 #include <map>
 #include <random>
 
-#include "engine/stitching_allocator.h"
+#include "policies/gmlake/stitching_allocator.h"
 #include "gmlake/error.h"
-#include "gmlake/fault_backend.h"
+#include "backends/fault/fault_backend.h"
 #include "gmlake/host_backend.h"
 #include "gmlake/sim_backend.h"
 #include "manual_events.h"
