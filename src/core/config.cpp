@@ -3,6 +3,7 @@
 
 #include <cctype>
 #include <charconv>
+#include <cstdlib>
 #include <string>
 
 #include "gmlake/error.h"
@@ -106,7 +107,7 @@ void Config::apply(std::string_view text) {
   }
     GMLAKE_CONFIG_FIELDS(GMLAKE_CONFIG_PARSE)
 #undef GMLAKE_CONFIG_PARSE
-    if (!known) fail(key, "unknown key (see gmlake --help-conf)");
+    if (!known) fail(key, "unknown key (see `gmlake conf`)");
   }
   next.validate();
   *this = next;
@@ -157,6 +158,11 @@ std::vector<ConfigFieldInfo> config_fields() {
   GMLAKE_CONFIG_FIELDS(GMLAKE_CONFIG_INFO)
 #undef GMLAKE_CONFIG_INFO
   return out;
+}
+
+std::string environment_conf() {
+  const char* text = std::getenv("GMLAKE_CONF");
+  return text == nullptr ? std::string() : std::string(text);
 }
 
 }  // namespace gmlake

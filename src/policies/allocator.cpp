@@ -11,7 +11,7 @@
 namespace gmlake {
 
 std::unique_ptr<Allocator> make_allocator(const Config& config, Backend& backend, StreamEvents* events) {
-  config.validate();
+  // Each allocator's constructor validates the config (once): not here as well.
   if (events != nullptr && config.policy != Policy::kGmlake) {
     throw Error(ErrorCode::kConfig, std::string("gmlake config: policy: ") + to_string(config.policy) +
                                         " does not support asynchronous streams yet; use gmlake");

@@ -166,11 +166,6 @@ void start_session(Runtime& r, Settings settings) {
   r.state.store(State::kReady, std::memory_order_release);
 }
 
-std::string environment_conf() {
-  const char* text = std::getenv("GMLAKE_CONF");
-  return text == nullptr ? std::string() : std::string(text);
-}
-
 // The configuration from GMLAKE_CONF, when nothing initialized gmlake yet. Throws Error(kConfig).
 void initialize_from_environment(Runtime& r) {
   std::lock_guard lifecycle(r.lifecycle_mutex);

@@ -74,7 +74,7 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
                const std::string& cap, const std::string& conf, const std::string& json_path) {
   gmlake::Config config;
   try {
-    if (const char* env = std::getenv("GMLAKE_CONF")) config.apply(env);
+    config.apply(gmlake::environment_conf());
     config.apply(conf);
     if (!cap.empty()) config.apply("cap_bytes:" + cap);
   } catch (const gmlake::Error& e) {
