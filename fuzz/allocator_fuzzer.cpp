@@ -22,7 +22,7 @@
 
 #include "gmlake/allocator.h"
 #include "gmlake/error.h"
-#include "gmlake/fault_backend.h"
+#include "backends/fault/fault_backend.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
 

@@ -1,4 +1,4 @@
-#include "policy/caching_allocator.h"
+#include "policies/caching/caching_allocator.h"
 
 #include <gtest/gtest.h>
 

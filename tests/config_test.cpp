@@ -2,6 +2,8 @@
 
 #include <gtest/gtest.h>
 
+#include <cstdlib>
+
 #include "expect_error.h"
 #include "gmlake/error.h"
 
@@ -40,7 +42,7 @@ void expect_config_error(const std::string& text, const std::string& must_name) 
 }
 
 TEST(ConfigTest, UnknownKeyBadValueAndOverflowNameTheKey) {
-  expect_config_error("no_such_key:1", "no_such_key");
+  expect_config_error("no_such_key:1", "no_such_key: unknown key (see `gmlake conf`)");
   expect_config_error("cap_bytes:lots", "cap_bytes");
   expect_config_error("cap_bytes:99999999999999999999", "cap_bytes");
   expect_config_error("cap_bytes:17179869184T", "cap_bytes");
@@ -62,6 +64,13 @@ TEST(ConfigTest, FieldTableListsEveryField) {
   ASSERT_GE(fields.size(), 10u);
   EXPECT_STREQ(fields[0].name, "policy");
   for (const auto& f : fields) EXPECT_NE(std::string(f.description), "");
+}
+
+TEST(ConfigTest, EnvironmentConfIsGmlakeConfOrEmpty) {
+  ::setenv("GMLAKE_CONF", "cap_bytes:8M", 1);
+  EXPECT_EQ(environment_conf(), "cap_bytes:8M");
+  ::unsetenv("GMLAKE_CONF");
+  EXPECT_EQ(environment_conf(), "");
 }
 
 }  // namespace

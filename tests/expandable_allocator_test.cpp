@@ -1,4 +1,4 @@
-#include "policy/expandable_allocator.h"
+#include "policies/expandable/expandable_allocator.h"
 
 #include <gtest/gtest.h>
 

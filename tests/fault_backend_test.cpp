@@ -1,6 +1,6 @@
 // FaultBackend: forwards to its inner backend, fails exactly the calls armed, with the error asked for, and
 // leaves the inner backend untouched by a failed call.
-#include "gmlake/fault_backend.h"
+#include "backends/fault/fault_backend.h"
 
 #include <gtest/gtest.h>
 

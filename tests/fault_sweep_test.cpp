@@ -20,7 +20,7 @@
 #include <vector>
 
 #include "gmlake/error.h"
-#include "gmlake/fault_backend.h"
+#include "backends/fault/fault_backend.h"
 #include "gmlake/replay.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/trace.h"

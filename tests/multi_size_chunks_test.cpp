@@ -1,7 +1,7 @@
 // The gmlake engine with chunks of several sizes (its defaults): backend calls follow runs and chunks, not bytes.
 #include <gtest/gtest.h>
 
-#include "engine/stitching_allocator.h"
+#include "policies/gmlake/stitching_allocator.h"
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
 

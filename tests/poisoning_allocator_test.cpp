@@ -1,6 +1,6 @@
 // PoisoningAllocator: freed memory is filled with 0xDB, and a block handed out that holds any other non-zero
 // byte is reported with its offset and value (a write after free). On the host backend, for every policy.
-#include "gmlake/poisoning_allocator.h"
+#include "adaptors/poisoning_allocator.h"
 
 #include <gtest/gtest.h>
 

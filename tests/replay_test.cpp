@@ -11,7 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "gmlake/error.h"
-#include "gmlake/fault_backend.h"
+#include "backends/fault/fault_backend.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/trace.h"
 

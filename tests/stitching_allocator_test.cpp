@@ -1,5 +1,5 @@
 // Unit tests of the gmlake (stitching) policy on the sim backend.
-#include "engine/stitching_allocator.h"
+#include "policies/gmlake/stitching_allocator.h"
 
 #include <gtest/gtest.h>
 

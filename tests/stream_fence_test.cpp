@@ -5,7 +5,7 @@
 #include <set>
 #include <vector>
 
-#include "engine/stitching_allocator.h"
+#include "policies/gmlake/stitching_allocator.h"
 #include "expect_error.h"
 #include "gmlake/sim_backend.h"
 #include "manual_events.h"

@@ -2,7 +2,7 @@
 // says so: a block used by another stream is not reused, by any stream, until that stream's work up to the free
 // has finished; bad pointers, a failing event record and out-of-memory lose nothing. Invariants of the allocator
 // and of StreamUses are checked after every step.
-#include "gmlake/stream_uses.h"
+#include "adaptors/stream_uses.h"
 
 #include <gtest/gtest.h>
 

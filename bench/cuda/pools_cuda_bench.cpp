@@ -25,8 +25,8 @@
 #include <optional>
 #include <string>
 
-#include "cuda/cuda_driver.h"
-#include "gmlake/cuda_backend.h"
+#include "backends/cuda/cuda_driver.h"
+#include "backends/cuda/cuda_backend.h"
 #include "gmlake/error.h"
 #include "gmlake/pools/arena_pool.h"
 #include "gmlake/pools/block_pool.h"

@@ -5,7 +5,7 @@
 #include <string>
 
 #include "gmlake/error.h"
-#include "pools/layout_cache_shard.h"
+#include "layout_cache_shard.h"
 
 namespace gmlake::pools {
 namespace {

@@ -1,6 +1,6 @@
 // LayoutCache::Shard: one device's live table and LRU cache. Every mutation that can fail (a backend call, a
 // hash-table insert) runs before the first change to the structures, so an error leaves the shard as it was.
-#include "pools/layout_cache_shard.h"
+#include "layout_cache_shard.h"
 
 #include <stdexcept>
 #include <string>

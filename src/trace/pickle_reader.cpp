@@ -1,6 +1,6 @@
 // The restricted unpickler (see pickle_reader.h): one loop over opcodes, a value stack with marks, a memo.
 // Opcode semantics follow the pickle format as documented by Python's pickletools module.
-#include "trace/pickle_reader.h"
+#include "pickle_reader.h"
 
 #include <algorithm>
 #include <bit>

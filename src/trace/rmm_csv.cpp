@@ -11,7 +11,7 @@
 
 #include "gmlake/error.h"
 #include "gmlake/trace.h"
-#include "trace/trace_parsers.h"
+#include "trace_parsers.h"
 
 namespace gmlake {
 namespace {

@@ -14,8 +14,8 @@
 
 #include "gmlake/error.h"
 #include "gmlake/trace.h"
-#include "trace/pickle_reader.h"
-#include "trace/trace_parsers.h"
+#include "pickle_reader.h"
+#include "trace_parsers.h"
 
 namespace gmlake {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "gmlake/error.h"
-#include "trace/trace_parsers.h"
+#include "trace_parsers.h"
 
 namespace gmlake {
 namespace {

@@ -6,7 +6,7 @@
 #include <string>
 
 #include "backend_conformance.h"
-#include "gmlake/cuda_backend.h"
+#include "backends/cuda/cuda_backend.h"
 #include "gpu/cuda_test_support.h"
 
 namespace gmlake {

@@ -2,7 +2,7 @@
 // (aliasing, stitching separate chunks into one range, data living in the chunk across remaps), its
 // construction checks, real driver failures mapped to gmlake errors with the backend still usable afterwards,
 // context handling, exportable chunks, and a destructor that gives everything back.
-#include "gmlake/cuda_backend.h"
+#include "backends/cuda/cuda_backend.h"
 
 #include <unistd.h>
 

@@ -20,7 +20,7 @@
 
 #include "gmlake/allocator.h"
 #include "gmlake/config.h"
-#include "gmlake/cuda_backend.h"
+#include "backends/cuda/cuda_backend.h"
 #include "gmlake/error.h"
 #include "gmlake/units.h"
 #include "gpu/cuda_test_support.h"

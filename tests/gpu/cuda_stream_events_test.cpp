@@ -4,9 +4,9 @@
 
 #include <vector>
 
-#include "engine/stitching_allocator.h"
-#include "gmlake/cuda_backend.h"
-#include "gmlake/cuda_stream_events.h"
+#include "policies/gmlake/stitching_allocator.h"
+#include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_stream_events.h"
 #include "gmlake/units.h"
 #include "gpu/cuda_test_support.h"
 

@@ -1,6 +1,6 @@
 // What the GPU tests share: whether a CUDA device is here (else each test is skipped with the reason), the
 // primary context of device 0 made current for device copies, and host <-> device copies and fills through the
-// same run-time-loaded driver as the backend (src/cuda/cuda_driver.h), so the test program starts anywhere.
+// same run-time-loaded driver as the backend (src/backends/cuda/cuda_driver.h), so the test program starts anywhere.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "cuda/cuda_driver.h"
+#include "backends/cuda/cuda_driver.h"
 #include "gmlake/error.h"
 
 namespace gmlake::gpu_test {

@@ -8,7 +8,7 @@
 #include <thread>
 #include <vector>
 
-#include "gmlake/cuda_backend.h"
+#include "backends/cuda/cuda_backend.h"
 #include "gmlake/error.h"
 #include "gmlake/pools/arena_pool.h"
 #include "gmlake/pools/block_pool.h"

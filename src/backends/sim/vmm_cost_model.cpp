@@ -1,4 +1,4 @@
-#include "backends/sim/vmm_cost_model.h"
+#include "vmm_cost_model.h"
 
 #include <cmath>
 
@@ -36,12 +36,12 @@ std::uint64_t VmmCostModel::ns(BackendCall c, std::uint64_t size_bytes) const {
 std::optional<VmmCostModel> vmm_cost_model(std::string_view gpu) {
   if (gpu == "h100") {
     return
-#include "backends/sim/vmm_costs_h100.inc"
+#include "vmm_costs_h100.inc"
         ;
   }
   if (gpu == "h200") {
     return
-#include "backends/sim/vmm_costs_h200.inc"
+#include "vmm_costs_h200.inc"
         ;
   }
   return std::nullopt;

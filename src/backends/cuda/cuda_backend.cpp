@@ -1,0 +1,193 @@
+// The CUDA backend: see cuda_backend.h for which driver call plays which backend call. Each do_* makes its
+// driver call with the primary context current and keeps the backend's own tables (what the destructor gives
+// back) in step: an entry is added before the driver creates something (so bad_alloc leaves nothing behind) or
+// right after with an undo on failure, and removed once the driver has destroyed it.
+#include "cuda_backend.h"
+
+#include <cuda.h>
+
+#include <string>
+
+#include "cuda_driver.h"
+#include "gmlake/error.h"
+
+namespace gmlake {
+namespace {
+
+using cuda::check;
+using cuda::driver;
+
+CUcontext as_context(void* context) { return static_cast<CUcontext>(context); }
+
+// The properties of every chunk: pinned memory on `device`, exportable as a file descriptor when asked.
+CUmemAllocationProp allocation_prop(int device, bool exportable) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.requestedHandleTypes = exportable ? CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR : CU_MEM_HANDLE_TYPE_NONE;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+// Throws BackendError("cuDeviceGetAttribute", ...) unless `attribute` of device `cu_device` is non-zero.
+void require_attribute(CUdevice cu_device, int device, CUdevice_attribute attribute, const std::string& feature) {
+  int value = 0;
+  check("cuDeviceGetAttribute", driver().cuDeviceGetAttribute(&value, attribute, cu_device));
+  if (value == 0) {
+    throw BackendError("cuDeviceGetAttribute", "CUDA device " + std::to_string(device) + " does not support " + feature);
+  }
+}
+
+}  // namespace
+
+// Holds one retain of the device's primary context until the backend takes it over.
+struct CudaBackend::OpenedDevice {
+  int cu_device = 0;
+  std::uint64_t granularity_bytes = 0;
+  CUcontext context = nullptr;  // retained: released here unless taken
+
+  OpenedDevice() = default;
+  OpenedDevice(OpenedDevice&& other) noexcept
+      : cu_device(other.cu_device), granularity_bytes(other.granularity_bytes), context(other.context) {
+    other.context = nullptr;
+  }
+  OpenedDevice& operator=(OpenedDevice&&) = delete;
+  ~OpenedDevice() {
+    if (context != nullptr) driver().cuDevicePrimaryCtxRelease(cu_device);
+  }
+};
+
+CudaBackend::OpenedDevice CudaBackend::open_device(const CudaBackendOptions& options) {
+  const cuda::DriverApi& api = driver();
+  OpenedDevice opened;
+  CUdevice cu_device = 0;
+  check("cuDeviceGet", api.cuDeviceGet(&cu_device, options.device));
+  opened.cu_device = cu_device;
+  require_attribute(cu_device, options.device, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
+                    "virtual memory management (cuMemCreate, cuMemMap)");
+  if (options.exportable) {
+    require_attribute(cu_device, options.device, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                      "exporting memory as POSIX file descriptors");
+  }
+  check("cuDevicePrimaryCtxRetain", api.cuDevicePrimaryCtxRetain(&opened.context, cu_device));
+  const cuda::ScopedContext current(opened.context);
+  const CUmemAllocationProp prop = allocation_prop(options.device, options.exportable);
+  std::size_t granularity_bytes = 0;
+  check("cuMemGetAllocationGranularity",
+        api.cuMemGetAllocationGranularity(&granularity_bytes, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
+  opened.granularity_bytes = granularity_bytes;
+  if (granularity_bytes == 0 || options.chunk_bytes % granularity_bytes != 0) {
+    throw Error(ErrorCode::kInvalidArgument,
+                "CudaBackend: chunk_bytes " + std::to_string(options.chunk_bytes) +
+                    " is not a multiple of CUDA device " + std::to_string(options.device) +
+                    "'s recommended allocation granularity " + std::to_string(granularity_bytes));
+  }
+  return opened;
+}
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options) : CudaBackend(options, open_device(options)) {}
+
+CudaBackend::CudaBackend(const CudaBackendOptions& options, OpenedDevice&& opened)
+    : Backend(options.chunk_bytes),
+      device_(options.device),
+      cu_device_(opened.cu_device),
+      device_granularity_bytes_(opened.granularity_bytes),
+      exportable_(options.exportable),
+      physical_limit_bytes_(options.physical_limit_bytes),
+      context_(opened.context) {
+  opened.context = nullptr;  // ours now: released by the destructor
+}
+
+CudaBackend::~CudaBackend() {
+  const cuda::DriverApi& api = driver();  // loaded: the constructor succeeded
+  try {
+    const cuda::ScopedContext current(as_context(context_));
+    for (const auto& [addr, size_bytes] : mappings_) api.cuMemUnmap(addr, size_bytes);
+    for (const std::uint64_t handle : chunks_) api.cuMemRelease(handle);
+    for (const auto& [addr, size_bytes] : reservations_) api.cuMemAddressFree(addr, size_bytes);
+  } catch (...) {
+    // The context could not be made current: nothing more can be given back.
+  }
+  api.cuDevicePrimaryCtxRelease(cu_device_);
+}
+
+void CudaBackend::check_memory(const char* call, int result, std::uint64_t size_bytes) const {
+  const auto code = static_cast<CUresult>(result);
+  if (code == CUDA_SUCCESS) return;
+  if (code == CUDA_ERROR_OUT_OF_MEMORY) {
+    throw OutOfMemoryError(size_bytes, live_chunk_bytes(), 0, physical_limit_bytes_,
+                           std::string(call) + " on CUDA device " + std::to_string(device_) + ": " +
+                               cuda::error_text(code));
+  }
+  throw BackendError(call, cuda::error_text(code));
+}
+
+std::uintptr_t CudaBackend::do_reserve(std::uint64_t size_bytes) {
+  const cuda::ScopedContext current(as_context(context_));
+  CUdeviceptr addr = 0;
+  check("cuMemAddressReserve", driver().cuMemAddressReserve(&addr, size_bytes, granularity_bytes(), 0, 0));
+  try {
+    reservations_.emplace(addr, size_bytes);
+  } catch (...) {
+    driver().cuMemAddressFree(addr, size_bytes);
+    throw;
+  }
+  return addr;
+}
+
+void CudaBackend::do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) {
+  const cuda::ScopedContext current(as_context(context_));
+  check("cuMemAddressFree", driver().cuMemAddressFree(addr, size_bytes));
+  reservations_.erase(addr);
+}
+
+ChunkHandle CudaBackend::do_create(std::uint64_t size_bytes) {
+  const std::uint64_t live_bytes = live_chunk_bytes();
+  if (physical_limit_bytes_ != 0 && size_bytes > physical_limit_bytes_ - live_bytes) {
+    throw OutOfMemoryError(size_bytes, live_bytes, 0, physical_limit_bytes_, "cuda backend physical limit");
+  }
+  const cuda::ScopedContext current(as_context(context_));
+  const CUmemAllocationProp prop = allocation_prop(device_, exportable_);
+  CUmemGenericAllocationHandle handle = 0;
+  check_memory("cuMemCreate", driver().cuMemCreate(&handle, size_bytes, &prop, 0), size_bytes);
+  try {
+    chunks_.insert(handle);
+  } catch (...) {
+    driver().cuMemRelease(handle);
+    throw;
+  }
+  return ChunkHandle{handle};
+}
+
+void CudaBackend::do_release(ChunkHandle chunk, std::uint64_t) {
+  const cuda::ScopedContext current(as_context(context_));
+  check("cuMemRelease", driver().cuMemRelease(chunk.value));
+  chunks_.erase(chunk.value);
+}
+
+void CudaBackend::do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) {
+  const cuda::ScopedContext current(as_context(context_));
+  const auto mapping = mappings_.emplace(addr, size_bytes).first;  // bad_alloc here leaves nothing behind
+  const CUresult result = driver().cuMemMap(addr, size_bytes, 0, chunk.value, 0);
+  if (result != CUDA_SUCCESS) {
+    mappings_.erase(mapping);
+    check_memory("cuMemMap", result, size_bytes);
+  }
+}
+
+void CudaBackend::do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
+  const cuda::ScopedContext current(as_context(context_));
+  check("cuMemUnmap", driver().cuMemUnmap(addr, size_bytes));
+  mappings_.erase(mappings_.lower_bound(addr), mappings_.lower_bound(addr + size_bytes));
+}
+
+void CudaBackend::do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) {
+  const cuda::ScopedContext current(as_context(context_));
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  check_memory("cuMemSetAccess", driver().cuMemSetAccess(addr, size_bytes, &access, 1), size_bytes);
+}
+
+}  // namespace gmlake

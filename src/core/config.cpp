@@ -1,0 +1,169 @@
+// GMLAKE_CONF parsing, driven by the table in gmlake/config.h.
+#include "gmlake/config.h"
+
+#include <cctype>
+#include <charconv>
+#include <cstdlib>
+#include <string>
+
+#include "gmlake/error.h"
+
+namespace gmlake {
+namespace {
+
+using u64 = std::uint64_t;
+
+[[noreturn]] void fail(std::string_view key, const std::string& why) {
+  throw Error(ErrorCode::kConfig, "gmlake config: " + std::string(key) + ": " + why);
+}
+
+std::string lower(std::string_view s) {
+  std::string out(s);
+  for (char& c : out) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return out;
+}
+
+std::string_view trim(std::string_view s) {
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.front()))) s.remove_prefix(1);
+  while (!s.empty() && std::isspace(static_cast<unsigned char>(s.back()))) s.remove_suffix(1);
+  return s;
+}
+
+// Parsers, one per table type: parse_value(key, text, &out).
+void parse_value(std::string_view key, std::string_view text, u64* out) {
+  u64 number = 0;
+  const char* first = text.data();
+  const char* last = text.data() + text.size();
+  auto [ptr, ec] = std::from_chars(first, last, number);
+  if (ec == std::errc::result_out_of_range) fail(key, "value '" + std::string(text) + "' overflows 64 bits");
+  if (ec != std::errc() || ptr == first) fail(key, "bad value '" + std::string(text) + "': expected a byte count");
+  const std::string suffix = lower(std::string_view(ptr, static_cast<std::size_t>(last - ptr)));
+  unsigned shift = 0;
+  if (suffix.empty() || suffix == "b") shift = 0;
+  else if (suffix == "k" || suffix == "kib" || suffix == "kb") shift = 10;
+  else if (suffix == "m" || suffix == "mib" || suffix == "mb") shift = 20;
+  else if (suffix == "g" || suffix == "gib" || suffix == "gb") shift = 30;
+  else if (suffix == "t" || suffix == "tib" || suffix == "tb") shift = 40;
+  else fail(key, "bad unit '" + suffix + "' in '" + std::string(text) + "': expected K, M, G or T");
+  if (shift != 0 && number > (UINT64_MAX >> shift)) fail(key, "value '" + std::string(text) + "' overflows 64 bits");
+  *out = number << shift;
+}
+
+void parse_value(std::string_view key, std::string_view text, bool* out) {
+  const std::string t = lower(text);
+  if (t == "true" || t == "1") *out = true;
+  else if (t == "false" || t == "0") *out = false;
+  else fail(key, "bad value '" + std::string(text) + "': expected true or false");
+}
+
+void parse_value(std::string_view key, std::string_view text, Policy* out) {
+  try {
+    *out = parse_policy(text);
+  } catch (const Error&) {
+    fail(key, "unknown policy '" + std::string(text) + "': expected gmlake, caching or expandable");
+  }
+}
+
+std::string format_value(u64 v) { return std::to_string(v); }
+std::string format_value(bool v) { return v ? "true" : "false"; }
+std::string format_value(Policy v) { return to_string(v); }
+
+}  // namespace
+
+const char* to_string(Policy p) {
+  switch (p) {
+    case Policy::kGmlake: return "gmlake";
+    case Policy::kCaching: return "caching";
+    case Policy::kExpandable: return "expandable";
+  }
+  return "unknown";
+}
+
+Policy parse_policy(std::string_view text) {
+  const std::string t = lower(trim(text));
+  if (t == "gmlake") return Policy::kGmlake;
+  if (t == "caching" || t == "native") return Policy::kCaching;
+  if (t == "expandable" || t == "expandable_segments") return Policy::kExpandable;
+  throw Error(ErrorCode::kConfig, "gmlake config: unknown policy '" + std::string(text) +
+                                      "': expected gmlake, caching or expandable");
+}
+
+void Config::apply(std::string_view text) {
+  Config next = *this;  // parse into a copy: a bad entry leaves *this unchanged
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    std::string_view entry = trim(text.substr(0, comma));
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    if (entry.empty()) continue;
+    const std::size_t colon = entry.find(':');
+    if (colon == std::string_view::npos) fail(entry, "expected key:value");
+    const std::string_view key = trim(entry.substr(0, colon));
+    const std::string_view value = trim(entry.substr(colon + 1));
+    bool known = false;
+#define GMLAKE_CONFIG_PARSE(type, name, def, unit, desc) \
+  if (key == #name) {                                    \
+    parse_value(key, value, &next.name);                 \
+    known = true;                                        \
+  }
+    GMLAKE_CONFIG_FIELDS(GMLAKE_CONFIG_PARSE)
+#undef GMLAKE_CONFIG_PARSE
+    if (!known) fail(key, "unknown key (see `gmlake conf`)");
+  }
+  next.validate();
+  *this = next;
+}
+
+void Config::validate() const {
+  auto need = [](bool ok, std::string_view key, const std::string& why) {
+    if (!ok) fail(key, why);
+  };
+  need(is_pow2(chunk_bytes) && chunk_bytes >= 64 * kKiB, "chunk_bytes", "must be a power of two of at least 64 KiB");
+  need(small_request_max_bytes >= kRoundBytes && small_request_max_bytes < chunk_bytes, "small_request_max_bytes",
+       "must be at least 512 and below chunk_bytes");
+  need(arena_virtual_bytes % chunk_bytes == 0 && arena_virtual_bytes >= 64 * chunk_bytes, "arena_virtual_bytes",
+       "must be a multiple of chunk_bytes and at least 64 chunks");
+  need(fit_candidates >= 1 && fit_candidates <= 1024, "fit_candidates", "must be 1..1024");
+  need(max_chunk_bytes >= chunk_bytes && max_chunk_bytes % chunk_bytes == 0 && max_chunk_bytes <= arena_virtual_bytes,
+       "max_chunk_bytes", "must be a multiple of chunk_bytes, at most arena_virtual_bytes");
+  need(small_segment_bytes % kRoundBytes == 0 && small_segment_bytes > small_request_max_bytes,
+       "small_segment_bytes", "must be a multiple of 512 above small_request_max_bytes");
+  need(large_segment_bytes % kRoundBytes == 0 && large_segment_bytes >= large_segment_threshold_bytes,
+       "large_segment_bytes", "must be a multiple of 512, at least large_segment_threshold_bytes");
+  need(large_round_bytes >= kRoundBytes && is_pow2(large_round_bytes), "large_round_bytes",
+       "must be a power of two of at least 512");
+  need(expandable_virtual_bytes >= 2 * large_segment_bytes, "expandable_virtual_bytes",
+       "must hold at least two large pages");
+}
+
+std::string Config::to_string() const {
+  std::string out;
+#define GMLAKE_CONFIG_FORMAT(type, name, def, unit, desc) \
+  out += (out.empty() ? "" : ",");                        \
+  out += #name ":" + format_value(name);
+  GMLAKE_CONFIG_FIELDS(GMLAKE_CONFIG_FORMAT)
+#undef GMLAKE_CONFIG_FORMAT
+  return out;
+}
+
+Config parse_config(std::string_view text) {
+  Config c;
+  c.apply(text);
+  return c;
+}
+
+std::vector<ConfigFieldInfo> config_fields() {
+  std::vector<ConfigFieldInfo> out;
+  const Config defaults;
+#define GMLAKE_CONFIG_INFO(type, name, def, unit, desc) \
+  out.push_back({#name, #type, format_value(defaults.name), unit, desc});
+  GMLAKE_CONFIG_FIELDS(GMLAKE_CONFIG_INFO)
+#undef GMLAKE_CONFIG_INFO
+  return out;
+}
+
+std::string environment_conf() {
+  const char* text = std::getenv("GMLAKE_CONF");
+  return text == nullptr ? std::string() : std::string(text);
+}
+
+}  // namespace gmlake

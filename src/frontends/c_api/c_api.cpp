@@ -1,0 +1,387 @@
+// The C API (gmlake.h): a thin shim over the C++ API. Every function converts every exception into a status
+// and this thread's last error, so that nothing is thrown across the C boundary.
+//
+// State. One Runtime, created on first use and never destroyed (so that calls made while the process exits,
+// after static destructors have begun, still find it). It holds one Pool per device: a mutex, and the backend,
+// allocator and StreamUses (record_stream; every malloc, free and empty_cache goes through it), created by the
+// first gmlake_malloc on that device. The pool's own mutex serializes every call on that device and also guards
+// the pool's life: a pool is only created or torn down under it, so never during a call. (That is why the
+// pools do not use SynchronizedAllocator: its lock would be a second one per call.)
+//
+// Sessions. gmlake_init (or the first call) publishes an immutable Session (the parsed settings) and sets the
+// state to ready; gmlake_shutdown sets it to shut down, then tears the pools down one at a time under each
+// pool's mutex. Both hold lifecycle_mutex throughout, so a new session never starts before the old one's pools
+// are gone. A call reads the state and the session under its pool's mutex only: one lock per call, and never
+// more than two locks held at once anywhere.
+#include "gmlake/gmlake.h"
+
+#include <array>
+#include <atomic>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+#include <mutex>
+#include <new>
+#include <stdexcept>
+#include <string>
+
+#include "c_api_settings.h"
+#include "gmlake/allocator.h"
+#include "gmlake/backend.h"
+#include "gmlake/backend_factory.h"
+#include "gmlake/error.h"
+#include "adaptors/poisoning_allocator.h"
+#include "gmlake/stats.h"
+#include "adaptors/stream_uses.h"
+
+namespace gmlake::capi {
+namespace {
+
+constexpr std::size_t kDevices = GMLAKE_MAX_DEVICES;
+constexpr std::size_t kMaxSizeBytes = static_cast<std::size_t>(INT64_MAX);  // 2^63 - 1
+
+// --- this thread's last error: trivially destructible, so it stays usable while threads and the process exit.
+constexpr std::size_t kMessageBytes = 512;
+struct LastError {
+  int code;
+  char message[kMessageBytes];
+};
+thread_local LastError t_last_error{};
+
+void clear_last_error() {
+  t_last_error.code = GMLAKE_OK;
+  t_last_error.message[0] = '\0';
+}
+
+void set_last_error(int code, const char* message) {
+  t_last_error.code = code;
+  std::snprintf(t_last_error.message, kMessageBytes, "%s", message);
+}
+
+// Errors of this API's own, besides gmlake::Error.
+class ShutDownError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+class AlreadyInitializedError : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+int status_of(ErrorCode code) {
+  switch (code) {
+    case ErrorCode::kOutOfMemory: return GMLAKE_ERROR_OUT_OF_MEMORY;
+    case ErrorCode::kInvalidPointer: return GMLAKE_ERROR_INVALID_POINTER;
+    case ErrorCode::kInvalidArgument: return GMLAKE_ERROR_INVALID_ARGUMENT;
+    case ErrorCode::kConfig: return GMLAKE_ERROR_CONFIG;
+    case ErrorCode::kBackend: return GMLAKE_ERROR_BACKEND;
+    case ErrorCode::kTrace: break;
+  }
+  return GMLAKE_ERROR_INTERNAL;
+}
+
+// Records the exception being handled as this thread's last error. Call only inside a catch handler.
+void record_current_exception() noexcept {
+  try {
+    throw;
+  } catch (const ShutDownError& e) {
+    set_last_error(GMLAKE_ERROR_SHUT_DOWN, e.what());
+  } catch (const AlreadyInitializedError& e) {
+    set_last_error(GMLAKE_ERROR_ALREADY_INITIALIZED, e.what());
+  } catch (const Error& e) {
+    set_last_error(status_of(e.code()), e.what());
+  } catch (const std::bad_alloc&) {
+    set_last_error(GMLAKE_ERROR_OUT_OF_MEMORY, "gmlake: the host is out of memory (std::bad_alloc)");
+  } catch (const std::exception& e) {
+    set_last_error(GMLAKE_ERROR_INTERNAL, e.what());
+  } catch (...) {
+    set_last_error(GMLAKE_ERROR_INTERNAL, "gmlake: unknown exception");
+  }
+}
+
+// Runs `body` with this thread's last error cleared; returns what it returns, or `on_error` after recording
+// the exception it threw.
+template <typename T, typename Body>
+T guarded(T on_error, Body&& body) noexcept {
+  clear_last_error();
+  try {
+    return body();
+  } catch (...) {
+    record_current_exception();
+    return on_error;
+  }
+}
+
+// The same for a call that returns a status: GMLAKE_OK, or the status of the exception `body` threw.
+template <typename Body>
+int guarded_status(Body&& body) noexcept {
+  clear_last_error();
+  try {
+    body();
+    return GMLAKE_OK;
+  } catch (...) {
+    record_current_exception();
+    return t_last_error.code;
+  }
+}
+
+// --- the runtime
+
+enum class State { kUninitialized, kReady, kShutDown };
+
+// The settings one gmlake_init (or the first call) parsed; immutable once published.
+struct Session {
+  Settings settings;
+};
+
+struct Pool {
+  std::mutex mutex;
+  const Session* session = nullptr;      // guarded by mutex: the session the allocator was made for
+  std::unique_ptr<Backend> backend;      // guarded by mutex
+  std::unique_ptr<StreamEvents> events;  // guarded by mutex; null but for cuda; uses backend
+  std::unique_ptr<Allocator> allocator;  // guarded by mutex; uses backend and events, so it goes before them
+  std::unique_ptr<StreamUses> uses;      // guarded by mutex; uses allocator and events, so it goes first
+};
+
+struct Runtime {
+  std::mutex lifecycle_mutex;  // held by gmlake_init, lazy initialization and gmlake_shutdown throughout
+  std::atomic<State> state{State::kUninitialized};
+  std::atomic<const Session*> session{nullptr};  // set before state becomes kReady
+  std::unique_ptr<Session> owned_session;        // guarded by lifecycle_mutex
+  std::array<Pool, kDevices> pools;
+  std::atomic<std::uint64_t> ignored_frees{0};
+};
+
+Runtime& runtime() {
+  static Runtime* const instance = new Runtime();  // never destroyed, on purpose (see the file comment)
+  return *instance;
+}
+
+// Starts a session with `settings`. Call with lifecycle_mutex held and the state not kReady: no pool holds an
+// allocator of the previous session any more (gmlake_shutdown tore them down), so it can be freed.
+void start_session(Runtime& r, Settings settings) {
+  r.owned_session = std::make_unique<Session>(Session{std::move(settings)});
+  r.session.store(r.owned_session.get(), std::memory_order_release);
+  r.state.store(State::kReady, std::memory_order_release);
+}
+
+// The configuration from GMLAKE_CONF, when nothing initialized gmlake yet. Throws Error(kConfig).
+void initialize_from_environment(Runtime& r) {
+  std::lock_guard lifecycle(r.lifecycle_mutex);
+  if (r.state.load(std::memory_order_acquire) != State::kUninitialized) return;
+  start_session(r, parse_settings(environment_conf()));
+}
+
+void check_device(int device) {
+  if (device < 0 || static_cast<std::size_t>(device) >= kDevices) {
+    throw Error(ErrorCode::kInvalidArgument, "gmlake: invalid device id " + std::to_string(device) +
+                                                 ": expected 0.." + std::to_string(kDevices - 1));
+  }
+}
+
+enum class OnUninitialized { kInitialize, kProceed };
+
+// Runs body(pool) on `device`'s pool under its mutex once gmlake is ready (initializing it from GMLAKE_CONF
+// first when asked), or, for kProceed, also while nothing initialized it yet. Throws ShutDownError after
+// gmlake_shutdown.
+template <typename Body>
+auto with_pool(int device, OnUninitialized when_uninitialized, const char* shut_down_message, Body&& body) {
+  check_device(device);
+  Runtime& r = runtime();
+  Pool& pool = r.pools[static_cast<std::size_t>(device)];
+  for (;;) {
+    std::unique_lock lock(pool.mutex);
+    const State state = r.state.load(std::memory_order_acquire);
+    if (state == State::kShutDown) throw ShutDownError(shut_down_message);
+    if (state == State::kReady || when_uninitialized == OnUninitialized::kProceed) return body(pool);
+    lock.unlock();
+    initialize_from_environment(r);
+  }
+}
+
+// The pool's allocator, behind its StreamUses, made with the current session's settings on first use. Call
+// with the pool's mutex held and gmlake ready. A device backend ("cuda") serves `device`: "cuda:<device>", with
+// its stream events.
+StreamUses& uses_of(Pool& pool, int device) {
+  const Session* session = runtime().session.load(std::memory_order_acquire);
+  if (!pool.allocator || pool.session != session) {
+    const Settings& settings = session->settings;
+    const bool per_device = backend_base_name(settings.backend) == "cuda";
+    const std::string name = per_device ? "cuda:" + std::to_string(device) : settings.backend;
+    std::unique_ptr<Backend> backend = make_backend(name, settings.config.chunk_bytes);
+    std::unique_ptr<StreamEvents> events = make_stream_events(*backend);
+    // Only gmlake moves chunks while running; the reference policies unmap only in empty_cache and their
+    // out-of-memory retry: gmlake_empty_cache synchronizes the device first for them (see gmlake.h).
+    StreamEvents* engine_events = settings.config.policy == Policy::kGmlake ? events.get() : nullptr;
+    std::unique_ptr<Allocator> allocator = make_allocator(settings.config, *backend, engine_events);
+    if (settings.debug) allocator = std::make_unique<PoisoningAllocator>(std::move(allocator));
+    auto uses = std::make_unique<StreamUses>(*allocator, events.get());
+    pool.uses.reset();  // the old session's objects, each before those it uses
+    pool.allocator.reset();
+    pool.events.reset();
+    pool.backend = std::move(backend);
+    pool.events = std::move(events);
+    pool.allocator = std::move(allocator);
+    pool.uses = std::move(uses);
+    pool.session = session;
+  }
+  return *pool.uses;
+}
+
+// The pool's StreamUses for a call about a pointer it must have returned (`call` names it in the error): throws
+// Error(kInvalidPointer) when the pool never allocated anything. Call with the pool's mutex held.
+StreamUses& existing_uses(Pool& pool, int device, const char* call) {
+  if (!pool.uses) {
+    throw Error(ErrorCode::kInvalidPointer,
+                std::string(call) + ": no block was ever allocated on device " + std::to_string(device));
+  }
+  return *pool.uses;
+}
+
+void fill(const Stats& s, gmlake_stats* out) {
+#define GMLAKE_C_GAUGE(name) out->name = gmlake_gauge{s.name.current, s.name.peak};
+#define GMLAKE_C_COUNTER(name) out->name = s.name;
+  GMLAKE_GAUGE_FIELDS(GMLAKE_C_GAUGE)
+  GMLAKE_COUNTER_FIELDS(GMLAKE_C_COUNTER)
+#undef GMLAKE_C_GAUGE
+#undef GMLAKE_C_COUNTER
+}
+
+// gmlake_stats has exactly the fields of the stats table (fill() fails to compile when one is missing).
+#define GMLAKE_C_COUNT(name) +1
+constexpr std::size_t kGaugeFields = 0 GMLAKE_GAUGE_FIELDS(GMLAKE_C_COUNT);
+constexpr std::size_t kCounterFields = 0 GMLAKE_COUNTER_FIELDS(GMLAKE_C_COUNT);
+#undef GMLAKE_C_COUNT
+static_assert(sizeof(gmlake_stats) == kGaugeFields * sizeof(gmlake_gauge) + kCounterFields * sizeof(std::uint64_t));
+
+constexpr const char* kShutDownMessage = "gmlake is shut down (gmlake_shutdown was called; gmlake_init reopens)";
+
+}  // namespace
+}  // namespace gmlake::capi
+
+using namespace gmlake;
+using namespace gmlake::capi;
+
+extern "C" {
+
+int gmlake_init(const char* conf) {
+  return guarded_status([&] {
+    Settings settings = parse_settings(conf != nullptr ? std::string(conf) : environment_conf());
+    Runtime& r = runtime();
+    std::lock_guard lifecycle(r.lifecycle_mutex);
+    if (r.state.load(std::memory_order_acquire) == State::kReady) {
+      throw AlreadyInitializedError("gmlake is already initialized (gmlake_shutdown first to start afresh)");
+    }
+    start_session(r, std::move(settings));
+  });
+}
+
+void* gmlake_malloc(size_t size_bytes, int device, uint64_t stream) {
+  return guarded(static_cast<void*>(nullptr), [&]() -> void* {
+    if (size_bytes > kMaxSizeBytes) {
+      throw Error(ErrorCode::kInvalidArgument,
+                  "gmlake_malloc: size " + std::to_string(size_bytes) +
+                      " bytes is >= 2^63 (a negative size from a signed caller?)");
+    }
+    return with_pool(device, OnUninitialized::kInitialize, kShutDownMessage,
+                     [&](Pool& pool) { return uses_of(pool, device).allocate(size_bytes, stream); });
+  });
+}
+
+void gmlake_free(void* ptr, size_t /*size_bytes*/, int device, uint64_t /*stream*/) {
+  guarded(0, [&] {
+    if (ptr == nullptr) return 0;
+    try {
+      with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
+        existing_uses(pool, device, "gmlake_free").deallocate(ptr);
+        return 0;
+      });
+    } catch (const ShutDownError&) {
+      runtime().ignored_frees.fetch_add(1, std::memory_order_relaxed);
+      throw;
+    }
+    return 0;
+  });
+}
+
+int gmlake_record_stream(void* ptr, int device, uint64_t stream) {
+  return guarded_status([&] {
+    if (ptr == nullptr) return;
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
+      existing_uses(pool, device, "gmlake_record_stream").record_stream(ptr, stream);
+      return 0;
+    });
+  });
+}
+
+int gmlake_empty_cache(int device) {
+  return guarded_status([&] {
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
+      if (pool.events && pool.allocator && pool.allocator->policy() != Policy::kGmlake) pool.events->synchronize_all();
+      if (pool.uses) pool.uses->empty_cache();
+      return 0;
+    });
+  });
+}
+
+int gmlake_get_stats(int device, gmlake_stats* out) {
+  return guarded_status([&] {
+    if (out == nullptr) throw Error(ErrorCode::kInvalidArgument, "gmlake_get_stats: out is NULL");
+    const Stats stats = with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
+      return pool.uses ? pool.uses->stats() : Stats{};
+    });
+    fill(stats, out);
+  });
+}
+
+int gmlake_reset_peak_stats(int device) {
+  return guarded_status([&] {
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
+      if (pool.allocator) pool.allocator->reset_peak_stats();
+      return 0;
+    });
+  });
+}
+
+int gmlake_get_backend_time(int device, uint64_t* calls, uint64_t* time_ns) {
+  return guarded_status([&] {
+    if (calls == nullptr || time_ns == nullptr) {
+      throw Error(ErrorCode::kInvalidArgument, "gmlake_get_backend_time: calls or time_ns is NULL");
+    }
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
+      *calls = 0;
+      *time_ns = 0;
+      if (!pool.backend) return 0;
+      const BackendCounters& c = pool.backend->counters();
+      for (std::uint64_t n : c.calls) *calls += n;
+      *time_ns = c.total_time_ns();
+      return 0;
+    });
+  });
+}
+
+void gmlake_shutdown(void) {
+  guarded_status([] {
+    Runtime& r = runtime();
+    std::lock_guard lifecycle(r.lifecycle_mutex);
+    if (r.state.load(std::memory_order_acquire) != State::kReady) return;
+    r.state.store(State::kShutDown, std::memory_order_release);
+    for (Pool& pool : r.pools) {  // one at a time: a call running on a pool finishes first
+      std::lock_guard lock(pool.mutex);
+      pool.uses.reset();       // never throws
+      pool.allocator.reset();  // never throws: teardown retries and gives up quietly (teardown.h)
+      pool.events.reset();
+      pool.backend.reset();
+      pool.session = nullptr;
+    }
+  });
+}
+
+uint64_t gmlake_ignored_frees(void) { return runtime().ignored_frees.load(std::memory_order_relaxed); }
+
+int gmlake_last_error_code(void) { return t_last_error.code; }
+
+const char* gmlake_last_error(void) { return t_last_error.message; }
+
+}  // extern "C"

@@ -1,0 +1,184 @@
+// gmlake: the command-line front end. Thin: argument parsing and output; the work is in the library.
+//
+//   gmlake replay TRACE... [--policy gmlake|caching|expandable|all] [--backend sim[:h100|:h200]|host|cuda[:N]] [--cap BYTES]
+//                          [--conf KEY:VALUE,...] [--json FILE]
+//   gmlake conf            the configuration table (GMLAKE_CONF keys, defaults, units)
+//
+// Bad input gets one line on stderr and exit status 2.
+#include <unistd.h>
+
+#include <CLI/CLI.hpp>
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <fmt/format.h>
+
+#include "gmlake/backend_factory.h"
+#include "gmlake/config.h"
+#include "gmlake/error.h"
+#include "gmlake/replay.h"
+#include "gmlake/report.h"
+#include "gmlake/trace.h"
+
+namespace {
+
+constexpr int kExitBadInput = 2;
+
+// Library errors already start with "gmlake ...": those are printed as they are.
+[[noreturn]] void die(const std::string& message) {
+  const bool prefixed = message.rfind("gmlake", 0) == 0;
+  std::fprintf(stderr, "%s%s\n", prefixed ? "" : "gmlake: ", message.c_str());
+  std::exit(kExitBadInput);
+}
+
+// A one-line progress bar on stderr, shown only on a terminal and only once a replay has run for a second.
+class Progress {
+ public:
+  explicit Progress(std::string label) : label_(std::move(label)), start_(std::chrono::steady_clock::now()) {}
+  ~Progress() {
+    if (shown_) std::fprintf(stderr, "\r%*s\r", 78, "");
+  }
+  void operator()(double fraction) {
+    if (!isatty(STDERR_FILENO)) return;
+    if (!shown_ && std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
+    shown_ = true;
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(fraction * kWidth);
+    std::fprintf(stderr, "\r%-40.40s [%s%s] %3d%%", label_.c_str(), std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, ' ').c_str(), static_cast<int>(fraction * 100));
+    std::fflush(stderr);
+  }
+
+ private:
+  std::string label_;
+  std::chrono::steady_clock::time_point start_;
+  bool shown_ = false;
+};
+
+std::vector<gmlake::Policy> policies_from(const std::string& text) {
+  if (text == "all") return {gmlake::Policy::kCaching, gmlake::Policy::kExpandable, gmlake::Policy::kGmlake};
+  try {
+    return {gmlake::parse_policy(text)};
+  } catch (const gmlake::Error&) {
+    die("unknown policy '" + text + "': expected gmlake, caching, expandable or all");
+  }
+}
+
+int run_replay(const std::vector<std::string>& paths, const std::string& policy_text, const std::string& backend,
+               const std::string& cap, const std::string& conf, const std::string& json_path) {
+  gmlake::Config config;
+  try {
+    config.apply(gmlake::environment_conf());
+    config.apply(conf);
+    if (!cap.empty()) config.apply("cap_bytes:" + cap);
+  } catch (const gmlake::Error& e) {
+    die(e.what());
+  }
+  // Made once up front: a bad name or a missing driver fails before any trace is read, and on cuda this keeps
+  // the device's primary context alive between the replays (each makes its own backend).
+  std::unique_ptr<gmlake::Backend> probe;
+  try {
+    probe = gmlake::make_backend(backend, config.chunk_bytes);
+  } catch (const gmlake::Error& e) {
+    die(e.what());
+  }
+  const std::vector<gmlake::Policy> policies = policies_from(policy_text);
+
+  std::vector<gmlake::ReplayResult> results;
+  for (const std::string& path : paths) {
+    gmlake::Trace trace;
+    try {
+      trace = gmlake::read_trace(path);
+    } catch (const gmlake::Error& e) {
+      die(e.what());
+    }
+    if (trace.devices.empty()) die(path + ": the trace holds no allocation events");
+    for (const gmlake::DeviceTrace& device : trace.devices) {
+      for (gmlake::Policy policy : policies) {
+        gmlake::ReplayOptions options;
+        options.config = config;
+        options.config.policy = policy;
+        options.backend = backend;
+        Progress progress(fmt::format("{} dev {} {}", trace.name, device.device, gmlake::to_string(policy)));
+        options.on_progress = [&progress](double f) { progress(f); };
+        try {
+          results.push_back(gmlake::replay(trace, device, options));
+        } catch (const gmlake::Error& e) {
+          die(e.what());
+        }
+      }
+    }
+  }
+  std::fputs(gmlake::format_table(results).c_str(), stdout);
+  if (!json_path.empty()) {
+    std::ofstream out(json_path);
+    out << gmlake::format_json(results);
+    if (!out) die("cannot write " + json_path);
+  }
+  return 0;
+}
+
+// What each backend of this build is, for --help.
+std::string describe_backend(std::string_view name) {
+  if (name == "sim") return "sim (accounting only)";
+  if (name == "sim:h100" || name == "sim:h200") return std::string(name) + " (sim, charging VMM calls as measured on that GPU)";
+  if (name == "host") return "host (real virtual memory)";
+  if (name == "cuda") return "cuda[:N] (GPU N through the CUDA VMM driver API)";
+  return std::string(name);
+}
+
+std::string backend_help() {
+  std::string help;
+  const std::vector<std::string_view> names = gmlake::backend_names();
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    help += i == 0 ? "" : i + 1 == names.size() ? " or " : ", ";
+    help += describe_backend(names[i]);
+  }
+  return help;
+}
+
+int run_conf() {
+  for (const gmlake::ConfigFieldInfo& f : gmlake::config_fields()) {
+    std::printf("%-32s %-7s %-16s %s%s%s\n", f.name, f.type, f.default_value.c_str(), f.description,
+                *f.unit ? " [" : "", *f.unit ? (std::string(f.unit) + "]").c_str() : "");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"gmlake: a stitching GPU memory allocator. `gmlake replay` shows how much memory each allocation "
+               "policy needs for a recorded PyTorch workload."};
+  app.require_subcommand(1);
+
+  CLI::App* replay = app.add_subcommand("replay", "replay PyTorch memory snapshots or RMM logs through policies");
+  std::vector<std::string> paths;
+  std::string policy = "all", backend = "sim", cap, conf, json_path;
+  replay->add_option("traces", paths, "snapshot files (.pickle, .pickle.xz, .pickle.gz) or RMM CSV logs")->required();
+  replay->add_option("--policy", policy, "gmlake, caching, expandable or all")->capture_default_str();
+  replay->add_option("--backend", backend, backend_help())->capture_default_str();
+  replay->add_option("--cap", cap, "memory cap in bytes (suffixes K, M, G, T)");
+  replay->add_option("--conf", conf, "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`)");
+  replay->add_option("--json", json_path, "also write the results as a JSON array to this file");
+
+  CLI::App* conf_cmd = app.add_subcommand("conf", "list the configuration keys, defaults and units");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    die(e.what());
+  }
+  if (*conf_cmd) return run_conf();
+  return run_replay(paths, policy, backend, cap, conf, json_path);
+}

@@ -1,0 +1,29 @@
+// Arena: one reserved virtual address range of a pool, with its free ranges and the chunks mapped in it.
+//
+// Blocks are placed anywhere in the arena at 512 B granularity, so neighbouring blocks share the pages at
+// their edges; physical chunks back only the pages that blocks use (page_map.h). The arena's virtual size
+// (Config::arena_virtual_bytes, 1 TiB by default) costs nothing physical.
+// Invariant: the free ranges and the live and pending blocks tile [0, virtual_bytes) exactly.
+#pragma once
+
+#include <cstdint>
+
+#include "free_index.h"
+#include "page_map.h"
+#include "gmlake/stream_events.h"
+
+namespace gmlake::engine {
+
+struct Arena {
+  Arena(std::uint32_t id_in, StreamId stream_in, std::uintptr_t base_in, std::uint64_t virtual_bytes_in)
+      : id(id_in), stream(stream_in), base(base_in), virtual_bytes(virtual_bytes_in), free(virtual_bytes_in) {}
+
+  std::uint32_t id;
+  StreamId stream;  // the stream whose blocks it holds; 0 for an arena shared by all streams
+  std::uintptr_t base;
+  std::uint64_t virtual_bytes;
+  FreeIndex free;
+  PageMap pages;
+};
+
+}  // namespace gmlake::engine

@@ -1,0 +1,94 @@
+// ChunkPool: the physical chunks of one allocator, of several sizes, and the free ones among them.
+//
+// A chunk is one physical allocation (cuMemCreate) of `pages` x page_bytes, 1 <= pages <= max_chunk_pages. The
+// pool creates and releases them through the backend and keeps every chunk's record; the chunks that are mapped
+// nowhere ("free") are indexed by size, so the largest free chunk of at most n pages is found in O(log f). Which
+// pages a chunk backs is the business of the arenas' PageMaps and of the Stitcher, which fill in `arena`,
+// `first_page` and `users`.
+//
+// States of a chunk (the allocator moves them; the Stitcher is the only one that maps and unmaps):
+//   free    arena == kUnmapped, users == 0, in the free index
+//   used    mapped, users > 0   (users = live or pending blocks that overlap its pages)
+//   idle    mapped, users == 0  (queued in IdleChunks since idle_since: GMLake's stitched-block cache)
+// Invariants (checked by StitchingAllocator::check_invariants):
+//   reserved_bytes = sum over live chunks of pages x page_bytes = backend.live_chunk_bytes()
+//   free_pages     = sum over free chunks of pages
+//
+// Sizes: chunk sizes are multiples of page_bytes (the backend granularity: cuMemGetAllocationGranularity, 2 MiB
+// on current NVIDIA GPUs). Larger chunks cost about the same per driver call (../shared/REFERENCE.md: cuMemCreate
+// 5.5 us for 2 MiB, 18 us for 2 GiB; cuMemSetAccess 16 us vs 73 us), hence several sizes.
+// Errors: create() throws OutOfMemoryError or BackendError from the backend and then changes nothing;
+// release() throws BackendError and then changes nothing (the chunk stays free).
+// Thread safety: none.
+#pragma once
+
+#include <cstdint>
+#include <vector>
+
+#include "absl/container/btree_map.h"
+#include "page_map.h"
+#include "gmlake/backend.h"
+#include "gmlake/stats.h"
+
+namespace gmlake::engine {
+
+struct Chunk {
+  static constexpr std::uint32_t kUnmapped = UINT32_MAX;
+  ChunkHandle handle;
+  std::uint64_t pages = 0;            // 0: this record is unused
+  std::uint32_t arena = kUnmapped;    // the arena it is mapped in
+  std::uint32_t users = 0;            // blocks overlapping its pages (mapped chunks only)
+  std::uint64_t first_page = 0;       // where it is mapped in `arena`
+  std::uint64_t idle_since = 0;       // IdleChunks tick of its last turn to idle
+  bool mapped() const { return arena != kUnmapped; }
+};
+
+class ChunkPool {
+ public:
+  // `stats` receives reserved_bytes, chunks_created and chunks_released; it must outlive the pool.
+  ChunkPool(Backend& backend, std::uint64_t page_bytes, Stats& stats)
+      : backend_(backend), page_bytes_(page_bytes), stats_(stats) {}
+
+  // Creates a chunk of `pages` pages (free, not yet in the free index: the caller maps it). Throws as above.
+  ChunkId create(std::uint64_t pages);
+  // Releases free chunk `id` (which must not be in the free index). Throws BackendError (nothing changed).
+  void release(ChunkId id);
+
+  // Free index: chunks mapped nowhere.
+  void add_free(ChunkId id) { free_.emplace(chunks_[id].pages, id); free_pages_ += chunks_[id].pages; }
+  // The largest free chunk of at most `pages` pages, or kNoChunk; it stays in the index.
+  ChunkId largest_free_at_most(std::uint64_t pages) const;
+  // The largest free chunk, or kNoChunk.
+  ChunkId largest_free() const { return free_.empty() ? kNoChunk : std::prev(free_.end())->second; }
+  // Removes free chunk `id` from the index (to map or release it).
+  void take_free(ChunkId id);
+  std::uint64_t free_pages() const { return free_pages_; }
+  std::uint64_t free_chunks() const { return free_.size(); }
+  // Releases every free chunk; stops at the first failure (BackendError), leaving that chunk and the rest free.
+  void release_all_free();
+
+  Chunk& operator[](ChunkId id) { return chunks_[id]; }
+  const Chunk& operator[](ChunkId id) const { return chunks_[id]; }
+  std::uint64_t live_chunks() const { return chunks_.size() - spare_.size(); }
+  // Calls f(id, chunk) for every live chunk.
+  template <typename F>
+  void for_each(F&& f) const {
+    for (ChunkId id = 0; id < chunks_.size(); ++id) {
+      if (chunks_[id].pages != 0) f(id, chunks_[id]);
+    }
+  }
+  std::uint64_t page_bytes() const { return page_bytes_; }
+  // Checks the free index against the chunks' records (throws std::logic_error).
+  void check_invariants() const;
+
+ private:
+  Backend& backend_;
+  std::uint64_t page_bytes_;
+  Stats& stats_;
+  std::vector<Chunk> chunks_;
+  std::vector<ChunkId> spare_;                    // unused records
+  absl::btree_multimap<std::uint64_t, ChunkId> free_;  // pages -> free chunk
+  std::uint64_t free_pages_ = 0;
+};
+
+}  // namespace gmlake::engine

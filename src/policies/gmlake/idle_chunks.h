@@ -1,0 +1,66 @@
+// IdleChunks: the mapped chunks that no block uses, least recently idled first: GMLake's stitched-block cache.
+// A stitched range stays mapped after its blocks are freed and serves the next request placed there with no
+// backend call; when memory is needed elsewhere, the chunk idle the longest is unmapped first (the GMLake
+// paper's oldest-first collection, ASPLOS 2024), whole.
+//
+// A chunk turning idle is pushed with a new tick (its idle_since). It is never unlinked when it turns used
+// again: its entry just stops matching (the chunk is used, unmapped, or has a newer tick), and oldest() skips
+// it. So each transition costs O(1); the queue is compacted when dead entries outnumber idle chunks 4 to 1.
+// Invariant: a chunk is idle  <=>  mapped, users == 0, and the queue holds {id, idle_since} for it.
+// Thread safety: none.
+#pragma once
+
+#include <cstdint>
+#include <deque>
+
+#include "chunk_pool.h"
+
+namespace gmlake::engine {
+
+class IdleChunks {
+ public:
+  // A new tick for a chunk turning idle now; pass it to push().
+  std::uint64_t next_tick() { return ++tick_; }
+  void push(ChunkId id, std::uint64_t tick) { entries_.push_back({id, tick}); }
+
+  // The oldest chunk still idle with its queued tick (dead entries before it are dropped), or kNoChunk.
+  ChunkId oldest(const ChunkPool& pool) {
+    while (!entries_.empty()) {
+      const Entry e = entries_.front();
+      if (current(pool, e)) return e.id;
+      entries_.pop_front();
+    }
+    return kNoChunk;
+  }
+  // Drops dead entries when they reach four times the idle chunks (amortized O(1) per push).
+  void compact_if_dead(std::uint64_t idle_chunks, const ChunkPool& pool) {
+    if (entries_.size() < 1024 || entries_.size() < 4 * idle_chunks) return;
+    std::deque<Entry> kept;
+    for (const Entry& e : entries_) {
+      if (current(pool, e)) kept.push_back(e);
+    }
+    entries_.swap(kept);
+  }
+  // Calls f(id) for every chunk the queue holds as idle, oldest first.
+  template <typename F>
+  void for_each_current(const ChunkPool& pool, F&& f) const {
+    for (const Entry& e : entries_) {
+      if (current(pool, e)) f(e.id);
+    }
+  }
+
+ private:
+  struct Entry {
+    ChunkId id;
+    std::uint64_t tick;
+  };
+  static bool current(const ChunkPool& pool, const Entry& e) {
+    const Chunk& c = pool[e.id];
+    return c.mapped() && c.users == 0 && c.idle_since == e.tick;
+  }
+
+  std::deque<Entry> entries_;
+  std::uint64_t tick_ = 0;
+};
+
+}  // namespace gmlake::engine

@@ -1,0 +1,640 @@
+#include "stitching_allocator.h"
+
+#include <algorithm>
+#include <bit>
+#include <cstdio>
+#include <set>
+#include <stdexcept>
+#include <string>
+
+#include "gmlake/error.h"
+#include "gmlake/units.h"
+#include "../common/teardown.h"
+
+namespace gmlake::engine {
+namespace {
+
+std::string hex(std::uintptr_t v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "0x%llx", static_cast<unsigned long long>(v));
+  return buf;
+}
+
+[[noreturn]] void broken(const std::string& what) { throw std::logic_error("gmlake invariant broken: " + what); }
+
+}  // namespace
+
+StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events)
+    : config_(config),
+      backend_(backend),
+      page_shift_(static_cast<unsigned>(std::countr_zero(config.chunk_bytes))),
+      max_chunk_pages_(config.max_chunk_bytes / config.chunk_bytes),
+      grow_pages_(std::max<std::uint64_t>(1, std::min(config.grow_bytes, config.max_chunk_bytes) / config.chunk_bytes)),
+      cap_bytes_(config.cap_bytes),
+      pool_(backend, config.chunk_bytes, stats_),
+      stitcher_(backend, pool_, page_shift_),
+      fence_(events) {
+  if (events != nullptr && config_.cross_stream_reuse) {
+    throw Error(ErrorCode::kConfig,
+                "gmlake config: cross_stream_reuse: must be false with asynchronous streams (each stream keeps its "
+                "own arenas; chunks move between streams once the freeing stream's work has finished)");
+  }
+  if (config_.chunk_bytes % backend.granularity_bytes() != 0) {
+    throw Error(ErrorCode::kConfig, "gmlake config: chunk_bytes: " + std::to_string(config_.chunk_bytes) +
+                                        " is not a multiple of the backend granularity " +
+                                        std::to_string(backend.granularity_bytes()));
+  }
+}
+
+StitchingAllocator::~StitchingAllocator() {
+  // Teardown must not throw: every backend call is tried twice (teardown.h); what fails twice stays with the
+  // backend (a chunk whose unmap failed is not released).
+  try {
+    fence_.wait_all(idle_.next_tick());  // no queued work may still touch what is unmapped below
+  } catch (...) {
+  }
+  std::vector<ChunkId> live;
+  pool_.for_each([&](ChunkId id, const Chunk&) { live.push_back(id); });
+  for (const ChunkId id : live) {
+    Chunk& c = pool_[id];
+    if (c.mapped()) {
+      Arena& arena = *arenas_[c.arena];
+      const std::uintptr_t address = stitcher_.address(arena, c.first_page);
+      if (!attempt_twice([&] { backend_.unmap(address, c.pages << page_shift_); })) continue;
+    }
+    attempt_twice([&] { backend_.release(c.handle); });
+  }
+  for (auto& arena : arenas_) attempt_twice([&] { backend_.address_free(arena->base, arena->virtual_bytes); });
+}
+
+Arena& StitchingAllocator::arena_for(bool small, StreamId stream) {
+  std::uint32_t* slot;
+  if (config_.cross_stream_reuse) {
+    slot = &shared_arena_[small];
+  } else {
+    auto [it, inserted] = stream_arena_.try_emplace({stream, small}, UINT32_MAX);
+    slot = &it->second;
+  }
+  if (*slot == UINT32_MAX) {
+    const std::uintptr_t base = backend_.reserve(config_.arena_virtual_bytes);
+    const auto id = static_cast<std::uint32_t>(arenas_.size());
+    const StreamId arena_stream = config_.cross_stream_reuse ? 0 : stream;
+    arenas_.push_back(std::make_unique<Arena>(id, arena_stream, base, config_.arena_virtual_bytes));
+    arena_small_.push_back(small);
+    *slot = id;
+  }
+  return *arenas_[*slot];
+}
+
+StitchingAllocator::Cost StitchingAllocator::cost_of(const Arena& arena, std::uint64_t first,
+                                                     std::uint64_t last) const {
+  Cost cost{last - first + 1, 0};
+  arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+    const std::uint64_t lo = std::max(p, first), hi = std::min(p + e.pages - 1, last);
+    cost.unmapped -= hi - lo + 1;
+    if (pool_[e.chunk].users == 0) cost.pinned_waste += e.pages - (hi - lo + 1);
+  });
+  return cost;
+}
+
+StitchingAllocator::Placement StitchingAllocator::choose_placement(const Arena& arena, std::uint64_t rounded) {
+  // Each candidate range is weighed at its start and at its end (a block freed next to unmapped space leaves a
+  // range whose mapped part may lie at either end): first by the pages it would map (time: backend calls), then
+  // by the idle pages it would pin (memory: pages of idle chunks it overlaps without covering them, which no
+  // other place can use while it lives). A range that costs neither is taken at once. Ties keep the start and
+  // the earlier candidate.
+  Placement best{{0, 0}, 0, {UINT64_MAX, 0}};
+  auto weigh = [&](const FreeRange& r) {
+    const std::uint64_t end_offset = r.offset + r.size_bytes - rounded;
+    for (const std::uint64_t offset : {r.offset, end_offset}) {
+      const Cost c = cost_of(arena, first_page(offset), last_page(offset, rounded));
+      if (c.unmapped < best.cost.unmapped ||
+          (c.unmapped == best.cost.unmapped && c.pinned_waste < best.cost.pinned_waste)) {
+        best = {r, offset, c};
+      }
+      if (c.total() == 0) return true;
+      if (end_offset == r.offset) break;
+    }
+    return false;
+  };
+  arena.free.best_fit(rounded, config_.fit_candidates, weigh);
+  return best;  // range.size_bytes == 0: nothing large enough
+}
+
+void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
+  if (size_bytes == 0) return nullptr;
+  if (size_bytes > config_.arena_virtual_bytes || size_bytes > kMaxRequestBytes) {
+    ++stats_.num_ooms;
+    throw_oom(size_bytes, "larger than the arena's virtual space (arena_virtual_bytes) or 256 TiB");
+  }
+  const std::uint64_t rounded = round_up(size_bytes, kRoundBytes);
+  Arena* arena_ptr = nullptr;
+  try {
+    arena_ptr = &arena_for(rounded <= config_.small_request_max_bytes, stream);
+  } catch (const OutOfMemoryError& e) {
+    ++stats_.num_ooms;
+    throw_oom(size_bytes, std::string("no address space for a new arena: ") + e.what());
+  }
+  Arena& arena = *arena_ptr;
+  const Placement at = choose_placement(arena, rounded);
+  if (at.range.size_bytes == 0) {
+    ++stats_.num_ooms;
+    throw_oom(size_bytes, "no free virtual range large enough in the arena");
+  }
+  // A request the cap can never hold (its new pages plus the pages blocks use now exceed it) fails before any
+  // memory is created or moved for it, so it leaves nothing behind.
+  if (cap_bytes_ != 0 && at.cost.unmapped + pages_.used > (cap_bytes_ >> page_shift_)) {
+    ++stats_.num_ooms;
+    throw_oom(size_bytes, "the cap would be exceeded");
+  }
+  arena.free.take(at.range, at.offset, rounded);
+  const std::uint64_t first = first_page(at.offset), last = last_page(at.offset, rounded);
+  use_pages(arena, first, last);  // first, so that no chunk of the range is evicted to back the rest
+  if (at.cost.unmapped == 0) {
+    ++stats_.stitch_reuses;
+  } else {
+    try {
+      stats_.stitched_chunks += stitch(arena, first, last, size_bytes);
+      ++stats_.stitches;
+    } catch (const OutOfMemoryError&) {
+      unuse_pages(arena, first, last);
+      arena.free.give(at.offset, rounded);
+      ++stats_.num_ooms;
+      update_inactive_split();
+      throw;
+    } catch (...) {
+      unuse_pages(arena, first, last);
+      arena.free.give(at.offset, rounded);
+      update_inactive_split();
+      throw;
+    }
+  }
+  return place(arena, at.offset, rounded, size_bytes, stream);
+}
+
+void* StitchingAllocator::place(Arena& arena, std::uint64_t offset, std::uint64_t rounded, std::uint64_t requested,
+                                StreamId stream) {
+  const std::uintptr_t address = arena.base + offset;
+  blocks_.emplace(address, Block{arena.id, false, offset, rounded, requested, stream});
+  stats_.allocated_bytes.increase(static_cast<std::int64_t>(rounded));
+  allocated_high_bytes_ = std::max(allocated_high_bytes_, static_cast<std::uint64_t>(stats_.allocated_bytes.current));
+  stats_.active_bytes.increase(static_cast<std::int64_t>(rounded));
+  stats_.requested_bytes.increase(static_cast<std::int64_t>(requested));
+  ++stats_.num_allocs;
+  update_inactive_split();
+  return reinterpret_cast<void*>(address);
+}
+
+void StitchingAllocator::use_pages(Arena& arena, std::uint64_t first, std::uint64_t last) {
+  arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
+    Chunk& c = pool_[e.chunk];
+    if (c.users++ != 0) return;
+    pages_.idle -= c.pages;
+    --pages_.idle_chunks;
+    pages_.used += c.pages;
+  });
+}
+
+void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first, std::uint64_t last) {
+  std::uint64_t tick = 0;
+  arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
+    Chunk& c = pool_[e.chunk];
+    if (--c.users != 0) return;
+    if (tick == 0) tick = idle_.next_tick();
+    c.idle_since = tick;
+    idle_.push(e.chunk, tick);
+    pages_.used -= c.pages;
+    pages_.idle += c.pages;
+    ++pages_.idle_chunks;
+  });
+  if (tick != 0) {
+    fence_.note_idle(arena.stream, tick);
+    idle_.compact_if_dead(pages_.idle_chunks, pool_);
+  }
+}
+
+std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std::uint64_t last,
+                                         std::uint64_t requested) {
+  runs_.clear();
+  arena.pages.for_each_gap(first, last, [&](std::uint64_t p, std::uint64_t n) { runs_.emplace_back(p, n); });
+  // Grow-ahead: a run that ends the block's range, followed by unmapped pages, is backed up to grow_pages at
+  // once (PyTorch's allocator likewise gives requests under 10 MiB a 20 MiB segment): the next blocks placed
+  // after this one find their pages mapped, and the pool grows by a few large chunks, not many small ones.
+  // Only while the pool grows anyway (within headroom, or nothing idle or free to reuse) and within the cap; a
+  // grown run the device cannot back is stitched again at the block's size.
+  const std::uint64_t grow_pages = is_small_arena(arena) ? 1 : grow_pages_;
+  const auto [run_first, run_pages] = runs_.back();
+  std::uint64_t grown_pages = run_pages;
+  if (run_first + run_pages - 1 == last && run_pages < grow_pages) {
+    const std::uint64_t arena_pages = arena.virtual_bytes >> page_shift_;
+    const std::uint64_t limit = std::min(arena.pages.next_mapped_after(last), arena_pages);
+    const std::uint64_t candidate = std::min(grow_pages, limit - run_first);
+    const bool growing = within_headroom(candidate) || (pages_.idle_chunks == 0 && pool_.free_chunks() == 0);
+    if (growing && cap_allows(candidate) && !near_cap(candidate)) grown_pages = candidate;
+  }
+  std::uint64_t chunks = 0;
+  for (std::size_t i = 0; i + 1 < runs_.size(); ++i) {
+    chunks += stitch_run(arena, runs_[i].first, runs_[i].second, last, requested);
+  }
+  if (grown_pages == run_pages) return chunks + stitch_run(arena, run_first, run_pages, last, requested);
+  try {
+    return chunks + stitch_run(arena, run_first, grown_pages, last, requested);
+  } catch (const OutOfMemoryError&) {
+    ++stats_.num_alloc_retries;
+    return chunks + stitch_run(arena, run_first, run_pages, last, requested);
+  }
+}
+
+std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages,
+                                             std::uint64_t block_last, std::uint64_t requested) {
+  std::uint64_t done = 0, chunks = 0;
+  try {
+    while (done < pages) {
+      const ChunkId id = obtain(pages - done, requested);
+      try {
+        stitcher_.map(arena, first + done, id);
+      } catch (...) {
+        pool_.add_free(id);
+        throw;
+      }
+      Chunk& c = pool_[id];
+      if (first + done <= block_last) {
+        c.users = 1;  // the block being placed
+        pages_.used += c.pages;
+      } else {  // grown ahead, past the block: idle from the start
+        c.idle_since = idle_.next_tick();
+        idle_.push(id, c.idle_since);
+        fence_.note_idle(arena.stream, c.idle_since);
+        pages_.idle += c.pages;
+        ++pages_.idle_chunks;
+      }
+      done += c.pages;
+      ++chunks;
+    }
+    stitcher_.grant(arena, first, pages);
+  } catch (...) {
+    // This run's chunks have no access yet: unmap them back into the free chunks. One that cannot be unmapped
+    // gets access instead, so that it is an ordinary chunk once the caller unuses the range (the first failure
+    // may have been no backend call at all, the cap, so this can be the only one); should that fail too, a
+    // second backend failure in one call, it stays without access.
+    std::vector<ChunkId> mapped;
+    if (done != 0) {
+      arena.pages.for_each(first, first + done - 1, [&](std::uint64_t, const PageMap::Entry& e) { mapped.push_back(e.chunk); });
+    }
+    for (const ChunkId id : mapped) {
+      const bool used = pool_[id].users != 0;
+      const std::uint64_t n = pool_[id].pages;
+      try {
+        stitcher_.unmap(arena, id);
+      } catch (...) {
+        try {
+          stitcher_.grant(arena, pool_[id].first_page, pool_[id].pages);
+        } catch (...) {
+        }
+        continue;
+      }
+      if (used) {
+        pages_.used -= n;
+      } else {
+        pages_.idle -= n;
+        --pages_.idle_chunks;
+      }
+      pool_.add_free(id);
+    }
+    throw;
+  }
+  return chunks;
+}
+
+ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested) {
+  // Near the cap memory comes first: page-sized chunks, which move one page at a time and strand nothing.
+  const std::uint64_t want = near_cap(pages) ? 1 : std::min(pages, max_chunk_pages_);
+  // Past the headroom, reserved bytes do not grow beyond what they are now while idle or free memory is left.
+  const auto reserved_at_start = static_cast<std::uint64_t>(stats_.reserved_bytes.current);
+  for (;;) {
+    // 1. A free chunk that backs at least half of what is wanted: one more map, no new memory.
+    const ChunkId free = pool_.largest_free_at_most(pages);
+    if (free != kNoChunk && pool_[free].pages * 2 >= want) {
+      pool_.take_free(free);
+      return free;
+    }
+    // 2. A new chunk of the run's size: within headroom (memory spent on fewer calls: a repeating step keeps its
+    //    chunks mapped), or where free memory released below made room for it (a trade: one chunk for many).
+    const auto reserved = static_cast<std::uint64_t>(stats_.reserved_bytes.current);
+    const bool headroom = within_headroom(want);
+    if (headroom || (reserved + (want << page_shift_) <= reserved_at_start && cap_allows(want))) {
+      try {
+        return pool_.create(want);
+      } catch (const OutOfMemoryError&) {
+        // The device is full: use idle memory below, as PyTorch retries a failed cudaMalloc from its cache
+        // (counted as num_alloc_retries), and spend no more headroom until empty_cache.
+        ++stats_.num_alloc_retries;
+        if (headroom) headroom_exhausted_ = true;
+      }
+    }
+    // 3. Free chunks that do not suit the run (too small to be worth a map each, or too large) are released once
+    //    enough memory is free, or nothing idle is left, or the cap leaves no room: their memory comes back as
+    //    one chunk of the run's size (step 2).
+    if (pool_.free_chunks() != 0 &&
+        (pages_.idle_chunks == 0 || pool_.free_pages() >= want || !cap_allows(want))) {
+      const ChunkId largest = pool_.largest_free();
+      pool_.take_free(largest);
+      try {
+        pool_.release(largest);
+      } catch (...) {
+        pool_.add_free(largest);
+        throw;
+      }
+      continue;
+    }
+    // 4. The memory of the chunk idle the longest, once no queued work can touch it.
+    const ChunkId oldest = pages_.idle_chunks != 0 ? idle_.oldest(pool_) : kNoChunk;
+    if (pages_.idle_chunks != 0 && oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+    if (oldest != kNoChunk) {
+      const StreamId stream = arenas_[pool_[oldest].arena]->stream;
+      const std::uint64_t since = pool_[oldest].idle_since;
+      const StreamFence::Readiness readiness = fence_.readiness(stream, since);
+      if (readiness != StreamFence::Readiness::kSafe) {
+        // Uncovered: only draining the stream would tell, so grow if allowed, up to lag_grow_chunks x chunk_bytes
+        // in a row (the device's lag raises the peak by a bounded amount). Covered: waiting for the mark is
+        // cheap, since the work queued after it keeps the device busy.
+        if (readiness == StreamFence::Readiness::kUncovered && lag_grown_pages_ + want <= config_.lag_grow_chunks &&
+            cap_allows(want)) {
+          try {
+            const ChunkId created = pool_.create(want);
+            lag_grown_pages_ += want;
+            return created;
+          } catch (const OutOfMemoryError&) {
+            ++stats_.num_alloc_retries;
+          }
+        }
+        fence_.wait_safe(stream, since, idle_.next_tick());
+        ++stats_.fence_waits;
+      }
+      lag_grown_pages_ = 0;  // the oldest idle chunk is safe now: the device caught up
+      evict(oldest);
+      continue;
+    }
+    // 5. Nothing idle, nothing free: new memory, as much of the run as the cap and the device allow.
+    std::uint64_t n = want;
+    if (cap_bytes_ != 0) {
+      const auto reserved = static_cast<std::uint64_t>(stats_.reserved_bytes.current);
+      n = std::min(n, reserved >= cap_bytes_ ? 0 : (cap_bytes_ - reserved) >> page_shift_);
+    }
+    if (n == 0) throw_oom(requested, "the cap would be exceeded");
+    for (;;) {
+      try {
+        return pool_.create(n);
+      } catch (const OutOfMemoryError&) {
+        if (n == 1) throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
+        ++stats_.num_alloc_retries;  // retried smaller, as PyTorch retries a failed cudaMalloc
+        n /= 2;
+      }
+    }
+  }
+}
+
+void StitchingAllocator::evict(ChunkId id) {
+  Chunk& c = pool_[id];
+  const std::uint64_t pages = c.pages;
+  stitcher_.unmap(*arenas_[c.arena], id);  // throws: nothing changed, still idle and queued
+  pages_.idle -= pages;
+  --pages_.idle_chunks;
+  pool_.add_free(id);
+  ++stats_.evictions;
+}
+
+bool StitchingAllocator::near_cap(std::uint64_t pages) const {
+  return cap_bytes_ != 0 &&
+         static_cast<std::uint64_t>(stats_.reserved_bytes.current) + (pages << page_shift_) > cap_bytes_ / 10 * 9;
+}
+
+bool StitchingAllocator::cap_allows(std::uint64_t pages) const {
+  return cap_bytes_ == 0 ||
+         static_cast<std::uint64_t>(stats_.reserved_bytes.current) + (pages << page_shift_) <= cap_bytes_;
+}
+
+bool StitchingAllocator::within_headroom(std::uint64_t pages) const {
+  if (config_.headroom_permille == 0 || headroom_exhausted_ || !cap_allows(pages)) return false;
+  const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * config_.headroom_permille;
+  return static_cast<std::uint64_t>(stats_.reserved_bytes.current) + (pages << page_shift_) <= target_bytes;
+}
+
+StitchingAllocator::BlockMap::iterator StitchingAllocator::find_live(void* ptr, const char* call) {
+  auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == blocks_.end() || it->second.pending_free) {
+    ++stats_.invalid_frees;
+    throw Error(ErrorCode::kInvalidPointer,
+                std::string("gmlake: ") + call + "(" + hex(reinterpret_cast<std::uintptr_t>(ptr)) +
+                    "): not a live block (never allocated here, already freed, or an interior pointer)");
+  }
+  return it;
+}
+
+void StitchingAllocator::deallocate(void* ptr) {
+  if (ptr == nullptr) return;
+  release_block(find_live(ptr, "deallocate"));
+}
+
+void StitchingAllocator::begin_deferred_free(void* ptr) {
+  if (ptr == nullptr) return;
+  Block& b = find_live(ptr, "begin_deferred_free")->second;
+  b.pending_free = true;
+  stats_.allocated_bytes.decrease(static_cast<std::int64_t>(b.size_bytes));
+  stats_.requested_bytes.decrease(static_cast<std::int64_t>(b.requested_bytes));
+  ++stats_.num_frees;
+}
+
+void StitchingAllocator::end_deferred_free(void* ptr) {
+  if (ptr == nullptr) return;
+  auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == blocks_.end() || !it->second.pending_free) {
+    ++stats_.invalid_frees;
+    throw Error(ErrorCode::kInvalidPointer, "gmlake: end_deferred_free(" + hex(reinterpret_cast<std::uintptr_t>(ptr)) +
+                                                "): no deferred free is pending for this pointer");
+  }
+  release_block(it);
+}
+
+void StitchingAllocator::release_block(BlockMap::iterator it) {
+  const Block b = it->second;
+  blocks_.erase(it);
+  Arena& arena = *arenas_[b.arena];
+  unuse_pages(arena, first_page(b.offset), last_page(b.offset, b.size_bytes));
+  arena.free.give(b.offset, b.size_bytes);
+  if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
+  const auto size = static_cast<std::int64_t>(b.size_bytes);
+  stats_.active_bytes.decrease(size);
+  if (!b.pending_free) {
+    stats_.allocated_bytes.decrease(size);
+    stats_.requested_bytes.decrease(static_cast<std::int64_t>(b.requested_bytes));
+    ++stats_.num_frees;
+  }
+  update_inactive_split();
+}
+
+void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
+  // Best effort, since a free must not fail once its block is released: a chunk whose unmap fails stays idle
+  // and queued, and the next free trims again. Only chunks no queued work can touch are evicted.
+  try {
+    while (pages_.idle_chunks != 0 && (pages_.idle << page_shift_) > max_idle_bytes) {
+      const ChunkId oldest = idle_.oldest(pool_);
+      if (oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+      if (fence_.asynchronous() && !fence_.safe(arenas_[pool_[oldest].arena]->stream, pool_[oldest].idle_since)) break;
+      evict(oldest);
+    }
+  } catch (const BackendError&) {
+  } catch (const OutOfMemoryError&) {
+  }
+}
+
+void StitchingAllocator::empty_cache() {
+  if (pages_.idle_chunks != 0) fence_.wait_all(idle_.next_tick());
+  while (pages_.idle_chunks != 0) {
+    const ChunkId oldest = idle_.oldest(pool_);
+    if (oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+    evict(oldest);  // throws: the rest stays cached, consistent
+  }
+  pool_.release_all_free();
+  headroom_exhausted_ = false;  // the device has room again
+  update_inactive_split();
+}
+
+void StitchingAllocator::set_cap_bytes(std::uint64_t cap_bytes) {
+  cap_bytes_ = cap_bytes;
+  if (cap_bytes_ == 0) return;
+  pool_.release_all_free();
+  if (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && pages_.idle_chunks != 0) {
+    fence_.wait_all(idle_.next_tick());
+  }
+  while (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && pages_.idle_chunks != 0) {
+    const ChunkId oldest = idle_.oldest(pool_);
+    if (oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+    evict(oldest);
+    pool_.release_all_free();
+  }
+}
+
+void StitchingAllocator::update_inactive_split() {
+  Gauge& g = stats_.inactive_split_bytes;
+  g.current = static_cast<std::int64_t>(pages_.used << page_shift_) - stats_.active_bytes.current;
+  g.peak = std::max(g.peak, g.current);
+}
+
+void StitchingAllocator::throw_oom(std::uint64_t requested, const std::string& reason) {
+  throw OutOfMemoryError(requested, static_cast<std::uint64_t>(stats_.reserved_bytes.current),
+                         static_cast<std::uint64_t>(stats_.allocated_bytes.current), cap_bytes_, reason);
+}
+
+Stats StitchingAllocator::stats() const {
+  Stats s = stats_;
+  s.backend_calls = backend_.counters();
+  return s;
+}
+
+std::vector<BlockInfo> StitchingAllocator::blocks() const {
+  std::vector<BlockInfo> out;
+  out.reserve(blocks_.size());
+  for (const auto& [address, b] : blocks_) {
+    out.push_back({address, b.size_bytes, b.requested_bytes, b.stream, b.pending_free});
+  }
+  std::sort(out.begin(), out.end(), [](const BlockInfo& a, const BlockInfo& b) { return a.address < b.address; });
+  return out;
+}
+
+std::optional<BlockInfo> StitchingAllocator::find_block(const void* ptr) const {
+  const auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (it == blocks_.end()) return std::nullopt;
+  const Block& b = it->second;
+  return BlockInfo{it->first, b.size_bytes, b.requested_bytes, b.stream, b.pending_free};
+}
+
+void StitchingAllocator::check_invariants() const {
+  pool_.check_invariants();
+  // Each arena is tiled exactly by its free ranges and its live and pending blocks.
+  std::vector<std::vector<FreeRange>> tiles(arenas_.size());
+  for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    arenas_[a]->free.check_invariants();
+    tiles[a] = arenas_[a]->free.ranges();
+  }
+  // Chunk users recounted from the blocks; every page of a block mapped.
+  absl::flat_hash_map<ChunkId, std::uint32_t> users;
+  std::int64_t allocated = 0, active = 0, requested = 0;
+  for (const auto& [address, b] : blocks_) {
+    const Arena& arena = *arenas_.at(b.arena);
+    if (address != arena.base + b.offset) broken("block address differs from its arena offset");
+    if (b.offset % kRoundBytes || b.size_bytes % kRoundBytes || b.size_bytes < b.requested_bytes)
+      broken("block " + hex(address) + " is not 512 B aligned or smaller than requested");
+    tiles[b.arena].push_back({b.offset, b.size_bytes});
+    const std::uint64_t first = first_page(b.offset), last = last_page(b.offset, b.size_bytes);
+    if (arena.pages.unmapped_pages(first, last) != 0) broken("block " + hex(address) + " has an unmapped page");
+    arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) { ++users[e.chunk]; });
+    active += static_cast<std::int64_t>(b.size_bytes);
+    if (!b.pending_free) {
+      allocated += static_cast<std::int64_t>(b.size_bytes);
+      requested += static_cast<std::int64_t>(b.requested_bytes);
+    }
+  }
+  for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    auto& t = tiles[a];
+    std::sort(t.begin(), t.end(), [](const FreeRange& x, const FreeRange& y) { return x.offset < y.offset; });
+    std::uint64_t expect = 0;
+    for (const FreeRange& r : t) {
+      if (r.offset != expect) broken("arena " + std::to_string(a) + ": overlap or gap at offset " + std::to_string(r.offset));
+      expect = r.offset + r.size_bytes;
+    }
+    if (expect != arenas_[a]->virtual_bytes) broken("arena " + std::to_string(a) + " is not tiled to its end");
+  }
+  // Page maps: no overlap, entries match their chunks.
+  std::uint64_t mapped = 0;
+  for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    std::uint64_t next_free_page = 0;
+    arenas_[a]->pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
+      if (p < next_free_page) broken("chunks overlap in arena " + std::to_string(a));
+      next_free_page = p + e.pages;
+      const Chunk& c = pool_[e.chunk];
+      if (c.arena != a || c.first_page != p || c.pages != e.pages) broken("a page map entry differs from its chunk");
+      ++mapped;
+    });
+  }
+  std::set<ChunkId> queued;
+  idle_.for_each_current(pool_, [&](ChunkId id) { queued.insert(id); });
+  std::uint64_t used = 0, idle = 0, idle_chunks = 0, live_pages = 0, mapped_chunks = 0;
+  pool_.for_each([&](ChunkId id, const Chunk& c) {
+    live_pages += c.pages;
+    if (!c.mapped()) return;
+    ++mapped_chunks;
+    const auto it = users.find(id);
+    const std::uint32_t expect = it == users.end() ? 0 : it->second;
+    if (c.users != expect) broken("chunk users differ from the recount");
+    if (c.users != 0) {
+      used += c.pages;
+      const Arena& arena = *arenas_[c.arena];
+      if (!backend_.is_accessible(stitcher_.address(arena, c.first_page), c.pages << page_shift_))
+        broken("a used chunk has no access at " + hex(stitcher_.address(arena, c.first_page)));
+    } else {
+      idle += c.pages;
+      ++idle_chunks;
+      if (!queued.count(id)) broken("an idle chunk is not queued");
+    }
+  });
+  if (mapped_chunks != mapped) broken("mapped chunks differ from the page map entries");
+  if (used != pages_.used) broken("used page count differs from the recount");
+  if (idle != pages_.idle || idle_chunks != pages_.idle_chunks) broken("idle page count differs from the recount");
+  if (backend_.live_mappings() != mapped) broken("backend live mappings differ from the mapped chunks");
+  const auto reserved = static_cast<std::int64_t>(live_pages << page_shift_);
+  if (stats_.reserved_bytes.current != reserved) broken("reserved_bytes differs from the recount");
+  if (backend_.live_chunk_bytes() != static_cast<std::uint64_t>(reserved))
+    broken("backend live chunk bytes differ from reserved_bytes");
+  if (stats_.allocated_bytes.current != allocated) broken("allocated_bytes differs from the recount");
+  if (stats_.active_bytes.current != active) broken("active_bytes differs from the recount");
+  if (stats_.requested_bytes.current != requested) broken("requested_bytes differs from the recount");
+  if (stats_.inactive_split_bytes.current != static_cast<std::int64_t>(used << page_shift_) - active)
+    broken("inactive_split_bytes differs from the recount");
+  for (const auto* g : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                        &stats_.requested_bytes, &stats_.inactive_split_bytes}) {
+    if (g->peak < g->current) broken("a peak is below its current value");
+  }
+}
+
+}  // namespace gmlake::engine

@@ -1,0 +1,165 @@
+// StitchingAllocator: the `gmlake` policy, a short composer of the engine's parts.
+//
+// The idea (docs/design.md has the long form): placement is virtual, backing is physical.
+//   - Each pool (small: requests <= small_request_max_bytes; large: the rest) has an arena, one large reserved
+//     virtual range (per stream too when cross_stream_reuse is off). Blocks are placed at 512 B granularity in
+//     its free ranges (FreeIndex), split and coalesced as in PyTorch's allocator.
+//   - Physical memory is a set of chunks of several sizes (ChunkPool): 1 to max_chunk_bytes / chunk_bytes pages.
+//     A chunk is mapped whole at a run of pages (PageMap) and backs them while any block overlaps it.
+//   - Placement weighs the best-fitting free ranges (fit_candidates of them, each at its start and at its end)
+//     by the pages they would still need mapped, then by the idle pages they would pin (a chunk moves whole, so
+//     an idle chunk a block only partly covers is stranded while the block lives), and takes the cheapest: a
+//     range already mapped costs no backend call (GMLake's stitched-block reuse).
+//   - Near the cap (reserved past 90% of cap_bytes), memory comes first: page-sized chunks and no grow-ahead.
+//   - Grow-ahead: in the large pool, a stitch that ends the block's range and is followed by unmapped pages
+//     backs grow_bytes at once, so the pool grows by few large chunks (as PyTorch's 20 MiB segments).
+//   - The unmapped pages of a placement are stitched (Stitcher): each run gets chunks from, in order, a free chunk
+//     of at least half the run, a new chunk of the run's size while reserved bytes stay within headroom_permille
+//     of the highest allocated bytes, and otherwise the memory of idle chunks, least recently idled first
+//     (IdleChunks): unmapped, then mapped here if its size suits the run, or released and made anew at the run's
+//     size. One set_access covers the whole run. So the backend calls of a stitch follow the number of runs and
+//     chunks, not bytes, and reserved bytes grow only when no idle or free memory is left (or within headroom).
+//   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
+//     only by its own stream (safe in stream order); a chunk leaves its place only once a StreamFence says the
+//     freeing stream's queued work has finished. When the oldest idle chunk is not known finished, a new chunk
+//     is created instead, up to lag_grow_chunks x chunk_bytes in a row, else the allocator waits (fence_waits).
+//
+// Invariants (check_invariants, after every step in the tests), for every arena A, chunk c and block b:
+//   free ranges(A) + blocks(A) tile [0, A.virtual_bytes)
+//   pages(b) is covered by mapped chunks of b's arena
+//   c.users = #{ b : pages(b) and pages(c) overlap }                                  (mapped c)
+//   used_pages = sum of c.pages over mapped c with users > 0;  idle_pages = same with users == 0
+//   reserved_bytes = sum of c.pages x chunk_bytes over all chunks = backend.live_chunk_bytes()
+//   backend.live_mappings() = #mapped chunks;   idle c  <=>  IdleChunks holds c at c.idle_since
+//   allocated / active / requested bytes = the sums over live (and pending, for active) blocks
+//   inactive_split_bytes = used_pages x chunk_bytes - active_bytes
+// Failure atomicity: if a stitch fails (cap, backend out of memory, backend error), the block is not placed;
+// chunks mapped with access for it stay mapped as idle chunks (usable later), a chunk mapped without access is
+// unmapped and kept free, and the error propagates; the allocator stays consistent and usable.
+// Thread safety: none (SynchronizedAllocator or the C API's lock serializes callers).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <vector>
+
+#include "absl/container/flat_hash_map.h"
+#include "arena.h"
+#include "chunk_pool.h"
+#include "idle_chunks.h"
+#include "stitcher.h"
+#include "stream_fence.h"
+#include "gmlake/allocator.h"
+
+namespace gmlake::engine {
+
+class StitchingAllocator final : public Allocator {
+ public:
+  // `events` (may be null: host, sim) tells when queued stream work has finished; with it, each stream has its
+  // own arenas (cross_stream_reuse must be false) and an idle chunk moves only once the work queued on its
+  // stream before it turned idle has finished. Both must outlive the allocator. Throws Error(kConfig) when the
+  // config does not suit the backend (chunk_bytes not a multiple of its granularity) or the events.
+  StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events = nullptr);
+  ~StitchingAllocator() override;  // unmaps and releases everything, live blocks included; never throws
+
+  void* allocate(std::uint64_t size_bytes, StreamId stream) override;
+  void deallocate(void* ptr) override;
+  void begin_deferred_free(void* ptr) override;
+  void end_deferred_free(void* ptr) override;
+  void empty_cache() override;
+  void set_cap_bytes(std::uint64_t cap_bytes) override;
+  Stats stats() const override;
+  void reset_peak_stats() override { stats_.reset_peaks(); }
+  std::vector<BlockInfo> blocks() const override;
+  std::optional<BlockInfo> find_block(const void* ptr) const override;
+  void check_invariants() const override;
+  Policy policy() const override { return Policy::kGmlake; }
+  const Backend& backend() const override { return backend_; }
+  // Chunks now (tests, benchmarks): all of them, and those mapped nowhere.
+  std::uint64_t live_chunks() const { return pool_.live_chunks(); }
+  std::uint64_t free_chunks() const { return pool_.free_chunks(); }
+
+ private:
+  struct Block {
+    std::uint32_t arena;
+    bool pending_free;
+    std::uint64_t offset;
+    std::uint64_t size_bytes;
+    std::uint64_t requested_bytes;
+    StreamId stream;
+  };
+  using BlockMap = absl::flat_hash_map<std::uintptr_t, Block>;
+  // What placing a block on pages [first, last] costs: pages to map, and pages of idle chunks it would overlap
+  // without covering them (pinned: unusable elsewhere while the block lives, since a chunk moves whole).
+  struct Cost {
+    std::uint64_t unmapped;
+    std::uint64_t pinned_waste;
+    std::uint64_t total() const { return unmapped + pinned_waste; }
+  };
+  // Where a block goes: `offset` inside free range `range`.
+  struct Placement {
+    FreeRange range;
+    std::uint64_t offset;
+    Cost cost;
+  };
+
+  Arena& arena_for(bool small, StreamId stream);
+  Cost cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last) const;
+  Placement choose_placement(const Arena& arena, std::uint64_t rounded);
+  std::uint64_t first_page(std::uint64_t offset) const { return offset >> page_shift_; }
+  std::uint64_t last_page(std::uint64_t offset, std::uint64_t size) const { return (offset + size - 1) >> page_shift_; }
+  // A block now overlaps pages [first, last]: users + 1 on each mapped chunk there.
+  void use_pages(Arena& arena, std::uint64_t first, std::uint64_t last);
+  // A block no longer overlaps them: users - 1; chunks left unused turn idle.
+  void unuse_pages(Arena& arena, std::uint64_t first, std::uint64_t last);
+  // Maps every unmapped run of [first, last] (whose mapped chunks are used); returns the chunks mapped.
+  std::uint64_t stitch(Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t requested);
+  // Backs pages [first, first + pages) (unmapped) with chunks and grants access; chunks starting past
+  // `block_last` (grown ahead) are idle from the start.
+  std::uint64_t stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages, std::uint64_t block_last,
+                           std::uint64_t requested);
+  bool is_small_arena(const Arena& arena) const { return arena_small_[arena.id]; }
+  // A chunk of 1..`pages` pages, free and out of the free index, for a run of that many pages (see above).
+  ChunkId obtain(std::uint64_t pages, std::uint64_t requested);
+  // Unmaps idle chunk `id` into the free chunks. Throws BackendError: nothing changed.
+  void evict(ChunkId id);
+  bool cap_allows(std::uint64_t pages) const;
+  // True when a cap is set and `pages` more would take reserved bytes past 90% of it: memory first from there.
+  bool near_cap(std::uint64_t pages) const;
+  bool within_headroom(std::uint64_t pages) const;
+  void trim_idle(std::uint64_t max_idle_bytes);
+  BlockMap::iterator find_live(void* ptr, const char* call);
+  void release_block(BlockMap::iterator it);
+  void* place(Arena& arena, std::uint64_t offset, std::uint64_t rounded, std::uint64_t requested, StreamId stream);
+  void update_inactive_split();
+  [[noreturn]] void throw_oom(std::uint64_t requested, const std::string& reason);
+
+  Config config_;
+  Backend& backend_;
+  unsigned page_shift_;
+  std::uint64_t max_chunk_pages_;
+  std::uint64_t grow_pages_;      // Config::grow_bytes in pages
+  std::uint64_t cap_bytes_;
+  Stats stats_;
+  ChunkPool pool_;
+  Stitcher stitcher_;
+  IdleChunks idle_;
+  StreamFence fence_;
+  std::vector<std::unique_ptr<Arena>> arenas_;
+  std::uint32_t shared_arena_[2] = {UINT32_MAX, UINT32_MAX};         // [small] when cross_stream_reuse
+  std::map<std::pair<StreamId, bool>, std::uint32_t> stream_arena_;  // (stream, small) otherwise
+  std::vector<bool> arena_small_;  // by arena id: the small pool's
+  BlockMap blocks_;
+  struct PageCounts {
+    std::uint64_t used = 0;         // pages of mapped chunks with users > 0
+    std::uint64_t idle = 0;         // pages of mapped chunks with users == 0
+    std::uint64_t idle_chunks = 0;  // those chunks
+  } pages_;
+  std::uint64_t allocated_high_bytes_ = 0;  // highest allocated bytes ever (reset_peak_stats leaves it)
+  bool headroom_exhausted_ = false;         // a headroom chunk found the device full; reset by empty_cache
+  std::uint64_t lag_grown_pages_ = 0;       // pages created in a row because the oldest idle chunk was uncovered
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> runs_;  // scratch: unmapped runs of a placement
+};
+
+}  // namespace gmlake::engine

@@ -1,0 +1,73 @@
+#include "stream_fence.h"
+
+namespace gmlake::engine {
+
+StreamFence::~StreamFence() {
+  if (!events_) return;
+  for (auto& [id, s] : streams_) {
+    for (const Mark& m : s.marks) {
+      try {
+        events_->release(m.token);
+      } catch (...) {
+      }
+    }
+  }
+}
+
+void StreamFence::poll(Stream& s) {
+  while (!s.marks.empty() && events_->done(s.marks.front().token)) {
+    s.safe_tick = s.marks.front().tick;
+    events_->release(s.marks.front().token);
+    s.marks.pop_front();
+  }
+}
+
+void StreamFence::note_idle(StreamId stream, std::uint64_t tick) {
+  if (!events_) return;
+  Stream& s = streams_[stream];
+  poll(s);
+  if (s.marked && (tick < s.last_mark_tick + kMarkSpacingTicks || s.marks.size() >= kMaxMarks)) return;
+  s.marks.push_back({tick, events_->record(stream)});
+  s.marked = true;
+  s.last_mark_tick = tick;
+}
+
+StreamFence::Readiness StreamFence::readiness(StreamId stream, std::uint64_t tick) {
+  if (!events_) return Readiness::kSafe;
+  auto it = streams_.find(stream);
+  if (it == streams_.end()) return Readiness::kUncovered;  // never marked: nothing known
+  Stream& s = it->second;
+  poll(s);
+  if (tick <= s.safe_tick) return Readiness::kSafe;
+  return !s.marks.empty() && s.marks.back().tick >= tick ? Readiness::kCovered : Readiness::kUncovered;
+}
+
+void StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick) {
+  if (readiness(stream, tick) == Readiness::kSafe) return;
+  Stream& s = streams_[stream];
+  if (s.marks.empty() || s.marks.back().tick < tick) {
+    s.marks.push_back({now_tick, events_->record(stream)});
+    s.marked = true;
+    s.last_mark_tick = now_tick;
+  }
+  // Marks finish in stream order: waiting for the first one that covers `tick` is enough.
+  for (const Mark& m : s.marks) {
+    if (m.tick >= tick) {
+      events_->wait(m.token);
+      break;
+    }
+  }
+  poll(s);
+}
+
+void StreamFence::wait_all(std::uint64_t now_tick) {
+  if (!events_) return;
+  events_->synchronize_all();
+  for (auto& [id, s] : streams_) {
+    for (const Mark& m : s.marks) events_->release(m.token);
+    s.marks.clear();
+    s.safe_tick = now_tick;
+  }
+}
+
+}  // namespace gmlake::engine

@@ -1,0 +1,91 @@
+// ChunkPool and IdleChunks (src/policies/gmlake/chunk_pool.h, idle_chunks.h) on the sim backend.
+#include "policies/gmlake/chunk_pool.h"
+
+#include <gtest/gtest.h>
+
+#include "gmlake/error.h"
+#include "gmlake/sim_backend.h"
+#include "policies/gmlake/idle_chunks.h"
+
+namespace gmlake::engine {
+namespace {
+
+TEST(ChunkPoolTest, CreateAndReleaseKeepReservedBytesAndTheBackendInStep) {
+  SimBackend sim;
+  Stats stats;
+  ChunkPool pool(sim, kChunkBytes, stats);
+  const ChunkId a = pool.create(3);
+  const ChunkId b = pool.create(1);
+  EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(4 * kChunkBytes));
+  EXPECT_EQ(sim.live_chunk_bytes(), 4 * kChunkBytes);
+  EXPECT_EQ(pool.live_chunks(), 2u);
+  pool.release(a);
+  EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(kChunkBytes));
+  EXPECT_EQ(stats.chunks_created, 2u);
+  EXPECT_EQ(stats.chunks_released, 1u);
+  const ChunkId c = pool.create(2);  // reuses a's record
+  EXPECT_EQ(c, a);
+  EXPECT_EQ(pool[c].pages, 2u);
+  pool.release(b);
+  pool.release(c);
+  EXPECT_EQ(sim.live_chunks(), 0u);
+}
+
+TEST(ChunkPoolTest, TheFreeIndexFindsTheLargestFreeChunkOfAtMostNPages) {
+  SimBackend sim;
+  Stats stats;
+  ChunkPool pool(sim, kChunkBytes, stats);
+  for (std::uint64_t pages : {1, 4, 8}) pool.add_free(pool.create(pages));
+  EXPECT_EQ(pool.free_pages(), 13u);
+  EXPECT_EQ(pool[pool.largest_free_at_most(5)].pages, 4u);
+  EXPECT_EQ(pool[pool.largest_free_at_most(100)].pages, 8u);
+  EXPECT_EQ(pool[pool.largest_free()].pages, 8u);
+  const ChunkId four = pool.largest_free_at_most(4);
+  pool.take_free(four);
+  EXPECT_EQ(pool.largest_free_at_most(7), pool.largest_free_at_most(1));
+  EXPECT_EQ(pool.free_pages(), 9u);
+  pool.check_invariants();
+  pool.release_all_free();
+  EXPECT_EQ(pool.free_chunks(), 0u);
+  EXPECT_EQ(pool.live_chunks(), 1u);  // the one taken out
+  pool.release(four);
+}
+
+TEST(ChunkPoolTest, ACreateTheBackendRefusesChangesNothing) {
+  SimBackend sim(kChunkBytes, 4 * kChunkBytes);
+  Stats stats;
+  ChunkPool pool(sim, kChunkBytes, stats);
+  EXPECT_THROW(pool.create(5), OutOfMemoryError);
+  EXPECT_EQ(pool.live_chunks(), 0u);
+  EXPECT_EQ(stats.reserved_bytes.current, 0);
+  pool.release(pool.create(4));
+}
+
+TEST(IdleChunksTest, OldestSkipsChunksThatTurnedUsedOrIdleAgainSince) {
+  SimBackend sim;
+  Stats stats;
+  ChunkPool pool(sim, kChunkBytes, stats);
+  IdleChunks idle;
+  std::vector<ChunkId> ids;
+  for (int i = 0; i < 3; ++i) {
+    ids.push_back(pool.create(1));
+    pool[ids.back()].arena = 0;  // mapped, as far as the queue can tell
+    pool[ids.back()].idle_since = idle.next_tick();
+    idle.push(ids.back(), pool[ids.back()].idle_since);
+  }
+  EXPECT_EQ(idle.oldest(pool), ids[0]);
+  pool[ids[0]].users = 1;  // used again: its entry is dead
+  EXPECT_EQ(idle.oldest(pool), ids[1]);
+  pool[ids[1]].idle_since = idle.next_tick();  // idle again, later: queued anew at the back
+  idle.push(ids[1], pool[ids[1]].idle_since);
+  EXPECT_EQ(idle.oldest(pool), ids[2]);
+  pool[ids[2]].arena = Chunk::kUnmapped;
+  EXPECT_EQ(idle.oldest(pool), ids[1]);
+  int current = 0;
+  idle.for_each_current(pool, [&](ChunkId) { ++current; });
+  EXPECT_EQ(current, 1);
+  for (ChunkId id : ids) pool.release(id);
+}
+
+}  // namespace
+}  // namespace gmlake::engine

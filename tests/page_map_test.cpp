@@ -1,0 +1,60 @@
+// PageMap (src/policies/gmlake/page_map.h) on its own: which chunk backs which pages of an arena.
+#include "policies/gmlake/page_map.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+namespace gmlake::engine {
+namespace {
+
+using Runs = std::vector<std::pair<std::uint64_t, std::uint64_t>>;
+
+Runs gaps(const PageMap& m, std::uint64_t first, std::uint64_t last) {
+  Runs out;
+  m.for_each_gap(first, last, [&](std::uint64_t p, std::uint64_t n) { out.emplace_back(p, n); });
+  return out;
+}
+
+TEST(PageMapTest, AnEmptyMapIsOneGap) {
+  PageMap m;
+  EXPECT_EQ(m.unmapped_pages(3, 9), 7u);
+  EXPECT_EQ(gaps(m, 3, 9), (Runs{{3, 7}}));
+  EXPECT_EQ(m.next_mapped_after(0), UINT64_MAX);
+}
+
+TEST(PageMapTest, ChunksOverlappingARangeAreVisitedInOrderIncludingOneStartingBeforeIt) {
+  PageMap m;
+  m.insert(0, 7, 4);   // pages 0..3
+  m.insert(6, 8, 2);   // pages 6..7
+  m.insert(10, 9, 1);  // page 10
+  std::vector<ChunkId> seen;
+  m.for_each(2, 10, [&](std::uint64_t, const PageMap::Entry& e) { seen.push_back(e.chunk); });
+  EXPECT_EQ(seen, (std::vector<ChunkId>{7, 8, 9}));
+  seen.clear();
+  m.for_each(4, 5, [&](std::uint64_t, const PageMap::Entry& e) { seen.push_back(e.chunk); });
+  EXPECT_TRUE(seen.empty());
+}
+
+TEST(PageMapTest, GapsAndUnmappedPagesAreWhatNoChunkCovers) {
+  PageMap m;
+  m.insert(0, 7, 4);
+  m.insert(6, 8, 2);
+  EXPECT_EQ(gaps(m, 2, 9), (Runs{{4, 2}, {8, 2}}));
+  EXPECT_EQ(m.unmapped_pages(2, 9), 4u);
+  EXPECT_EQ(m.unmapped_pages(0, 3), 0u);
+  EXPECT_EQ(m.next_mapped_after(3), 6u);
+  EXPECT_EQ(m.next_mapped_after(6), UINT64_MAX);
+}
+
+TEST(PageMapTest, ErasingAChunkUnmapsItsPages) {
+  PageMap m;
+  m.insert(4, 1, 8);
+  EXPECT_EQ(m.mapped_chunks(), 1u);
+  m.erase(4);
+  EXPECT_EQ(m.mapped_chunks(), 0u);
+  EXPECT_EQ(m.unmapped_pages(4, 11), 8u);
+}
+
+}  // namespace
+}  // namespace gmlake::engine

@@ -1,0 +1,85 @@
+// Report formatting (include/gmlake/report.h, src/replay/report.cpp) on its own: the table and the JSON of
+// hand-made replay results, no replay run.
+#include "gmlake/report.h"
+
+#include <gtest/gtest.h>
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+namespace gmlake {
+namespace {
+
+ReplayResult result(Policy policy, std::uint64_t peak_reserved_bytes) {
+  ReplayResult r;
+  r.trace = "toy";
+  r.device = 1;
+  r.policy = policy;
+  r.backend = "sim";
+  r.ops = 42;
+  r.lower_bound_bytes = 1'500'000'000;
+  r.peak_reserved_bytes = peak_reserved_bytes;
+  r.peak_allocated_bytes = 1'600'000'000;
+  r.utilization = 0.75;
+  r.fragmentation = 0.2;
+  return r;
+}
+
+TEST(ReportTest, TheTableHasOneHeaderPerTraceAndDeviceAndOneRowPerPolicy) {
+  ReplayResult gmlake = result(Policy::kGmlake, 2'000'000'000);
+  gmlake.pytorch_peak_reserved_bytes = 3'000'000'000;
+  gmlake.stats.stitches = 4;
+  gmlake.backend_time_ns = 10'000;  // 2.5 µs per stitch
+  ReplayResult caching = result(Policy::kCaching, 2'500'000'000);
+  caching.ooms = 3;
+  const std::string table = format_table({gmlake, caching});
+
+  EXPECT_NE(table.find("toy (device 1): 42 ops, lower bound 1.500 GB, PyTorch recorded peak reserved 3.000 GB "
+                       "[sim backend]\n"),
+            std::string::npos)
+      << table;
+  EXPECT_EQ(table.find("toy (device 1)"), table.rfind("toy (device 1)")) << "one header for both rows";
+  EXPECT_NE(table.find("  gmlake           2.000 GB       0.750         0.200       1.600 GB"), std::string::npos)
+      << table;
+  EXPECT_NE(table.find("2.5\n"), std::string::npos) << table;
+  EXPECT_NE(table.find("  caching          2.500 GB"), std::string::npos) << table;
+  EXPECT_NE(table.find("3 allocations failed (out of memory), 0 frees of unknown addresses skipped"),
+            std::string::npos)
+      << table;
+}
+
+TEST(ReportTest, TheTableStartsANewHeaderForAnotherDevice) {
+  ReplayResult other = result(Policy::kGmlake, 1);
+  other.device = 2;
+  const std::string table = format_table({result(Policy::kGmlake, 1), other});
+  EXPECT_NE(table.find("toy (device 1)"), std::string::npos);
+  EXPECT_NE(table.find("toy (device 2)"), std::string::npos);
+  EXPECT_EQ(table.find("PyTorch recorded"), std::string::npos) << "no recorded peak: no figure";
+}
+
+TEST(ReportTest, TheJsonHasOneObjectPerResultWithTheDocumentedKeys) {
+  ReplayResult r = result(Policy::kExpandable, 2'000'000'000);
+  const nlohmann::json json = nlohmann::json::parse(format_json({r, r}));
+  ASSERT_TRUE(json.is_array());
+  ASSERT_EQ(json.size(), 2u);
+  const nlohmann::json& o = json[0];
+  EXPECT_EQ(o["trace"], "toy");
+  EXPECT_EQ(o["device"], 1);
+  EXPECT_EQ(o["policy"], "expandable");
+  EXPECT_EQ(o["backend"], "sim");
+  EXPECT_EQ(o["ops"], 42);
+  EXPECT_EQ(o["peak_reserved_bytes"], 2'000'000'000u);
+  EXPECT_TRUE(o["pytorch_peak_reserved_bytes"].is_null());
+  EXPECT_DOUBLE_EQ(o["utilization"].get<double>(), 0.75);
+  for (const char* key : {"lower_bound_bytes", "peak_allocated_bytes", "fragmentation", "ns_per_op", "stitches",
+                          "stitched_chunks", "stitch_reuses", "evictions", "ooms", "unknown_frees", "peak_mappings",
+                          "backend_calls", "backend_time_ns"}) {
+    EXPECT_TRUE(o.contains(key)) << key;
+  }
+  EXPECT_TRUE(o["backend_calls"].is_object());
+}
+
+}  // namespace
+}  // namespace gmlake

@@ -1,0 +1,89 @@
+// Stitcher (src/policies/gmlake/stitcher.h): maps chunks end to end and grants access over the run at once.
+#include "policies/gmlake/stitcher.h"
+
+#include <gtest/gtest.h>
+
+#include "backends/fault/fault_backend.h"
+#include "gmlake/backend_factory.h"
+#include "gmlake/error.h"
+#include "gmlake/sim_backend.h"
+
+namespace gmlake::engine {
+namespace {
+
+TEST(StitcherTest, ARunOfTwoChunksTakesTwoMapsAndOneSetAccess) {
+  SimBackend sim;
+  Stats stats;
+  ChunkPool pool(sim, kChunkBytes, stats);
+  Stitcher stitcher(sim, pool, 21);
+  Arena arena(0, 0, sim.reserve(64 * kChunkBytes), 64 * kChunkBytes);
+  const ChunkId a = pool.create(3), b = pool.create(2);
+  stitcher.map(arena, 4, a);
+  stitcher.map(arena, 7, b);
+  stitcher.grant(arena, 4, 5);
+  EXPECT_EQ(sim.counters()[BackendCall::kMap], 2u);
+  EXPECT_EQ(sim.counters()[BackendCall::kSetAccess], 1u);
+  EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, 4), 5 * kChunkBytes));
+  EXPECT_EQ(arena.pages.unmapped_pages(4, 8), 0u);
+  EXPECT_EQ(pool[b].first_page, 7u);
+  stitcher.unmap(arena, a);
+  EXPECT_FALSE(pool[a].mapped());
+  EXPECT_EQ(arena.pages.unmapped_pages(4, 8), 3u);
+  stitcher.unmap(arena, b);
+  pool.release(a);
+  pool.release(b);
+  sim.address_free(arena.base, arena.virtual_bytes);
+  EXPECT_EQ(sim.live_chunks() + sim.live_mappings() + sim.live_reservations(), 0u);
+}
+
+TEST(StitcherTest, AFailedMapOrUnmapChangesNothing) {
+  SimBackend sim;
+  FaultBackend fault(sim);
+  Stats stats;
+  ChunkPool pool(fault, kChunkBytes, stats);
+  Stitcher stitcher(fault, pool, 21);
+  Arena arena(0, 0, fault.reserve(16 * kChunkBytes), 16 * kChunkBytes);
+  const ChunkId a = pool.create(2);
+  fault.arm({BackendCall::kMap, 1, 1, FaultError::kBackendError});
+  EXPECT_THROW(stitcher.map(arena, 0, a), BackendError);
+  EXPECT_FALSE(pool[a].mapped());
+  EXPECT_EQ(arena.pages.mapped_chunks(), 0u);
+  stitcher.map(arena, 0, a);
+  fault.arm({BackendCall::kUnmap, 1, 1, FaultError::kBackendError});
+  EXPECT_THROW(stitcher.unmap(arena, a), BackendError);
+  EXPECT_TRUE(pool[a].mapped());
+  EXPECT_EQ(arena.pages.mapped_chunks(), 1u);
+  fault.disarm_all();
+  stitcher.unmap(arena, a);
+  pool.release(a);
+  fault.address_free(arena.base, arena.virtual_bytes);
+}
+
+TEST(SimCostModelTest, ModelledBackendsChargeEachCallItsMeasuredCostAndSumOverMappings) {
+  const std::unique_ptr<Backend> plain = make_backend("sim", kChunkBytes);
+  EXPECT_FALSE(plain->time_is_modelled());
+  const std::unique_ptr<Backend> h100 = make_backend("sim:h100", kChunkBytes);
+  ASSERT_TRUE(h100->time_is_modelled());
+  const std::uintptr_t base = h100->reserve(64 * kChunkBytes);
+  const ChunkHandle small = h100->create(kChunkBytes);
+  const ChunkHandle big = h100->create(32 * kChunkBytes);
+  const std::uint64_t create_small = h100->counters().time_ns_of(BackendCall::kCreate);
+  EXPECT_GT(create_small, 0u);
+  h100->map(base, kChunkBytes, small);
+  h100->map(base + kChunkBytes, 32 * kChunkBytes, big);
+  const std::uint64_t before = h100->counters().time_ns_of(BackendCall::kSetAccess);
+  h100->set_access(base, kChunkBytes);
+  const std::uint64_t one = h100->counters().time_ns_of(BackendCall::kSetAccess) - before;
+  h100->set_access(base, 33 * kChunkBytes);  // both mappings: charged for each
+  const std::uint64_t both = h100->counters().time_ns_of(BackendCall::kSetAccess) - before - one;
+  EXPECT_GT(both, one);
+  EXPECT_LT(both, 33 * one) << "a large chunk costs less than its size in small ones";
+  h100->unmap(base, 33 * kChunkBytes);
+  h100->release(small);
+  h100->release(big);
+  h100->address_free(base, 64 * kChunkBytes);
+  EXPECT_THROW(make_backend("sim:h999", kChunkBytes), Error);
+}
+
+}  // namespace
+}  // namespace gmlake::engine
