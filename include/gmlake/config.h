@@ -1,5 +1,5 @@
 // gmlake's configuration: one table, declared once below, that feeds the Config struct's fields and
-// defaults, GMLAKE_CONF parsing, `gmlake --help-conf`, and the report of the configuration in use.
+// defaults, GMLAKE_CONF parsing, `gmlake conf`, and the report of the configuration in use.
 //
 // GMLAKE_CONF uses PyTorch's PYTORCH_CUDA_ALLOC_CONF form: "key:value,key:value". Sizes accept a plain
 // byte count or a suffix K/M/G/T (powers of 1024, also KiB/MiB/GiB/TiB, case-insensitive): "cap_bytes:24GiB".
