@@ -186,12 +186,20 @@ TEST_F(ReaderBudgetTest, ThePickleReaderStopsAtItsMemoryBudget) {
 // What real snapshots cost the pickle reader per input byte: the default budget must hold them with room.
 TEST_F(ReaderBudgetTest, RealSnapshotsFitTheDefaultBudget) {
   const TraceReadLimits limits;
+  std::vector<std::string> paths;
   for (const char* name : {"resnet50", "gpt2_varlen"}) {
-    const std::string path = std::string(GMLAKE_TRACES_DIR) + "/" + name + ".snapshot.pickle.xz";
+    paths.push_back(std::string(GMLAKE_TRACES_DIR) + "/" + name + ".snapshot.pickle.xz");
+  }
+  for (const char* name : {"bert_varlen", "fsdp_gpt2m_rank0"}) {  // the larger traces beside the checkout, if any
+    const std::string path = std::string(GMLAKE_SHARED_TRACES_DIR) + "/" + name + ".snapshot.pickle.xz";
+    if (fs::exists(path)) paths.push_back(path);
+  }
+  for (const std::string& path : paths) {
+    const std::string name = fs::path(path).filename().string();
     const Bytes bytes = read_decompressed(path);
     const pickle::Document doc = pickle::parse_pickle(bytes, path);
     const double per_byte = static_cast<double>(doc.counted_bytes()) / static_cast<double>(bytes.size());
-    std::printf("%s: %zu bytes of pickle, %llu bytes counted by the reader (%.2f per input byte)\n", name,
+    std::printf("%s: %zu bytes of pickle, %llu bytes counted by the reader (%.2f per input byte)\n", name.c_str(),
                 bytes.size(), static_cast<unsigned long long>(doc.counted_bytes()), per_byte);
     EXPECT_LT(per_byte * 2, static_cast<double>(limits.pickle_bytes_per_input_byte)) << name;
     EXPECT_FALSE(read_trace(path).devices.empty()) << name;
