@@ -113,8 +113,10 @@ void* gmlake_malloc(size_t size_bytes, int device, uint64_t stream);
  * CUDAPluggableAllocator signature (void free(void*, ssize_t, int, cudaStream_t)) and not used: a block is freed
  * in the order of the stream it was allocated on. NULL: nothing happens. Failures
  * (the last error; the pool is unchanged): GMLAKE_ERROR_INVALID_POINTER for a pointer that is not the start of
- * a live block of that device (freed already, never returned, an interior pointer, another device's; always
- * detected, and counted in invalid_frees), GMLAKE_ERROR_INVALID_ARGUMENT for a bad device id,
+ * a live block of that device (freed already, never returned, an interior pointer, another device's; detected
+ * in every build, and counted in invalid_frees; but a pointer freed already whose address a later gmlake_malloc
+ * handed out again is that new block's start: freeing it again frees the new block, docs/errors.md),
+ * GMLAKE_ERROR_INVALID_ARGUMENT for a bad device id,
  * GMLAKE_ERROR_SHUT_DOWN after gmlake_shutdown() (the pointer is ignored and counted), and GMLAKE_ERROR_BACKEND
  * when recording an event on a recorded stream failed (the block stays allocated; it may be freed again).
  * A block with streams recorded by gmlake_record_stream is freed at once but its memory is reused only once

@@ -51,7 +51,7 @@ struct ReplayResult {
   Policy policy = Policy::kGmlake;
   std::string backend;
   std::uint64_t ops = 0;                   // allocator calls replayed (allocs + frees)
-  std::uint64_t lower_bound_bytes = 0;     // peak over time of live requested bytes
+  std::uint64_t lower_bound_bytes = 0;     // peak over time of live requested bytes (of the allocations that succeeded)
   std::uint64_t peak_reserved_bytes = 0;
   std::uint64_t peak_allocated_bytes = 0;
   double utilization = 0;                  // lower bound / peak reserved

@@ -59,23 +59,47 @@ struct Trace {
   std::vector<DeviceTrace> devices;  // only devices with at least one event or initial block
 };
 
+// What a trace reader may spend on one file. The defaults bound the reader's memory by what a snapshot can
+// need (docs/reliability.md, "Trace reader budget"); tests lower them to reach the limits cheaply.
+inline constexpr std::uint64_t kMaxTraceBytes = 16 * kGiB;  // decompressed
+struct TraceReadLimits {
+  // Most bytes a file may hold once decompressed (and most a file may hold at all).
+  std::uint64_t max_bytes = kMaxTraceBytes;
+  // Compressed data may decompress to at most max_ratio bytes per compressed byte once it is past
+  // ratio_free_bytes: real snapshots compress 19x (gpt2_varlen) to 27x (resnet50) with xz; gzip cannot pass
+  // 1032x, xz a few thousand: beyond 1000x it is a decompression bomb, not a snapshot.
+  std::uint64_t max_ratio = 1000;
+  std::uint64_t ratio_free_bytes = 64 * kMiB;
+  // The pickle reader's own memory (values, containers, memo) per input byte, plus pickle_slack_bytes. Real
+  // snapshots need 4 to 5 bytes per byte (docs/reliability.md); a pickle of nothing but empty containers
+  // would take up to ~80.
+  std::uint64_t pickle_bytes_per_input_byte = 12;
+  std::uint64_t pickle_slack_bytes = 16 * kMiB;
+};
+
 // Reads `path`: a pickle snapshot (raw, .xz or .gz, recognised by magic bytes, not by name) or an RMM CSV log.
-// Throws Error(kTrace) when the file is missing, unreadable, truncated, corrupt or not a trace.
-Trace read_trace(const std::string& path);
+// The first bytes (decompressed) are looked at before the rest is read: a file that does not start as a
+// snapshot or an RMM log is refused at once. Throws Error(kTrace) when the file is missing, unreadable,
+// truncated, corrupt, not a trace, or beyond `limits`.
+Trace read_trace(const std::string& path, const TraceReadLimits& limits = {});
 
 // The bytes of `path`, decompressed when they start with the xz or gzip magic (concatenated xz streams and
 // gzip members are read as one). Throws Error(kTrace) naming `path` when it cannot be opened or read, when
-// the compressed data is truncated or corrupt, and when it holds more than kMaxTraceBytes.
-std::vector<std::uint8_t> read_decompressed(const std::string& path);
-inline constexpr std::uint64_t kMaxTraceBytes = 16 * kGiB;  // decompressed
+// the compressed data is truncated or corrupt, and when it holds more than limits.max_bytes (or decompresses
+// beyond limits.max_ratio). Never allocates more than limits.max_bytes + 1 bytes for the file's content, also
+// for a pipe or a device that never ends (/dev/zero).
+std::vector<std::uint8_t> read_decompressed(const std::string& path, const TraceReadLimits& limits = {});
 
-// Parses a PyTorch snapshot pickle (protocol 2-5). Throws Error(kTrace).
-Trace parse_snapshot_pickle(std::span<const std::uint8_t> bytes, std::string name);
+// Parses a PyTorch snapshot pickle (protocol 2-5). Only addresses and sizes must fit 64 bits: any other
+// integer (a frame's line number, ...) may be as wide as Python wrote it. Throws Error(kTrace), also when the
+// pickle would take more memory than limits allows for its size.
+Trace parse_snapshot_pickle(std::span<const std::uint8_t> bytes, std::string name, const TraceReadLimits& limits = {});
 
 // Parses an RMM logging_resource_adaptor CSV (header Thread,Time,Action,Pointer,Size,Stream in any order;
 // actions allocate, free, and "allocate failure" which is skipped). A free becomes free_requested then
 // free_completed; a free of a pointer the log never allocated becomes an initial block. Time is kept when it
-// is a number (taken as microseconds), else 0. All events go to device 0. Throws Error(kTrace) naming the line.
+// is a number (taken as microseconds), else 0. All events go to device 0. Sizes must be below 2^63, as in
+// snapshots. Throws Error(kTrace) naming the line.
 Trace parse_rmm_csv(std::string_view text, std::string name);
 
 // PyTorch's own peak reserved bytes over the trace: initial_reserved_bytes plus the running sum of its segment

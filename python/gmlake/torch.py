@@ -38,6 +38,10 @@ class _Stats(ctypes.Structure):
     _fields_ = [(g, _Gauge) for g in _GAUGES] + [(c, ctypes.c_uint64) for c in _COUNTERS]
 
 
+# Device ids the C API accepts: 0 .. GMLAKE_MAX_DEVICES - 1 (include/gmlake/gmlake.h).
+MAX_DEVICES = 64
+
+
 class GmlakeError(RuntimeError):
     """An error reported by the gmlake library."""
 
@@ -61,21 +65,27 @@ def _load():
     global _lib
     if _lib is None:
         lib = ctypes.CDLL(library_path())
-        lib.gmlake_init.argtypes = [ctypes.c_char_p]
-        lib.gmlake_init.restype = ctypes.c_int
-        lib.gmlake_last_error.restype = ctypes.c_char_p
-        lib.gmlake_malloc.argtypes = [ctypes.c_size_t, ctypes.c_int, ctypes.c_uint64]
-        lib.gmlake_malloc.restype = ctypes.c_void_p
-        lib.gmlake_free.argtypes = [ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int, ctypes.c_uint64]
-        lib.gmlake_free.restype = None
-        for name in ("gmlake_empty_cache", "gmlake_reset_peak_stats"):
-            getattr(lib, name).argtypes = [ctypes.c_int]
-            getattr(lib, name).restype = ctypes.c_int
-        lib.gmlake_get_stats.argtypes = [ctypes.c_int, ctypes.POINTER(_Stats)]
-        lib.gmlake_get_stats.restype = ctypes.c_int
-        lib.gmlake_get_backend_time.argtypes = [ctypes.c_int, ctypes.POINTER(ctypes.c_uint64),
-                                                ctypes.POINTER(ctypes.c_uint64)]
-        lib.gmlake_get_backend_time.restype = ctypes.c_int
+        # Every function of include/gmlake/gmlake.h, with its C types: without them ctypes would pass and return
+        # a C int (a 64-bit count truncated, a pointer or a stream id cut to 32 bits).
+        c_int, c_size_t, c_uint64, c_void_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_void_p
+        signatures = {
+            "gmlake_init": ([ctypes.c_char_p], c_int),
+            "gmlake_malloc": ([c_size_t, c_int, c_uint64], c_void_p),
+            "gmlake_free": ([c_void_p, c_size_t, c_int, c_uint64], None),
+            "gmlake_record_stream": ([c_void_p, c_int, c_uint64], c_int),
+            "gmlake_empty_cache": ([c_int], c_int),
+            "gmlake_get_stats": ([c_int, ctypes.POINTER(_Stats)], c_int),
+            "gmlake_reset_peak_stats": ([c_int], c_int),
+            "gmlake_shutdown": ([], None),
+            "gmlake_get_backend_time": ([c_int, ctypes.POINTER(c_uint64), ctypes.POINTER(c_uint64)], c_int),
+            "gmlake_ignored_frees": ([], c_uint64),
+            "gmlake_last_error_code": ([], c_int),
+            "gmlake_last_error": ([], ctypes.c_char_p),
+        }
+        for name, (argtypes, restype) in signatures.items():
+            function = getattr(lib, name)
+            function.argtypes = argtypes
+            function.restype = restype
         _lib = lib
     return _lib
 
@@ -91,8 +101,14 @@ def _check(rc):
 
 
 def configure(conf):
-    """Initializes the C API with a GMLAKE_CONF-form string (gmlake_init). Raises GmlakeError on a bad key or
-    value, or when gmlake was initialized already."""
+    """Initializes the C API with a GMLAKE_CONF-form string (gmlake_init). Raises TypeError when conf is not a
+    str (None included: pass os.environ.get("GMLAKE_CONF", "") to use the environment), ValueError when it
+    holds a NUL character (C would silently drop what follows), GmlakeError on a bad key or value, or when
+    gmlake was initialized already."""
+    if not isinstance(conf, str):
+        raise TypeError(f"gmlake configuration must be a str of key:value pairs, not {type(conf).__name__}")
+    if "\0" in conf:
+        raise ValueError("gmlake configuration must not contain a NUL character")
     _check(_load().gmlake_init(conf.encode()))
 
 
@@ -115,7 +131,7 @@ def enable(conf=None, extension="auto"):
     be swapped then).
     """
     global _allocator, _mode
-    import torch
+    torch = _import_torch("enable()")
 
     if _allocator is not None:
         return
@@ -185,12 +201,72 @@ def native_memory_stats(device=None):
     return dict(_allocator.native_memory_stats(_device(device)))
 
 
-def _device(device):
-    if isinstance(device, int):
-        return device
-    import torch
+def _import_torch(what):
+    try:
+        import torch
+    except ImportError as e:
+        raise GmlakeError(f"gmlake.torch.{what} needs PyTorch, which is not installed ({e})") from e
+    return torch
 
-    return torch.cuda.current_device() if device is None else torch.device(device).index
+
+def _device(device):
+    """The device id for a call: an int in 0 .. MAX_DEVICES - 1 as it is (anything else raises GmlakeError, never
+    wrapped into range), "cuda:N" or a torch.device, None for the current CUDA device (device 0 when PyTorch is
+    not installed or CUDA not initialized: the C API's pools need no PyTorch)."""
+    if device is None:
+        try:
+            import torch
+        except ImportError:
+            return 0
+        return torch.cuda.current_device() if torch.cuda.is_initialized() else 0
+    if isinstance(device, str):
+        kind, _, index = device.partition(":")
+        if kind != "cuda" or (index and not index.isdigit()):
+            raise GmlakeError(f"bad device {device!r}: expected an int, 'cuda' or 'cuda:N'")
+        device = int(index) if index else _device(None)
+    elif not isinstance(device, int) or isinstance(device, bool):
+        index = getattr(device, "index", None)  # a torch.device
+        if getattr(device, "type", None) != "cuda":
+            raise GmlakeError(f"bad device {device!r}: expected an int, 'cuda:N' or a CUDA torch.device")
+        device = _device(None) if index is None else index
+    if not 0 <= device < MAX_DEVICES:
+        raise GmlakeError(f"device id {device} out of range: expected 0 .. {MAX_DEVICES - 1}")
+    return device
+
+
+def malloc(size_bytes, device=None, stream=0):
+    """gmlake_malloc: the address of a block of at least size_bytes on `device` (an int), or raises GmlakeError.
+    0 bytes gives 0 (None from ctypes), as the C API."""
+    if not 0 <= size_bytes < 1 << 63:
+        raise GmlakeError(f"size {size_bytes} out of range: expected 0 .. 2^63 - 1")
+    lib = _load()
+    p = lib.gmlake_malloc(size_bytes, _device(device), _stream(stream))
+    if p is None and size_bytes != 0:
+        _check(lib.gmlake_last_error_code())
+    return p or 0
+
+
+def free(ptr, device=None, stream=0):
+    """gmlake_free of a block malloc returned; raises GmlakeError when the C API reports an error."""
+    lib = _load()
+    lib.gmlake_free(ptr, 0, _device(device), _stream(stream))
+    _check(lib.gmlake_last_error_code())
+
+
+def record_stream(ptr, stream, device=None):
+    """gmlake_record_stream (Tensor.record_stream for a raw block)."""
+    _check(_load().gmlake_record_stream(ptr, _device(device), _stream(stream)))
+
+
+def ignored_frees():
+    """gmlake_ignored_frees: frees ignored after gmlake_shutdown, as a 64-bit count."""
+    return _load().gmlake_ignored_frees()
+
+
+def _stream(stream):
+    if not isinstance(stream, int) or isinstance(stream, bool) or not 0 <= stream < 1 << 64:
+        raise GmlakeError(f"bad stream {stream!r}: expected an int in 0 .. 2^64 - 1 (a cudaStream_t's value)")
+    return stream
 
 
 def _stats(device):

@@ -107,7 +107,7 @@ void Config::apply(std::string_view text) {
   }
     GMLAKE_CONFIG_FIELDS(GMLAKE_CONFIG_PARSE)
 #undef GMLAKE_CONFIG_PARSE
-    if (!known) fail(key, "unknown key (see `gmlake conf`)");
+    if (!known) fail(key, "unknown key (`gmlake conf` lists the keys)");
   }
   next.validate();
   *this = next;

@@ -26,6 +26,39 @@ struct Program {
   std::uint64_t lower_bound_bytes = 0;
 };
 
+// a + b for the live-bytes sums: a trace whose live blocks add up past 64 bits cannot be replayed.
+std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) {
+  if (a > UINT64_MAX - b) {
+    throw Error(ErrorCode::kTrace, "gmlake replay: the trace's live blocks add up to more than 2^64 bytes");
+  }
+  return a + b;
+}
+
+// The peak of the bytes requested by live blocks over `ops`, counting only allocations that succeeded
+// (failed[slot] is set for those that did not): the lower bound of a replay in which some failed.
+std::uint64_t lower_bound_of(const std::vector<Op>& ops, std::uint32_t slots, const std::vector<bool>& failed) {
+  std::vector<std::uint64_t> size(slots, 0);
+  std::uint64_t live = 0;
+  std::uint64_t peak = 0;
+  for (const Op& op : ops) {
+    switch (op.kind) {
+      case OpKind::kAlloc:
+        if (failed[op.slot]) break;
+        size[op.slot] = op.size_bytes;
+        live = checked_add(live, op.size_bytes);
+        peak = std::max(peak, live);
+        break;
+      case OpKind::kFree:
+      case OpKind::kBeginDeferred:  // the program freed it; its memory is the allocator's until the end
+        live -= size[op.slot];
+        size[op.slot] = 0;
+        break;
+      case OpKind::kEndDeferred: break;
+    }
+  }
+  return peak;
+}
+
 // Turns trace events into allocator calls on slots (one slot per allocation), outside the timed loop.
 Program compile(const DeviceTrace& device) {
   Program prog;
@@ -47,7 +80,7 @@ Program compile(const DeviceTrace& device) {
     const std::uint32_t slot = prog.slots++;
     live[addr] = {slot, size, false};
     prog.ops.push_back({OpKind::kAlloc, slot, size, stream});
-    live_requested += size;
+    live_requested = checked_add(live_requested, size);
     prog.lower_bound_bytes = std::max(prog.lower_bound_bytes, live_requested);
   };
   for (const InitialBlock& b : device.initial_blocks) alloc(b.addr, b.size_bytes, b.stream);
@@ -92,6 +125,11 @@ Program compile(const DeviceTrace& device) {
   return prog;
 }
 
+void mark_failed(std::vector<bool>* failed, std::uint32_t slots, std::uint32_t slot) {
+  if (failed->empty()) failed->resize(slots, false);
+  (*failed)[slot] = true;
+}
+
 void empty_cache(Allocator& allocator, const ReplayOptions& options, ReplayResult* r) {
   try {
     allocator.empty_cache();
@@ -125,6 +163,7 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   r.pytorch_peak_reserved_bytes = recorded_peak_reserved_bytes(device);
 
   std::vector<void*> slots(prog.slots, nullptr);
+  std::vector<bool> failed;  // sized on the first failure: slots whose allocation failed
   const std::uint64_t progress_every = std::max<std::uint64_t>(prog.ops.size() / 100, 1);
   const std::uint64_t block_ops = options.check_every_ops ? options.check_every_ops : progress_every;
   std::chrono::nanoseconds timed{0};
@@ -143,10 +182,12 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
             p = allocator->allocate(op.size_bytes, op.stream);
           } catch (const OutOfMemoryError&) {
             ++r.ooms;
+            mark_failed(&failed, prog.slots, op.slot);
             if (options.tolerate_backend_errors) allocator->check_invariants();
           } catch (const BackendError&) {
             if (!options.tolerate_backend_errors) throw;
             ++r.backend_errors;
+            mark_failed(&failed, prog.slots, op.slot);
             allocator->check_invariants();
           }
           break;
@@ -169,6 +210,9 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
     if (options.on_progress) options.on_progress(static_cast<double>(end) / static_cast<double>(prog.ops.size()));
   }
   r.ops = prog.ops.size();
+  // Failed allocations never held memory: the lower bound counts only those that succeeded, so that
+  // utilization (lower bound / peak reserved) cannot exceed 1.
+  if (!failed.empty()) r.lower_bound_bytes = lower_bound_of(prog.ops, prog.slots, failed);
   r.stats = allocator->stats();
   r.peak_reserved_bytes = static_cast<std::uint64_t>(r.stats.reserved_bytes.peak);
   r.peak_allocated_bytes = static_cast<std::uint64_t>(r.stats.allocated_bytes.peak);

@@ -101,27 +101,36 @@ void append_utf8(std::string& out, std::uint32_t cp) {
   }
 }
 
-// The two's-complement little-endian integer of LONG1/LONG4, when it fits 64 bits.
-bool decode_long(const std::uint8_t* p, std::size_t n, std::int64_t* out) {
-  if (n == 0) {
-    *out = 0;
-    return true;
-  }
+Value wide_int_value(bool negative) {
+  Value x = int_value(negative ? std::numeric_limits<std::int64_t>::min() : std::numeric_limits<std::int64_t>::max());
+  x.wide = true;
+  return x;
+}
+
+// The two's-complement little-endian integer of LONG1/LONG4: its value when it fits 64 bits, else the nearest
+// 64-bit value marked wide.
+Value decode_long(const std::uint8_t* p, std::size_t n) {
+  if (n == 0) return int_value(0);
   const bool negative = (p[n - 1] & 0x80) != 0;
   const std::uint8_t fill = negative ? 0xFF : 0x00;
   for (std::size_t i = 8; i < n; ++i) {
-    if (p[i] != fill) return false;
+    if (p[i] != fill) return wide_int_value(negative);
   }
-  if (n > 8 && ((p[7] & 0x80) != 0) != negative) return false;
+  if (n > 8 && ((p[7] & 0x80) != 0) != negative) return wide_int_value(negative);
   const std::size_t width = n < 8 ? n : 8;
   std::uint64_t bits = negative ? ~std::uint64_t{0} : 0;
   for (std::size_t i = 0; i < width; ++i) {
     bits &= ~(std::uint64_t{0xFF} << (8 * i));
     bits |= std::uint64_t{p[i]} << (8 * i);
   }
-  *out = static_cast<std::int64_t>(bits);
-  return true;
+  return int_value(static_cast<std::int64_t>(bits));
 }
+
+// What the budget counts: a container (its vector and the heap block behind it), a value, a memo entry in
+// the hash map (a node).
+constexpr std::uint64_t kContainerBytes = sizeof(std::vector<Value>) + 16;
+constexpr std::uint64_t kValueBytes = sizeof(Value);
+constexpr std::uint64_t kSparseMemoBytes = 64;
 
 }  // namespace
 
@@ -153,8 +162,9 @@ const Value* Document::find(const Value& dict, std::string_view key) const {
 // The pickle machine over one input. Not in the anonymous namespace: Document befriends it.
 class Parser {
  public:
-  Parser(std::span<const std::uint8_t> in, const std::string& source, Document* doc)
-      : begin_(in.data()), pos_(in.data()), end_(in.data() + in.size()), source_(source), doc_(doc) {}
+  Parser(std::span<const std::uint8_t> in, const std::string& source, std::uint64_t budget, Document* doc)
+      : begin_(in.data()), pos_(in.data()), end_(in.data() + in.size()), source_(source), doc_(doc),
+        budget_(budget) {}
 
   // Runs to STOP; the value it pops becomes the document's root.
   void run() {
@@ -180,6 +190,16 @@ class Parser {
   }
   [[noreturn]] void fail_malformed(const std::string& what) const {
     fail("malformed pickle: " + what + " (" + op_label() + ")");
+  }
+
+  // --- the memory budget ---
+  void charge(std::uint64_t bytes) {
+    if (bytes > budget_ - doc_->counted_bytes_) {
+      fail("not a PyTorch memory snapshot: the pickle would take more than " + std::to_string(budget_ >> 20) +
+           " MiB of memory to read (" + std::to_string(static_cast<std::size_t>(end_ - begin_)) +
+           " bytes of input; the budget is in TraceReadLimits) at offset " + std::to_string(op_offset_));
+    }
+    doc_->counted_bytes_ += bytes;
   }
 
   // --- input ---
@@ -222,7 +242,13 @@ class Parser {
   void need_items(std::size_t n) const {
     if (stack_.size() - floor() < n) fail_malformed("stack underflow");
   }
-  void push(const Value& v) { stack_.push_back(v); }
+  void push(const Value& v) {
+    if (stack_.size() == stack_high_) {
+      charge(kValueBytes);
+      ++stack_high_;
+    }
+    stack_.push_back(v);
+  }
   Value pop() {
     need_items(1);
     const Value v = stack_.back();
@@ -244,6 +270,7 @@ class Parser {
   // --- values ---
   Value new_container(Kind kind, std::size_t first) {
     if (doc_->containers_.size() >= std::numeric_limits<std::uint32_t>::max()) fail_malformed("too many objects");
+    charge(kContainerBytes + kValueBytes * (stack_.size() - first));
     doc_->containers_.emplace_back(stack_.begin() + static_cast<std::ptrdiff_t>(first), stack_.end());
     stack_.resize(first);
     Value v;
@@ -267,6 +294,7 @@ class Parser {
   }
 
   Value owned_string(const std::string& s) {
+    charge(s.size() + 1 + sizeof(std::unique_ptr<char[]>) + 16);
     auto storage = std::make_unique<char[]>(s.size() + 1);
     std::memcpy(storage.get(), s.data(), s.size());
     const auto* p = reinterpret_cast<const std::uint8_t*>(storage.get());
@@ -280,8 +308,10 @@ class Parser {
     if (index < memo_.size()) {
       memo_[index] = v;
     } else if (index == memo_.size() && sparse_memo_.empty()) {
+      charge(kValueBytes);
       memo_.push_back(v);
     } else {
+      if (!sparse_memo_.contains(index)) charge(kSparseMemoBytes);
       sparse_memo_[index] = v;
     }
   }
@@ -305,7 +335,11 @@ class Parser {
     if (!s.empty() && s.front() == '+') s.remove_prefix(1);
     std::int64_t v = 0;
     const auto [ptr, ec] = std::from_chars(s.data(), s.data() + s.size(), v);
-    if (ec == std::errc::result_out_of_range) fail_malformed("integer wider than 64 bits");
+    if (ec == std::errc::result_out_of_range) {
+      const bool digits = std::all_of(s.begin() + (s.starts_with('-') ? 1 : 0), s.end(),
+                                      [](char c) { return c >= '0' && c <= '9'; });
+      if (digits) return wide_int_value(s.starts_with('-'));
+    }
     if (ec != std::errc() || ptr != s.data() + s.size()) fail_malformed("bad integer '" + std::string(s) + "'");
     return int_value(v);
   }
@@ -365,17 +399,21 @@ class Parser {
     if (first == 0 || first - 1 < floor()) fail_malformed("stack underflow");
     if (kind == Kind::kDict && (stack_.size() - first) % 2 != 0) fail_malformed("odd number of dict items");
     std::vector<Value>& items = container(stack_[first - 1], kind);
+    charge(kValueBytes * (stack_.size() - first));
     items.insert(items.end(), stack_.begin() + static_cast<std::ptrdiff_t>(first), stack_.end());
     stack_.resize(first);
   }
   void append_one() {
     const Value v = pop();
-    container(top(), Kind::kList).push_back(v);
+    std::vector<Value>& items = container(top(), Kind::kList);
+    charge(kValueBytes);
+    items.push_back(v);
   }
   void set_one() {
     const Value v = pop();
     const Value k = pop();
     std::vector<Value>& items = container(top(), Kind::kDict);
+    charge(2 * kValueBytes);
     items.push_back(k);
     items.push_back(v);
   }
@@ -394,11 +432,7 @@ class Parser {
     const std::uint64_t n = take_le(width);
     if (width == 4 && (n & 0x80000000u) != 0) fail_malformed("negative length");
     if (n > left()) fail_truncated(op_name(op_));
-    std::int64_t v = 0;
-    if (!decode_long(take(static_cast<std::size_t>(n)), static_cast<std::size_t>(n), &v)) {
-      fail_malformed("integer wider than 64 bits");
-    }
-    push(int_value(v));
+    push(decode_long(take(static_cast<std::size_t>(n)), static_cast<std::size_t>(n)));
   }
   void bin_float() {
     const std::uint8_t* p = take(8);
@@ -414,8 +448,11 @@ class Parser {
   Document* doc_;
   std::size_t op_offset_ = 0;
   std::uint8_t op_ = 0;
+  std::uint64_t budget_;
   std::vector<Value> stack_;
+  std::size_t stack_high_ = 0;  // the most values the stack held (each charged once)
   std::vector<std::size_t> marks_;
+  std::size_t marks_high_ = 0;
   std::vector<Value> memo_;
   std::unordered_map<std::uint64_t, Value> sparse_memo_;
 };
@@ -428,7 +465,13 @@ bool Parser::step() {
     case Op::kStop: return false;
     case Op::kProto: proto(); break;
     case Op::kFrame: take(8); break;  // frames only group opcodes for buffered reads
-    case Op::kMark: marks_.push_back(stack_.size()); break;
+    case Op::kMark:
+      if (marks_.size() == marks_high_) {
+        charge(sizeof(std::size_t));
+        ++marks_high_;
+      }
+      marks_.push_back(stack_.size());
+      break;
     case Op::kPop: pop_any(); break;
     case Op::kPopMark: stack_.resize(pop_mark()); break;
     case Op::kDup: { const Value v = top(); push(v); break; }
@@ -502,9 +545,10 @@ bool Parser::step() {
   return true;
 }
 
-Document parse_pickle(std::span<const std::uint8_t> bytes, const std::string& source) {
+Document parse_pickle(std::span<const std::uint8_t> bytes, const std::string& source,
+                      std::uint64_t max_memory_bytes) {
   Document doc;
-  Parser(bytes, source, &doc).run();
+  Parser(bytes, source, max_memory_bytes, &doc).run();
   return doc;
 }
 

@@ -9,6 +9,12 @@
 // - each opcode byte adds at most one 16-byte Value, one container or one memo entry, so memory stays within a
 //   small multiple of the input size (under 100 bytes per input byte at worst, vector growth included), and
 //   no length field is trusted before the bytes it announces are known to be there;
+// - on top of that, the memory it builds (values, containers, memo, decoded strings) is counted as it goes and
+//   held to a budget the caller gives (parse_pickle's max_memory_bytes): a pickle of nothing but empty
+//   containers fails once it has cost that much, long before the machine runs out;
+// - integers of any width are accepted (LONG1, LONG4, INT, LONG): one that does not fit 64 bits is kept as
+//   the nearest 64-bit value with Value::wide set, so a reader that needs the exact value (an address, a
+//   size) refuses it and one that does not (a frame's line number) never looks;
 // - the memo shares containers by index, exactly as Python shares objects, and never copies them.
 //
 // Tuples, sets and frozensets become lists. Python-2 `str` opcodes (STRING, BINSTRING, SHORT_BINSTRING) and
@@ -35,6 +41,7 @@ const char* to_string(Kind kind);
 // indexes into the Document, read through Document::list / Document::dict_items.
 struct Value {
   Kind kind = Kind::kNone;
+  bool wide = false;         // kInt: the integer does not fit 64 bits; `integer` is INT64_MIN or INT64_MAX
   std::uint32_t length = 0;  // kString, kBytes: byte count (strings are UTF-8)
   union {
     std::int64_t integer = 0;  // kInt; kBool: 0 or 1
@@ -64,19 +71,23 @@ class Document {
   const Value* find(const Value& dict, std::string_view key) const;
 
   std::size_t container_count() const { return containers_.size(); }
+  // The memory the parse counted against its budget (values, containers, memo entries, decoded strings).
+  std::uint64_t counted_bytes() const { return counted_bytes_; }
 
  private:
   friend class Parser;
   Value root_;
   std::vector<std::vector<Value>> containers_;       // lists and dicts; dicts interleave keys and values
   std::vector<std::unique_ptr<char[]>> owned_text_;  // strings decoded from text opcodes (stable addresses)
+  std::uint64_t counted_bytes_ = 0;
 };
 
 // Decodes the pickle in `bytes` up to its STOP opcode (trailing bytes are ignored, as Python does). Strings
 // in the result point into `bytes`, which must outlive the Document. `source` names the input in error
 // messages. Throws Error(kTrace) for a truncated or malformed pickle, an unsupported protocol (> 5), and any
 // opcode that would construct an object ("not a PyTorch memory snapshot: pickle opcode GLOBAL at offset 2
-// would construct an object").
-Document parse_pickle(std::span<const std::uint8_t> bytes, const std::string& source);
+// would construct an object"), and once the document would take more than max_memory_bytes.
+Document parse_pickle(std::span<const std::uint8_t> bytes, const std::string& source,
+                      std::uint64_t max_memory_bytes = UINT64_MAX);
 
 }  // namespace gmlake::pickle

@@ -126,7 +126,7 @@ class CsvReader {
     }
     const std::string_view action = fields[order_[kAction]];
     if (action == "allocate failure") return;
-    TraceEvent e{TraceAction::kAlloc, number(fields, kPointer, true), number(fields, kSize, false),
+    TraceEvent e{TraceAction::kAlloc, number(fields, kPointer, true), size(fields),
                  number(fields, kStream, true), parse_time_us(fields[order_[kTime]])};
     if (action == "allocate") {
       out->push_back(e);
@@ -145,6 +145,15 @@ class CsvReader {
     const std::optional<std::uint64_t> v = parse_unsigned(s, allow_hex);
     if (!v) fail("bad " + std::string(kColumnNames[c]) + " '" + std::string(s) + "'");
     return *v;
+  }
+
+  // Sizes below 2^63, as the snapshot reader (a Python int that fits int64) and the allocators require.
+  std::uint64_t size(const std::vector<std::string_view>& fields) const {
+    const std::uint64_t v = number(fields, kSize, false);
+    if (v > static_cast<std::uint64_t>(INT64_MAX)) {
+      fail("Size '" + std::string(fields[order_[kSize]]) + "' is 2^63 or more: no allocation is that large");
+    }
+    return v;
   }
 
   const std::string& source_;

@@ -6,6 +6,11 @@
 // not model (`snapshot`, `oom`) are skipped. Every element visited is charged to a budget of about twice the
 // input size, so a pickle that shares one container many times through the memo cannot make this walk (or
 // its output) grow beyond the input.
+//
+// Only the integers whose exact value the replay needs must fit 64 bits: addresses, sizes, devices (and
+// streams, opaque 64-bit handles). Any other field may hold whatever PyTorch wrote: a frame's line number of
+// 2^64-1 (seen in a real snapshot) is never looked at, and a time_us beyond 64 bits is taken as the nearest
+// 64-bit value.
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -132,6 +137,7 @@ class SnapshotReader {
     if (!v->is(Kind::kInt) || v->integer < 0) {
       fail_here(std::string(field) + " is a " + to_string(v->kind) + ", not a non-negative int");
     }
+    if (v->wide) fail_here(std::string(field) + " is 2^63 or more (an address or size fits a signed 64-bit int)");
     return static_cast<std::uint64_t>(v->integer);
   }
   std::uint64_t optional_count(const Value* v, const char* field, std::uint64_t fallback) const {
@@ -141,6 +147,7 @@ class SnapshotReader {
   std::uint64_t stream(const Value* v) const {
     if (v == nullptr || v->is(Kind::kNone)) return 0;
     if (!v->is(Kind::kInt)) fail_here(std::string("stream is a ") + to_string(v->kind) + ", not an int");
+    if (v->wide) fail_here("stream does not fit 64 bits (a stream is a 64-bit handle)");
     return static_cast<std::uint64_t>(v->integer);
   }
   std::int64_t time_us(const Value* v) const {
@@ -316,16 +323,23 @@ class SnapshotReader {
 
 namespace trace_detail {
 
-Trace parse_snapshot(std::span<const std::uint8_t> bytes, std::string name, const std::string& source) {
-  const Document doc = pickle::parse_pickle(bytes, source);
+std::uint64_t pickle_budget(std::size_t input_bytes, const TraceReadLimits& limits) {
+  const std::uint64_t per_byte = limits.pickle_bytes_per_input_byte;
+  const std::uint64_t scaled = per_byte != 0 && input_bytes > UINT64_MAX / per_byte ? UINT64_MAX : input_bytes * per_byte;
+  return saturating_add(scaled, limits.pickle_slack_bytes);
+}
+
+Trace parse_snapshot(std::span<const std::uint8_t> bytes, std::string name, const std::string& source,
+                     const TraceReadLimits& limits) {
+  const Document doc = pickle::parse_pickle(bytes, source, pickle_budget(bytes.size(), limits));
   return SnapshotReader(doc, bytes.size(), source).read(std::move(name));
 }
 
 }  // namespace trace_detail
 
-Trace parse_snapshot_pickle(std::span<const std::uint8_t> bytes, std::string name) {
+Trace parse_snapshot_pickle(std::span<const std::uint8_t> bytes, std::string name, const TraceReadLimits& limits) {
   const std::string source = name;
-  return trace_detail::parse_snapshot(bytes, std::move(name), source);
+  return trace_detail::parse_snapshot(bytes, std::move(name), source, limits);
 }
 
 }  // namespace gmlake

@@ -85,10 +85,16 @@ std::uint64_t reserved_before(std::uint64_t reserved_at_end_bytes, const std::ve
 
 }  // namespace trace_detail
 
-Trace read_trace(const std::string& path) {
-  const std::vector<std::uint8_t> bytes = read_decompressed(path);
+Trace read_trace(const std::string& path, const TraceReadLimits& limits) {
+  // A pickle starts with PROTO; an RMM log with its header line, which must be within the first bytes.
+  const trace_detail::LooksLike looks_like = [](std::span<const std::uint8_t> prefix, bool complete) {
+    if (!prefix.empty() && prefix.front() == kPickleProto) return true;
+    const std::string_view text(reinterpret_cast<const char*>(prefix.data()), prefix.size());
+    return (complete || text.find('\n') != std::string_view::npos) && trace_detail::starts_with_rmm_header(text);
+  };
+  const std::vector<std::uint8_t> bytes = trace_detail::read_input(path, limits, &looks_like);
   if (!bytes.empty() && bytes.front() == kPickleProto) {
-    return trace_detail::parse_snapshot(bytes, trace_name(path), path);
+    return trace_detail::parse_snapshot(bytes, trace_name(path), path, limits);
   }
   const std::string_view text(reinterpret_cast<const char*>(bytes.data()), bytes.size());
   if (trace_detail::starts_with_rmm_header(text)) return trace_detail::parse_rmm(text, trace_name(path), path);

@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -18,7 +19,21 @@ namespace gmlake::trace_detail {
 inline std::uint64_t saturating_add(std::uint64_t a, std::uint64_t b) { return a > UINT64_MAX - b ? UINT64_MAX : a + b; }
 
 // parse_snapshot_pickle, naming `source` in errors. Throws Error(kTrace).
-Trace parse_snapshot(std::span<const std::uint8_t> bytes, std::string name, const std::string& source);
+Trace parse_snapshot(std::span<const std::uint8_t> bytes, std::string name, const std::string& source,
+                     const TraceReadLimits& limits = {});
+
+// The pickle reader's memory budget for `input_bytes` of pickle under `limits`.
+std::uint64_t pickle_budget(std::size_t input_bytes, const TraceReadLimits& limits);
+
+// How many bytes (decompressed) read_input shows to a LooksLike check before it reads the rest.
+inline constexpr std::size_t kPeekBytes = 64 * 1024;
+// True when `prefix` (the first kPeekBytes of the content, or all of it when `complete`) may begin a trace.
+using LooksLike = std::function<bool(std::span<const std::uint8_t> prefix, bool complete)>;
+
+// read_decompressed, and when `looks_like` is given, refusing ("not a PyTorch snapshot or RMM log") content
+// whose first bytes it rejects before reading or decompressing the rest.
+std::vector<std::uint8_t> read_input(const std::string& path, const TraceReadLimits& limits,
+                                     const LooksLike* looks_like);
 
 // parse_rmm_csv, naming `source` in errors. Throws Error(kTrace).
 Trace parse_rmm(std::string_view text, std::string name, const std::string& source);

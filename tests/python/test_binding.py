@@ -2,10 +2,13 @@
 statistics come back under PyTorch's key names, and errors surface as GmlakeError. Run by ctest (label cpu)
 with GMLAKE_LIBRARY and PYTHONPATH set."""
 
+import ctypes
 import sys
 
-import gmlake
-from gmlake import torch as gt
+sys.modules["torch"] = None  # as without PyTorch: `import torch` raises ImportError (the calls below need none)
+
+import gmlake  # noqa: E402
+from gmlake import torch as gt  # noqa: E402
 
 MiB = 1 << 20
 
@@ -50,6 +53,52 @@ def main():
         failures.append("a bad device id was accepted")
     except gt.GmlakeError as e:
         check("device" in str(e), f"the error does not name the device: {e}")
+
+    # Every C function has its C types (issue 15): record_stream takes (void*, int, uint64), ignored_frees
+    # returns a 64-bit count.
+    for name in ("gmlake_init", "gmlake_malloc", "gmlake_free", "gmlake_record_stream", "gmlake_empty_cache",
+                 "gmlake_get_stats", "gmlake_reset_peak_stats", "gmlake_shutdown", "gmlake_get_backend_time",
+                 "gmlake_ignored_frees", "gmlake_last_error_code", "gmlake_last_error"):
+        check(getattr(lib, name).argtypes is not None, f"{name} has no argtypes")
+    check(lib.gmlake_record_stream.argtypes == [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64],
+          "gmlake_record_stream argtypes")
+    check(lib.gmlake_ignored_frees.restype is ctypes.c_uint64, "gmlake_ignored_frees returns a C int")
+    check(gt.ignored_frees() == 0, "ignored_frees")
+    q = gt.malloc(MiB, 0)
+    gt.record_stream(q, 7, 0)
+    gt.free(q, 0)
+    try:
+        gt.free(q, 0)
+        failures.append("a double free through gt.free raised nothing")
+    except gt.GmlakeError as e:
+        check("live block" in str(e), f"double free message: {e}")
+
+    # Device ids out of range are refused, never wrapped (2^32 was device 0 through ctypes' c_int).
+    for bad in (2**32, -1, 64, 2**31):
+        try:
+            gt.memory_stats(bad)
+            failures.append(f"device {bad} was accepted")
+        except gt.GmlakeError as e:
+            check("out of range" in str(e), f"device {bad}: {e}")
+    check(gt.memory_allocated("cuda:0") == 0, "device 'cuda:0'")
+
+    # configure(): a str only, without NUL; clear errors for the rest.
+    for bad, error in ((None, TypeError), (b"backend:host", TypeError), ("backend:host\0,cap_bytes:1", ValueError)):
+        try:
+            gt.configure(bad)
+            failures.append(f"configure({bad!r}) was accepted")
+        except error as e:
+            check("configuration" in str(e), f"configure({bad!r}): {e}")
+
+    # Without PyTorch: the calls on gmlake's own pools work (device None is device 0), enable() says why not.
+    check(gt.memory_reserved() == gt.memory_reserved(0), "memory_reserved() without torch")
+    gt.reset_peak_memory_stats()
+    gt.empty_cache()
+    try:
+        gt.enable()
+        failures.append("enable() without PyTorch raised nothing")
+    except gt.GmlakeError as e:
+        check("needs PyTorch" in str(e), f"enable() without torch: {e}")
 
     for f in failures:
         print("FAILED:", f)

@@ -4,12 +4,17 @@
 //                          [--conf KEY:VALUE,...] [--json FILE]
 //   gmlake conf            the configuration table (GMLAKE_CONF keys, defaults, units)
 //
-// Bad input gets one line on stderr and exit status 2.
+// Bad input gets one line on stderr and exit status 2; so does running out of memory (std::bad_alloc anywhere)
+// and output that cannot be written (a full disk, > /dev/full).
 #include <unistd.h>
 
 #include <CLI/CLI.hpp>
+#include <cctype>
+#include <cerrno>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
+#include <new>
 #include <cstdlib>
 #include <fstream>
 #include <memory>
@@ -35,6 +40,46 @@ constexpr int kExitBadInput = 2;
   const bool prefixed = message.rfind("gmlake", 0) == 0;
   std::fprintf(stderr, "%s%s\n", prefixed ? "" : "gmlake: ", message.c_str());
   std::exit(kExitBadInput);
+}
+
+// Flushes stdout; output that could not be written is an error, never a silent exit 0.
+void finish_stdout() {
+  if (std::fflush(stdout) != 0 || std::ferror(stdout)) {
+    const int err = errno;
+    die(std::string("cannot write the output to stdout: ") + (err != 0 ? std::strerror(err) : "write error"));
+  }
+}
+
+// The C API's own GMLAKE_CONF keys (include/gmlake/gmlake.h): valid in the environment, not allocator settings.
+// The CLI takes the backend from --backend and never runs the debug wrapper: those entries are dropped from
+// GMLAKE_CONF with a note on stderr, so that one GMLAKE_CONF serves both the program and the replay.
+std::string without_c_api_keys(std::string_view text) {
+  std::string kept;
+  while (!text.empty()) {
+    const std::size_t comma = text.find(',');
+    const std::string_view entry = text.substr(0, comma);
+    text = comma == std::string_view::npos ? std::string_view() : text.substr(comma + 1);
+    std::string_view key = entry.substr(0, entry.find(':'));
+    while (!key.empty() && std::isspace(static_cast<unsigned char>(key.front()))) key.remove_prefix(1);
+    while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.remove_suffix(1);
+    if (key == "backend" || key == "debug") {
+      std::fprintf(stderr, "gmlake: note: GMLAKE_CONF key '%.*s' is the C API's and is ignored here (%s)\n",
+                   static_cast<int>(key.size()), key.data(),
+                   key == "backend" ? "the replay uses --backend" : "the replay runs no debug checks");
+      continue;
+    }
+    kept += std::string(entry) + ",";
+  }
+  return kept;
+}
+
+// --cap's value: one byte count (suffixes K, M, G, T), nothing else: no empty value, no second key.
+std::string checked_cap(const std::string& cap) {
+  if (cap.empty()) die("--cap: empty value: expected a byte count such as 8G (0 means no cap)");
+  if (cap.find_first_of(",:") != std::string::npos) {
+    die("--cap: bad value '" + cap + "': expected one byte count such as 8G (other settings go in --conf)");
+  }
+  return cap;
 }
 
 // A one-line progress bar on stderr, shown only on a terminal and only once a replay has run for a second.
@@ -71,12 +116,12 @@ std::vector<gmlake::Policy> policies_from(const std::string& text) {
 }
 
 int run_replay(const std::vector<std::string>& paths, const std::string& policy_text, const std::string& backend,
-               const std::string& cap, const std::string& conf, const std::string& json_path) {
+               const std::string* cap, const std::string& conf, const std::string& json_path) {
   gmlake::Config config;
   try {
-    config.apply(gmlake::environment_conf());
+    config.apply(without_c_api_keys(gmlake::environment_conf()));
     config.apply(conf);
-    if (!cap.empty()) config.apply("cap_bytes:" + cap);
+    if (cap != nullptr) config.apply("cap_bytes:" + checked_cap(*cap));
   } catch (const gmlake::Error& e) {
     die(e.what());
   }
@@ -116,9 +161,11 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
     }
   }
   std::fputs(gmlake::format_table(results).c_str(), stdout);
+  finish_stdout();
   if (!json_path.empty()) {
     std::ofstream out(json_path);
     out << gmlake::format_json(results);
+    out.flush();
     if (!out) die("cannot write " + json_path);
   }
   return 0;
@@ -148,12 +195,11 @@ int run_conf() {
     std::printf("%-32s %-7s %-16s %s%s%s\n", f.name, f.type, f.default_value.c_str(), f.description,
                 *f.unit ? " [" : "", *f.unit ? (std::string(f.unit) + "]").c_str() : "");
   }
+  finish_stdout();
   return 0;
 }
 
-}  // namespace
-
-int main(int argc, char** argv) {
+int run(int argc, char** argv) {
   CLI::App app{"gmlake: a stitching GPU memory allocator. `gmlake replay` shows how much memory each allocation "
                "policy needs for a recorded PyTorch workload."};
   app.require_subcommand(1);
@@ -164,7 +210,7 @@ int main(int argc, char** argv) {
   replay->add_option("traces", paths, "snapshot files (.pickle, .pickle.xz, .pickle.gz) or RMM CSV logs")->required();
   replay->add_option("--policy", policy, "gmlake, caching, expandable or all")->capture_default_str();
   replay->add_option("--backend", backend, backend_help())->capture_default_str();
-  replay->add_option("--cap", cap, "memory cap in bytes (suffixes K, M, G, T)");
+  CLI::Option* cap_option = replay->add_option("--cap", cap, "memory cap in bytes (suffixes K, M, G, T; 0: no cap)");
   replay->add_option("--conf", conf, "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`)");
   replay->add_option("--json", json_path, "also write the results as a JSON array to this file");
 
@@ -180,5 +226,17 @@ int main(int argc, char** argv) {
     die(e.what());
   }
   if (*conf_cmd) return run_conf();
-  return run_replay(paths, policy, backend, cap, conf, json_path);
+  return run_replay(paths, policy, backend, cap_option->count() > 0 ? &cap : nullptr, conf, json_path);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  try {
+    return run(argc, argv);
+  } catch (const std::bad_alloc&) {
+    die("out of memory (std::bad_alloc): the input needs more memory than this machine gives the process");
+  } catch (const std::exception& e) {
+    die(std::string("internal error: ") + e.what());
+  }
 }

@@ -1,0 +1,121 @@
+// Issue 15, classes 1 and 5, through the `gmlake` command line: out of memory anywhere is one line and exit
+// 2 (never "terminate called", exit 134); --cap takes one byte count and nothing else; a GMLAKE_CONF written
+// for the C API (backend, debug) does not stop the CLI; config errors name the real command (`gmlake conf`);
+// output that cannot be written (> /dev/full) is an error, not a silent exit 0.
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
+#define GMLAKE_TEST_SANITIZED 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__) || defined(__SANITIZE_THREAD__)
+#define GMLAKE_TEST_SANITIZED 1
+#endif
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct Outcome {
+  int status;
+  std::string out;
+  std::string err;
+};
+
+std::string slurp(const fs::path& p) {
+  std::ifstream in(p, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+class CliHostileTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    dir_ = fs::temp_directory_path() / ("gmlake_cli_hostile_" + std::to_string(::getpid()));
+    fs::create_directories(dir_);
+    std::ofstream(dir_ / "small.csv") << "Thread,Time,Action,Pointer,Size,Stream\n"
+                                         "1,1,allocate,0x1000,1048576,0x0\n1,2,allocate,0x200000,4096,0x0\n"
+                                         "1,3,free,0x1000,1048576,0x0\n1,4,free,0x200000,4096,0x0\n";
+    trace_ = (dir_ / "small.csv").string();
+  }
+  void TearDown() override { fs::remove_all(dir_); }
+
+  // Runs `prefix gmlake args` in sh; stdout goes to `out` unless it is "" (then to a file read back).
+  Outcome run(const std::string& args, const std::string& prefix = "", const std::string& out = "") {
+    const std::string out_path = out.empty() ? (dir_ / "out").string() : out;
+    const std::string cmd = prefix + " " + std::string(GMLAKE_CLI_PATH) + " " + args + " >" + out_path + " 2>" +
+                            (dir_ / "err").string();
+    const int raw = std::system(("sh -c '" + cmd + "'").c_str());
+    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, out.empty() ? slurp(out_path) : "", slurp(dir_ / "err")};
+  }
+  void expect_one_line_exit_2(const Outcome& o, const std::string& must_mention) {
+    EXPECT_EQ(o.status, 2) << o.err;
+    EXPECT_EQ(std::count(o.err.begin(), o.err.end(), '\n'), 1) << "not one line: " << o.err;
+    EXPECT_NE(o.err.find(must_mention), std::string::npos) << o.err;
+    EXPECT_EQ(o.err.find("terminate called"), std::string::npos) << o.err;
+  }
+
+  fs::path dir_;
+  std::string trace_;
+};
+
+TEST_F(CliHostileTest, CapTakesOneByteCountNotASecondKeyAndNotNothing) {
+  expect_one_line_exit_2(run("replay " + trace_ + " --cap 8G,cap_bytes:1"), "--cap: bad value '8G,cap_bytes:1'");
+  expect_one_line_exit_2(run("replay " + trace_ + " --cap 8G,policy:caching"), "--cap");
+  expect_one_line_exit_2(run("replay " + trace_ + " --cap \"\""), "--cap: empty value");
+  EXPECT_EQ(run("replay " + trace_ + " --cap 8G").status, 0);
+  EXPECT_EQ(run("replay " + trace_ + " --cap 0").status, 0);
+}
+
+TEST_F(CliHostileTest, AGmlakeConfForTheCApiIsAcceptedWithANote) {
+  const Outcome o = run("replay " + trace_ + " --policy caching", "GMLAKE_CONF=backend:host,debug:1,cap_bytes:1G");
+  EXPECT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.err.find("'backend' is the C API's and is ignored here"), std::string::npos) << o.err;
+  EXPECT_NE(o.err.find("'debug' is the C API's"), std::string::npos) << o.err;
+  EXPECT_EQ(o.err.find("unknown key"), std::string::npos) << o.err;
+}
+
+TEST_F(CliHostileTest, ConfigErrorsPointToGmlakeConf) {
+  const Outcome o = run("replay " + trace_ + " --conf nokey:1");
+  expect_one_line_exit_2(o, "nokey: unknown key (`gmlake conf` lists the keys)");
+  EXPECT_EQ(o.err.find("--help-conf"), std::string::npos);
+}
+
+TEST_F(CliHostileTest, OutputToAFullDeviceIsAnError) {
+  if (!fs::exists("/dev/full")) GTEST_SKIP() << "no /dev/full";
+  expect_one_line_exit_2(run("replay " + trace_, "", "/dev/full"), "cannot write the output to stdout");
+  expect_one_line_exit_2(run("conf", "", "/dev/full"), "cannot write the output to stdout");
+}
+
+TEST_F(CliHostileTest, DevZeroIsRefusedAtOnce) {
+  expect_one_line_exit_2(run("replay /dev/zero"), "/dev/zero: not a PyTorch snapshot or RMM log");
+}
+
+// 24 MiB of EMPTY_LIST opcodes under a 160 MB address-space limit: the reader runs out of memory before its
+// budget (which would allow ~300 MB); std::bad_alloc must become one line and exit 2.
+TEST_F(CliHostileTest, OutOfMemoryIsOneLineAndExit2) {
+#ifdef GMLAKE_TEST_SANITIZED
+  GTEST_SKIP() << "sanitizers reserve terabytes of shadow memory: an address-space limit stops them, not the CLI";
+#endif
+  std::string empties(24u << 20, ']');
+  empties[0] = '\x80';
+  empties[1] = '\x04';
+  empties.back() = '.';
+  std::ofstream(dir_ / "empties.pickle", std::ios::binary) << empties;
+  const Outcome o = run("replay " + (dir_ / "empties.pickle").string(), "ulimit -v 160000;");
+  expect_one_line_exit_2(o, "out of memory");
+}
+
+}  // namespace
