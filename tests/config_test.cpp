@@ -42,7 +42,7 @@ void expect_config_error(const std::string& text, const std::string& must_name) 
 }
 
 TEST(ConfigTest, UnknownKeyBadValueAndOverflowNameTheKey) {
-  expect_config_error("no_such_key:1", "no_such_key: unknown key (see `gmlake conf`)");
+  expect_config_error("no_such_key:1", "no_such_key: unknown key (`gmlake conf` lists the keys)");
   expect_config_error("cap_bytes:lots", "cap_bytes");
   expect_config_error("cap_bytes:99999999999999999999", "cap_bytes");
   expect_config_error("cap_bytes:17179869184T", "cap_bytes");

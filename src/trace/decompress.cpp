@@ -23,7 +23,7 @@
 #include "gmlake/error.h"
 #include "gmlake/trace.h"
 #include "gmlake/units.h"
-#include "trace/trace_parsers.h"
+#include "trace_parsers.h"
 
 namespace gmlake {
 namespace {
