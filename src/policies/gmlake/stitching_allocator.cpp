@@ -20,12 +20,18 @@ std::string hex(std::uintptr_t v) {
   return buf;
 }
 
+// Checked before any member is computed from it (Error(kConfig) when invalid).
+const Config& validated(const Config& config) {
+  config.validate();
+  return config;
+}
+
 [[noreturn]] void broken(const std::string& what) { throw std::logic_error("gmlake invariant broken: " + what); }
 
 }  // namespace
 
 StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events)
-    : config_(config),
+    : config_(validated(config)),
       backend_(backend),
       page_shift_(static_cast<unsigned>(std::countr_zero(config.chunk_bytes))),
       max_chunk_pages_(config.max_chunk_bytes / config.chunk_bytes),
@@ -220,8 +226,7 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
   // Grow-ahead: a run that ends the block's range, followed by unmapped pages, is backed up to grow_pages at
   // once (PyTorch's allocator likewise gives requests under 10 MiB a 20 MiB segment): the next blocks placed
   // after this one find their pages mapped, and the pool grows by a few large chunks, not many small ones.
-  // Only while the pool grows anyway (within headroom, or nothing idle or free to reuse) and within the cap; a
-  // grown run the device cannot back is stitched again at the block's size.
+  // Within the cap and away from it; a grown run the device cannot back is stitched again at the block's size.
   const std::uint64_t grow_pages = is_small_arena(arena) ? 1 : grow_pages_;
   const auto [run_first, run_pages] = runs_.back();
   std::uint64_t grown_pages = run_pages;
@@ -229,8 +234,7 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
     const std::uint64_t arena_pages = arena.virtual_bytes >> page_shift_;
     const std::uint64_t limit = std::min(arena.pages.next_mapped_after(last), arena_pages);
     const std::uint64_t candidate = std::min(grow_pages, limit - run_first);
-    const bool growing = within_headroom(candidate) || (pages_.idle_chunks == 0 && pool_.free_chunks() == 0);
-    if (growing && cap_allows(candidate) && !near_cap(candidate)) grown_pages = candidate;
+    if (cap_allows(candidate) && !near_cap(candidate)) grown_pages = candidate;
   }
   std::uint64_t chunks = 0;
   for (std::size_t i = 0; i + 1 < runs_.size(); ++i) {
