@@ -262,20 +262,14 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
         throw;
       }
       Chunk& c = pool_[id];
-      if (first + done <= block_last) {
-        c.users = 1;  // the block being placed
-        pages_.used += c.pages;
-      } else {  // grown ahead, past the block: idle from the start
-        c.idle_since = idle_.next_tick();
-        idle_.push(id, c.idle_since);
-        fence_.note_idle(arena.stream, c.idle_since);
-        pages_.idle += c.pages;
-        ++pages_.idle_chunks;
-      }
+      c.users = 1;  // the block being placed; grown-ahead chunks too until the run is whole (else the next
+      pages_.used += c.pages;  // obtain() could evict one and leave a hole under the run's set_access)
       done += c.pages;
       ++chunks;
     }
     stitcher_.grant(arena, first, pages);
+    // Chunks grown ahead, wholly past the block, are idle from the start.
+    if (first + pages - 1 > block_last) idle_past(arena, block_last, first + pages - 1);
   } catch (...) {
     // This run's chunks have no access yet: unmap them back into the free chunks. One that cannot be unmapped
     // gets access instead, so that it is an ordinary chunk once the caller unuses the range (the first failure
@@ -305,9 +299,27 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
       }
       pool_.add_free(id);
     }
+    // Grown chunks left mapped past the block: the caller unuses only the block's pages.
+    if (done != 0 && first + done - 1 > block_last) idle_past(arena, block_last, first + done - 1);
     throw;
   }
   return chunks;
+}
+
+void StitchingAllocator::idle_past(Arena& arena, std::uint64_t block_last, std::uint64_t last) {
+  std::uint64_t tick = 0;
+  arena.pages.for_each(block_last + 1, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+    Chunk& c = pool_[e.chunk];
+    if (p <= block_last || c.users != 1) return;  // the chunk the block ends in stays used
+    if (tick == 0) tick = idle_.next_tick();
+    c.users = 0;
+    c.idle_since = tick;
+    idle_.push(e.chunk, tick);
+    pages_.used -= c.pages;
+    pages_.idle += c.pages;
+    ++pages_.idle_chunks;
+  });
+  if (tick != 0) fence_.note_idle(arena.stream, tick);
 }
 
 ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested) {

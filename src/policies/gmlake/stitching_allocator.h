@@ -119,6 +119,9 @@ class StitchingAllocator final : public Allocator {
   // `block_last` (grown ahead) are idle from the start.
   std::uint64_t stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages, std::uint64_t block_last,
                            std::uint64_t requested);
+  // Chunks of [block_last + 1, last] that lie wholly past a block and were counted as its (users 1) while
+  // their run was stitched turn idle.
+  void idle_past(Arena& arena, std::uint64_t block_last, std::uint64_t last);
   bool is_small_arena(const Arena& arena) const { return arena_small_[arena.id]; }
   // A chunk of 1..`pages` pages, free and out of the free index, for a run of that many pages (see above).
   ChunkId obtain(std::uint64_t pages, std::uint64_t requested);
