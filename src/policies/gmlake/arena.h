@@ -24,6 +24,8 @@ struct Arena {
   std::uint64_t virtual_bytes;
   FreeIndex free;
   PageMap pages;
+  std::uint64_t blocks = 0;  // live and pending blocks placed in it
+  bool retired = false;      // its address space went back (a short-lived stream's); the id is reused
 };
 
 }  // namespace gmlake::engine

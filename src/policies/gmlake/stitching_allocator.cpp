@@ -70,7 +70,9 @@ StitchingAllocator::~StitchingAllocator() {
     }
     attempt_twice([&] { backend_.release(c.handle); });
   }
-  for (auto& arena : arenas_) attempt_twice([&] { backend_.address_free(arena->base, arena->virtual_bytes); });
+  for (auto& arena : arenas_) {
+    if (!arena->retired) attempt_twice([&] { backend_.address_free(arena->base, arena->virtual_bytes); });
+  }
 }
 
 Arena& StitchingAllocator::arena_for(bool small, StreamId stream) {
@@ -81,15 +83,87 @@ Arena& StitchingAllocator::arena_for(bool small, StreamId stream) {
     auto [it, inserted] = stream_arena_.try_emplace({stream, small}, UINT32_MAX);
     slot = &it->second;
   }
-  if (*slot == UINT32_MAX) {
-    const std::uintptr_t base = backend_.reserve(config_.arena_virtual_bytes);
-    const auto id = static_cast<std::uint32_t>(arenas_.size());
-    const StreamId arena_stream = config_.cross_stream_reuse ? 0 : stream;
+  if (*slot != UINT32_MAX) return *arenas_[*slot];
+  // A new arena. Streams come and go (a server may make one per request): the arenas of streams with nothing
+  // placed in them go back beyond kSpareArenas, and all of them when address space runs out, so it always
+  // comes back (issue 15).
+  std::uintptr_t base = 0;
+  try {
+    if (!config_.cross_stream_reuse && empty_stream_arenas() >= kSpareArenas) retire_empty_arenas(false);
+    try {
+      base = backend_.reserve(config_.arena_virtual_bytes);
+    } catch (const Error&) {
+      if (retire_empty_arenas(true) == 0) throw;
+      base = backend_.reserve(config_.arena_virtual_bytes);
+    }
+  } catch (const Error& e) {
+    if (!config_.cross_stream_reuse) stream_arena_.erase({stream, small});
+    if (dynamic_cast<const OutOfMemoryError*>(&e) != nullptr) throw;
+    throw OutOfMemoryError(0, static_cast<std::uint64_t>(stats_.reserved_bytes.current),
+                           static_cast<std::uint64_t>(stats_.allocated_bytes.current), cap_bytes_, e.what());
+  }
+  const StreamId arena_stream = config_.cross_stream_reuse ? 0 : stream;
+  std::uint32_t id;
+  if (!retired_ids_.empty()) {
+    id = retired_ids_.back();
+    retired_ids_.pop_back();
+    arenas_[id] = std::make_unique<Arena>(id, arena_stream, base, config_.arena_virtual_bytes);
+    arena_small_[id] = small;
+  } else {
+    id = static_cast<std::uint32_t>(arenas_.size());
     arenas_.push_back(std::make_unique<Arena>(id, arena_stream, base, config_.arena_virtual_bytes));
     arena_small_.push_back(small);
-    *slot = id;
   }
-  return *arenas_[*slot];
+  // The slot may have moved while arenas were retired (stream_arena_ is a std::map: its nodes stay put).
+  if (config_.cross_stream_reuse) {
+    shared_arena_[small] = id;
+  } else {
+    stream_arena_[{stream, small}] = id;
+  }
+  return *arenas_[id];
+}
+
+std::uint64_t StitchingAllocator::empty_stream_arenas() const {
+  std::uint64_t n = 0;
+  for (const auto& [key, id] : stream_arena_) n += id != UINT32_MAX && arenas_[id]->blocks == 0;
+  return n;
+}
+
+std::uint64_t StitchingAllocator::retire_empty_arenas(bool wait) {
+  if (config_.cross_stream_reuse) return 0;
+  if (wait) fence_.wait_all(idle_.next_tick());
+  std::uint64_t retired = 0;
+  for (auto it = stream_arena_.begin(); it != stream_arena_.end();) {
+    const std::uint32_t id = it->second;
+    if (id == UINT32_MAX || arenas_[id]->blocks != 0) {  // UINT32_MAX: the slot arena_for is filling
+      ++it;
+      continue;
+    }
+    Arena& arena = *arenas_[id];
+    // Its chunks are all idle (no block is placed in it): unmapped first, once no queued work can touch them.
+    std::vector<ChunkId> chunks;
+    bool safe = true;
+    arena.pages.for_all([&](std::uint64_t, const PageMap::Entry& e) {
+      chunks.push_back(e.chunk);
+      safe = safe && (!fence_.asynchronous() || fence_.safe(arena.stream, pool_[e.chunk].idle_since));
+    });
+    if (!safe) {
+      ++it;
+      continue;
+    }
+    try {
+      for (const ChunkId c : chunks) evict(c);
+      backend_.address_free(arena.base, arena.virtual_bytes);
+    } catch (const Error&) {  // it stays, usable; what was evicted is free memory
+      ++it;
+      continue;
+    }
+    arena.retired = true;
+    retired_ids_.push_back(id);
+    it = stream_arena_.erase(it);
+    ++retired;
+  }
+  return retired;
 }
 
 StitchingAllocator::Cost StitchingAllocator::cost_of(const Arena& arena, std::uint64_t first,
@@ -182,6 +256,7 @@ void* StitchingAllocator::place(Arena& arena, std::uint64_t offset, std::uint64_
                                 StreamId stream) {
   const std::uintptr_t address = arena.base + offset;
   blocks_.emplace(address, Block{arena.id, false, offset, rounded, requested, stream});
+  ++arena.blocks;
   stats_.allocated_bytes.increase(static_cast<std::int64_t>(rounded));
   allocated_high_bytes_ = std::max(allocated_high_bytes_, static_cast<std::uint64_t>(stats_.allocated_bytes.current));
   stats_.active_bytes.increase(static_cast<std::int64_t>(rounded));
@@ -476,6 +551,7 @@ void StitchingAllocator::release_block(BlockMap::iterator it) {
   const Block b = it->second;
   blocks_.erase(it);
   Arena& arena = *arenas_[b.arena];
+  --arena.blocks;
   unuse_pages(arena, first_page(b.offset), last_page(b.offset, b.size_bytes));
   arena.free.give(b.offset, b.size_bytes);
   if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
@@ -511,6 +587,7 @@ void StitchingAllocator::empty_cache() {
     if (oldest == kNoChunk) broken("idle chunks are counted but none is queued");
     evict(oldest);  // throws: the rest stays cached, consistent
   }
+  retire_empty_arenas(false);  // every chunk is safe now (waited for above)
   pool_.release_all_free();
   headroom_exhausted_ = false;  // the device has room again
   update_inactive_split();
@@ -570,8 +647,20 @@ void StitchingAllocator::check_invariants() const {
   // Each arena is tiled exactly by its free ranges and its live and pending blocks.
   std::vector<std::vector<FreeRange>> tiles(arenas_.size());
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    if (arenas_[a]->retired) {
+      if (arenas_[a]->pages.mapped_chunks() != 0) broken("a retired arena has mapped chunks");
+      continue;
+    }
     arenas_[a]->free.check_invariants();
     tiles[a] = arenas_[a]->free.ranges();
+  }
+  std::vector<std::uint64_t> arena_blocks(arenas_.size(), 0);
+  for (const auto& [address, b] : blocks_) {
+    if (arenas_.at(b.arena)->retired) broken("a block lies in a retired arena");
+    ++arena_blocks[b.arena];
+  }
+  for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    if (arenas_[a]->blocks != arena_blocks[a]) broken("an arena's block count differs from the recount");
   }
   // Chunk users recounted from the blocks; every page of a block mapped.
   absl::flat_hash_map<ChunkId, std::uint32_t> users;
@@ -592,6 +681,7 @@ void StitchingAllocator::check_invariants() const {
     }
   }
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    if (arenas_[a]->retired) continue;
     auto& t = tiles[a];
     std::sort(t.begin(), t.end(), [](const FreeRange& x, const FreeRange& y) { return x.offset < y.offset; });
     std::uint64_t expect = 0;

@@ -104,7 +104,16 @@ class StitchingAllocator final : public Allocator {
     Cost cost;
   };
 
+  // The arena of (stream, pool), made on first use. Throws OutOfMemoryError when no address space is left even
+  // after the empty arenas went back.
   Arena& arena_for(bool small, StreamId stream);
+  // Per-stream arenas (cross_stream_reuse off) with no block placed in them.
+  std::uint64_t empty_stream_arenas() const;
+  // Gives back the address space of per-stream arenas with no block placed in them, unmapping their idle chunks
+  // (into the free chunks) first; with `wait`, after waiting for all queued work, else only those whose chunks
+  // no queued work can touch. Returns how many went back. Per-stream arenas only.
+  std::uint64_t retire_empty_arenas(bool wait);
+  static constexpr std::uint64_t kSpareArenas = 8;  // empty per-stream arenas kept for streams that come back
   Cost cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last) const;
   Placement choose_placement(const Arena& arena, std::uint64_t rounded);
   std::uint64_t first_page(std::uint64_t offset) const { return offset >> page_shift_; }
@@ -153,6 +162,7 @@ class StitchingAllocator final : public Allocator {
   std::uint32_t shared_arena_[2] = {UINT32_MAX, UINT32_MAX};         // [small] when cross_stream_reuse
   std::map<std::pair<StreamId, bool>, std::uint32_t> stream_arena_;  // (stream, small) otherwise
   std::vector<bool> arena_small_;  // by arena id: the small pool's
+  std::vector<std::uint32_t> retired_ids_;  // arena ids whose address space went back, for reuse
   BlockMap blocks_;
   struct PageCounts {
     std::uint64_t used = 0;         // pages of mapped chunks with users > 0
