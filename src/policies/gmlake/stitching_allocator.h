@@ -56,6 +56,8 @@ namespace gmlake::engine {
 
 class StitchingAllocator final : public Allocator {
  public:
+  // Empty per-stream arenas kept for streams that come back; at this many, they go back (retire_empty_arenas).
+  static constexpr std::uint64_t kSpareArenas = 8;
   // `events` (may be null: host, sim) tells when queued stream work has finished; with it, each stream has its
   // own arenas (cross_stream_reuse must be false) and an idle chunk moves only once the work queued on its
   // stream before it turned idle has finished. Both must outlive the allocator. Throws Error(kConfig) when the
@@ -113,7 +115,6 @@ class StitchingAllocator final : public Allocator {
   // (into the free chunks) first; with `wait`, after waiting for all queued work, else only those whose chunks
   // no queued work can touch. Returns how many went back. Per-stream arenas only.
   std::uint64_t retire_empty_arenas(bool wait);
-  static constexpr std::uint64_t kSpareArenas = 8;  // empty per-stream arenas kept for streams that come back
   Cost cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last) const;
   Placement choose_placement(const Arena& arena, std::uint64_t rounded);
   std::uint64_t first_page(std::uint64_t offset) const { return offset >> page_shift_; }
