@@ -47,6 +47,11 @@ std::uintptr_t map_aligned_placeholder(std::uint64_t size_bytes, std::uint64_t a
   if (size_bytes > std::numeric_limits<std::size_t>::max() - slack_bytes) throw_os_error("mmap", ENOMEM);
   const std::uint64_t mapped_bytes = size_bytes + slack_bytes;
   void* p = mmap(nullptr, mapped_bytes, PROT_NONE, kPlaceholderFlags, -1, 0);
+  if (p == MAP_FAILED && errno == ENOMEM) {
+    // No address space left (cuMemAddressReserve answers CUDA_ERROR_OUT_OF_MEMORY alike): an out-of-memory,
+    // which the caller can recover from by giving address space back.
+    throw OutOfMemoryError(size_bytes, 0, 0, 0, "host: no virtual address space left for a reservation");
+  }
   if (p == MAP_FAILED) throw_os_error("mmap", errno);
   const auto raw = reinterpret_cast<std::uintptr_t>(p);
   const std::uintptr_t addr = round_up(raw, alignment_bytes);

@@ -92,15 +92,13 @@ Arena& StitchingAllocator::arena_for(bool small, StreamId stream) {
     if (!config_.cross_stream_reuse && empty_stream_arenas() >= kSpareArenas) retire_empty_arenas(false);
     try {
       base = backend_.reserve(config_.arena_virtual_bytes);
-    } catch (const Error&) {
+    } catch (const OutOfMemoryError&) {
       if (retire_empty_arenas(true) == 0) throw;
       base = backend_.reserve(config_.arena_virtual_bytes);
     }
-  } catch (const Error& e) {
+  } catch (...) {  // OutOfMemoryError (no address space left) or BackendError, as the backend said
     if (!config_.cross_stream_reuse) stream_arena_.erase({stream, small});
-    if (dynamic_cast<const OutOfMemoryError*>(&e) != nullptr) throw;
-    throw OutOfMemoryError(0, static_cast<std::uint64_t>(stats_.reserved_bytes.current),
-                           static_cast<std::uint64_t>(stats_.allocated_bytes.current), cap_bytes_, e.what());
+    throw;
   }
   const StreamId arena_stream = config_.cross_stream_reuse ? 0 : stream;
   std::uint32_t id;
