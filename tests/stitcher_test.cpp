@@ -64,6 +64,7 @@ TEST(SimCostModelTest, ModelledBackendsChargeEachCallItsMeasuredCostAndSumOverMa
   EXPECT_FALSE(plain->time_is_modelled());
   const std::unique_ptr<Backend> h100 = make_backend("sim:h100", kChunkBytes);
   ASSERT_TRUE(h100->time_is_modelled());
+  EXPECT_EQ(h100->name(), "sim:h100");
   const std::uintptr_t base = h100->reserve(64 * kChunkBytes);
   const ChunkHandle small = h100->create(kChunkBytes);
   const ChunkHandle big = h100->create(32 * kChunkBytes);

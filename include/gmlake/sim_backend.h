@@ -17,6 +17,7 @@
 #include <string_view>
 
 #include <optional>
+#include <string>
 
 #include "gmlake/backend.h"
 #include "gmlake/units.h"
@@ -35,7 +36,8 @@ class SimBackend final : public Backend {
   SimBackend(std::uint64_t granularity_bytes, std::uint64_t physical_limit_bytes, const struct VmmCostModel& model);
   ~SimBackend() override;
 
-  std::string_view name() const override { return "sim"; }
+  // "sim", or "sim:h100" / "sim:h200" with a cost model.
+  std::string_view name() const override { return name_; }
   bool host_accessible() const override { return false; }
   // The limit create() enforces on live_chunk_bytes(), 0 for none. The OutOfMemoryError it throws carries
   // requested = the chunk's size, reserved = live_chunk_bytes(), allocated = 0, cap = this limit.
@@ -57,6 +59,7 @@ class SimBackend final : public Backend {
   std::uintptr_t next_addr_;       // the start of the next reservation
   std::uint64_t next_handle_ = 1;  // the next chunk handle
   const struct VmmCostModel* model_ = nullptr;  // owned; null: untimed
+  std::string name_ = "sim";
 };
 
 }  // namespace gmlake

@@ -18,7 +18,8 @@ SimBackend::SimBackend(std::uint64_t granularity_bytes, std::uint64_t physical_l
     : Backend(granularity_bytes, CallTiming::kModelled),
       physical_limit_bytes_(physical_limit_bytes),
       next_addr_(round_up(kSimBaseAddress, granularity_bytes)),
-      model_(new VmmCostModel(model)) {}
+      model_(new VmmCostModel(model)),
+      name_("sim:" + std::string(model.name)) {}
 
 SimBackend::~SimBackend() { delete model_; }
 
