@@ -15,7 +15,7 @@ _module = None
 def include_dir():
     """The folder holding gmlake/gmlake.h: GMLAKE_INCLUDE, this package's include/, the repository's (beside
     the build/ folder of the library loaded, or above this package)."""
-    from .torch import library_path
+    from ._library import library_path
 
     here = pathlib.Path(__file__).resolve().parent
     candidates = [pathlib.Path(os.environ["GMLAKE_INCLUDE"])] if os.environ.get("GMLAKE_INCLUDE") else []

@@ -1,0 +1,92 @@
+"""Finding and binding libgmlake_c.so: the library's path, its C API's ctypes signatures
+(include/gmlake/gmlake.h), the stats struct, and errors. No torch here: the package's modules all import from
+this one, and it imports none of them.
+
+The shared library is found through the GMLAKE_LIBRARY environment variable, then this package's lib/ folder,
+then the repository's build/ folder.
+"""
+
+import ctypes
+import os
+import pathlib
+
+_lib = None
+
+# gmlake_stats (include/gmlake/gmlake.h; the order of include/gmlake/stats.h's tables): gauges, then counters.
+_GAUGES = ["allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes", "inactive_split_bytes"]
+_COUNTERS = ["num_alloc_retries", "num_ooms", "num_allocs", "num_frees", "invalid_frees", "stitches",
+             "stitched_chunks", "stitch_reuses", "evictions", "fence_waits", "chunks_created", "chunks_released",
+             "deferred_frees"]
+_TORCH_COUNTERS = ["num_alloc_retries", "num_ooms"]  # the counters torch.cuda.memory_stats() also has
+
+
+class _Gauge(ctypes.Structure):
+    _fields_ = [("current", ctypes.c_int64), ("peak", ctypes.c_int64)]
+
+
+class _Stats(ctypes.Structure):
+    _fields_ = [(g, _Gauge) for g in _GAUGES] + [(c, ctypes.c_uint64) for c in _COUNTERS]
+
+
+# Device ids the C API accepts: 0 .. GMLAKE_MAX_DEVICES - 1 (include/gmlake/gmlake.h).
+MAX_DEVICES = 64
+
+
+class GmlakeError(RuntimeError):
+    """An error reported by the gmlake library."""
+
+
+def library_path():
+    """The path of the gmlake shared library this package would load."""
+    candidates = []
+    if os.environ.get("GMLAKE_LIBRARY"):
+        candidates.append(pathlib.Path(os.environ["GMLAKE_LIBRARY"]))
+    here = pathlib.Path(__file__).resolve().parent
+    candidates.append(here / "lib" / "libgmlake_c.so")
+    candidates.append(here.parent.parent / "build" / "libgmlake_c.so")
+    for c in candidates:
+        if c.is_file():
+            return str(c)
+    raise GmlakeError("libgmlake_c.so not found: build it (scripts/build.sh) and set GMLAKE_LIBRARY; looked in "
+                      + ", ".join(str(c) for c in candidates))
+
+
+def _load():
+    global _lib
+    if _lib is None:
+        lib = ctypes.CDLL(library_path())
+        # Every function of include/gmlake/gmlake.h, with its C types: without them ctypes would pass and return
+        # a C int (a 64-bit count truncated, a pointer or a stream id cut to 32 bits).
+        c_int, c_size_t, c_uint64, c_void_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_void_p
+        signatures = {
+            "gmlake_init": ([ctypes.c_char_p], c_int),
+            "gmlake_malloc": ([c_size_t, c_int, c_uint64], c_void_p),
+            "gmlake_free": ([c_void_p, c_size_t, c_int, c_uint64], None),
+            "gmlake_record_stream": ([c_void_p, c_int, c_uint64], c_int),
+            "gmlake_empty_cache": ([c_int], c_int),
+            "gmlake_get_stats": ([c_int, ctypes.POINTER(_Stats)], c_int),
+            "gmlake_reset_peak_stats": ([c_int], c_int),
+            "gmlake_shutdown": ([], None),
+            "gmlake_get_backend_time": ([c_int, ctypes.POINTER(c_uint64), ctypes.POINTER(c_uint64)], c_int),
+            "gmlake_ignored_frees": ([], c_uint64),
+            "gmlake_last_error_code": ([], c_int),
+            "gmlake_last_error": ([], ctypes.c_char_p),
+        }
+        for name, (argtypes, restype) in signatures.items():
+            function = getattr(lib, name)
+            function.argtypes = argtypes
+            function.restype = restype
+        _lib = lib
+    return _lib
+
+
+def library():
+    """The loaded libgmlake_c.so (ctypes.CDLL), with argument types set for its C API (include/gmlake/gmlake.h)."""
+    return _load()
+
+
+def _check(rc):
+    if rc != 0:
+        raise GmlakeError(_load().gmlake_last_error().decode())
+
+
