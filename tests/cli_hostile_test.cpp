@@ -14,6 +14,8 @@
 #include <sstream>
 #include <string>
 
+#include "cli_support.h"
+
 #if defined(__has_feature)
 #if __has_feature(address_sanitizer) || __has_feature(thread_sanitizer) || __has_feature(memory_sanitizer)
 #define GMLAKE_TEST_SANITIZED 1
@@ -25,40 +27,19 @@
 
 namespace {
 
+using gmlake::testing::Outcome;
+using gmlake::testing::slurp;
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int status;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class CliHostileTest : public ::testing::Test {
+class CliHostileTest : public gmlake::testing::CliFixture {
  protected:
+  CliHostileTest() : CliFixture("cli_hostile") {}
   void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gmlake_cli_hostile_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
+    CliFixture::SetUp();
     std::ofstream(dir_ / "small.csv") << "Thread,Time,Action,Pointer,Size,Stream\n"
                                          "1,1,allocate,0x1000,1048576,0x0\n1,2,allocate,0x200000,4096,0x0\n"
                                          "1,3,free,0x1000,1048576,0x0\n1,4,free,0x200000,4096,0x0\n";
     trace_ = (dir_ / "small.csv").string();
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-
-  // Runs `prefix gmlake args` in sh; stdout goes to `out` unless it is "" (then to a file read back).
-  Outcome run(const std::string& args, const std::string& prefix = "", const std::string& out = "") {
-    const std::string out_path = out.empty() ? (dir_ / "out").string() : out;
-    const std::string cmd = prefix + " " + std::string(GMLAKE_CLI_PATH) + " " + args + " >" + out_path + " 2>" +
-                            (dir_ / "err").string();
-    const int raw = std::system(("sh -c '" + cmd + "'").c_str());
-    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, out.empty() ? slurp(out_path) : "", slurp(dir_ / "err")};
   }
   void expect_one_line_exit_2(const Outcome& o, const std::string& must_mention) {
     EXPECT_EQ(o.status, 2) << o.err;
@@ -67,7 +48,6 @@ class CliHostileTest : public ::testing::Test {
     EXPECT_EQ(o.err.find("terminate called"), std::string::npos) << o.err;
   }
 
-  fs::path dir_;
   std::string trace_;
 };
 

@@ -15,39 +15,20 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli_support.h"
 #include "gmlake/backend_factory.h"
 
 namespace {
 
+using gmlake::testing::Outcome;
+using gmlake::testing::slurp;
 namespace fs = std::filesystem;
 
-struct Outcome {
-  int status;
-  std::string out;
-  std::string err;
-};
-
-std::string slurp(const fs::path& p) {
-  std::ifstream in(p, std::ios::binary);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-class CliTest : public ::testing::Test {
+class CliTest : public gmlake::testing::CliFixture {
  protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gmlake_cli_test_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
+  CliTest() : CliFixture("cli_test") {}
 
-  Outcome gmlake(const std::string& args) {
-    const std::string cmd = std::string(GMLAKE_CLI_PATH) + " " + args + " >" + (dir_ / "out").string() + " 2>" +
-                            (dir_ / "err").string();
-    const int raw = std::system(cmd.c_str());
-    return {WIFEXITED(raw) ? WEXITSTATUS(raw) : -1, slurp(dir_ / "out"), slurp(dir_ / "err")};
-  }
+  Outcome gmlake(const std::string& args) { return run(args); }
   void expect_bad_input(const std::string& args, const std::string& must_mention) {
     const Outcome o = gmlake(args);
     EXPECT_EQ(o.status, 2) << args << "\nstderr: " << o.err;
@@ -60,7 +41,6 @@ class CliTest : public ::testing::Test {
     return dir_ / name;
   }
 
-  fs::path dir_;
   const std::string trace_ = std::string(GMLAKE_TRACES_DIR) + "/resnet50.snapshot.pickle.xz";
 };
 
