@@ -84,8 +84,18 @@ TEST_F(MultiSizeChunksTest, PastTheHeadroomIdleChunksAreReusedAndReservedBytesDo
   a.check_invariants();
 }
 
-TEST_F(MultiSizeChunksTest, NearTheCapChunksArePageSizedAndNothingGrowsAhead) {
+TEST_F(MultiSizeChunksTest, UnderACapChunksArePageSizedAndNothingGrowsAhead) {
   auto& a = make("cap_bytes:64M");
+  a.deallocate(a.allocate(20 * kMiB, 0));
+  EXPECT_EQ(a.live_chunks(), 10u) << "memory first under a cap";
+  a.empty_cache();
+}
+
+TEST_F(MultiSizeChunksTest, WithoutMemoryFirstChunksArePageSizedOnlyNearTheCap) {
+  auto& a = make("cap_bytes:64M,memory_first_under_cap:false");
+  a.deallocate(a.allocate(20 * kMiB, 0));
+  EXPECT_EQ(a.live_chunks(), 1u) << "far from the cap: one chunk";
+  a.empty_cache();
   void* p = a.allocate(60 * kMiB, 0);  // past 90% of the cap: memory first
   EXPECT_EQ(reserved(), 60 * kMiB);
   EXPECT_EQ(a.live_chunks(), 30u);

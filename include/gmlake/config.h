@@ -47,6 +47,10 @@ namespace gmlake {
     "gmlake: a large-pool stitch that ends a block's range and is followed by unmapped pages backs at least "    \
     "this much at once (as PyTorch gives requests under 10 MiB a 20 MiB segment), so the pool grows by few "     \
     "large chunks; chunk_bytes = back only what the block needs")                                               \
+  X(bool, memory_first_under_cap, true, "",                                                                    \
+    "gmlake: with cap_bytes set, page-sized chunks and no grow-ahead, so nothing is stranded in a partly used "  \
+    "chunk (no out-of-memory where the page-granular engine fits: utilization 0.99 under a cap 1.2% above the " \
+    "lower bound) at many more VMM calls; false: chunks of several sizes until reserved passes 90% of the cap") \
   X(u64, headroom_permille, 9, "permille",                                                                      \
     "gmlake: while reserved bytes stay within the peak allocated bytes plus this many thousandths, a new "       \
     "chunk is created rather than an idle page evicted; spends at most that much memory on fewer VMM calls in "   \

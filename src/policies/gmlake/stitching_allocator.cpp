@@ -494,8 +494,9 @@ void StitchingAllocator::evict(ChunkId id) {
 }
 
 bool StitchingAllocator::near_cap(std::uint64_t pages) const {
-  return cap_bytes_ != 0 &&
-         static_cast<std::uint64_t>(stats_.reserved_bytes.current) + (pages << page_shift_) > cap_bytes_ / 10 * 9;
+  if (cap_bytes_ == 0) return false;
+  if (config_.memory_first_under_cap) return true;
+  return static_cast<std::uint64_t>(stats_.reserved_bytes.current) + (pages << page_shift_) > cap_bytes_ / 10 * 9;
 }
 
 bool StitchingAllocator::cap_allows(std::uint64_t pages) const {

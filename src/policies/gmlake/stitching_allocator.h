@@ -10,7 +10,8 @@
 //     by the pages they would still need mapped, then by the idle pages they would pin (a chunk moves whole, so
 //     an idle chunk a block only partly covers is stranded while the block lives), and takes the cheapest: a
 //     range already mapped costs no backend call (GMLake's stitched-block reuse).
-//   - Near the cap (reserved past 90% of cap_bytes), memory comes first: page-sized chunks and no grow-ahead.
+//   - Under a cap (memory_first_under_cap, default; else past 90% of cap_bytes), memory comes first: page-sized
+//     chunks and no grow-ahead, so nothing is stranded in a partly used chunk.
 //   - Grow-ahead: in the large pool, a stitch that ends the block's range and is followed by unmapped pages
 //     backs grow_bytes at once, so the pool grows by few large chunks (as PyTorch's 20 MiB segments).
 //   - The unmapped pages of a placement are stitched (Stitcher): each run gets chunks from, in order, a free chunk
@@ -138,7 +139,8 @@ class StitchingAllocator final : public Allocator {
   // Unmaps idle chunk `id` into the free chunks. Throws BackendError: nothing changed.
   void evict(ChunkId id);
   bool cap_allows(std::uint64_t pages) const;
-  // True when a cap is set and `pages` more would take reserved bytes past 90% of it: memory first from there.
+  // True when memory comes first: a cap is set and memory_first_under_cap is on, or `pages` more would take
+  // reserved bytes past 90% of it.
   bool near_cap(std::uint64_t pages) const;
   bool within_headroom(std::uint64_t pages) const;
   void trim_idle(std::uint64_t max_idle_bytes);
