@@ -29,7 +29,9 @@ import time
 
 def parse():
     p = argparse.ArgumentParser()
-    p.add_argument("--model", choices=["gpt2", "bert", "resnet50"], default="gpt2")
+    p.add_argument("--model", choices=["gpt2", "bert", "resnet50", "resnet50-infer"], default="gpt2",
+                   help="resnet50-infer: bf16 inference (no grad) with batch 1..4x--batch and resolution "
+                        "128..512 px drawn per call: varying shapes, no training")
     p.add_argument("--alloc", choices=["native", "expandable", "gmlake", "gmlake-pluggable", "ab"], default="native")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch", type=int, default=8)
@@ -83,6 +85,19 @@ def main():
             x = torch.randint(0, model.config.vocab_size, (args.batch, seq), device=dev)
             y = torch.randint(0, 2, (args.batch,), device=dev)
             return lambda: model(input_ids=x, labels=y).loss
+    elif args.model == "resnet50-infer":
+        import torchvision
+
+        model = torchvision.models.resnet50().to(dev).eval()
+
+        def batch():
+            n, px = rng.randint(1, 4 * args.batch), 32 * rng.randint(4, 16)
+            x = torch.randn(n, 3, px, px, device=dev)
+
+            def infer():
+                with torch.no_grad():
+                    return model(x).float().sum()
+            return infer
     else:
         import torchvision
 
@@ -94,7 +109,7 @@ def main():
             y = torch.randint(0, 1000, (args.batch,), device=dev)
             return lambda: loss_fn(model(x), y)
 
-    opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if args.model == "resnet50"
+    opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if args.model.startswith("resnet50")
            else torch.optim.AdamW(model.parameters(), lr=1e-4))
     if args.alloc == "ab":
         return ab_main(args, gmlake, batch, model, opt)
@@ -110,9 +125,10 @@ def main():
             t0 = time.perf_counter()
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 out = step()
-            out.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            if out.requires_grad:  # training (inference returns a value with no graph)
+                out.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
             torch.cuda.synchronize()
             times.append(time.perf_counter() - t0)
             loss = out.item()
@@ -168,9 +184,10 @@ def ab_main(args, gmlake, batch, model, opt):
         with gmlake.torch.native() if under_native else contextlib.nullcontext():
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 out = step()
-            out.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            if out.requires_grad:
+                out.backward()
+                opt.step()
+                opt.zero_grad(set_to_none=True)
             del out  # the activations go back before the switch
         torch.cuda.synchronize()
         return time.perf_counter() - t0
