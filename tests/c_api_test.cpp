@@ -315,6 +315,23 @@ TEST_F(CApiProcessTest, TheFirstCallConfiguresGmlakeFromGmlakeConf) {
       ::testing::ExitedWithCode(0), "");
 }
 
+TEST_F(CApiProcessTest, InitDefaultsAppliesTheDefaultsThenGmlakeConfOnTop) {
+  EXPECT_EXIT(
+      {
+        // The defaults name a cap of 64M; GMLAKE_CONF lowers it to 8M and keeps the defaults' backend.
+        setenv("GMLAKE_CONF", "cap_bytes:8M", 1);
+        const bool init = gmlake_init_defaults("backend:sim,cap_bytes:64M") == GMLAKE_OK;
+        void* p = gmlake_malloc(kMiB, 0, 0);
+        const bool capped = gmlake_malloc(16 * kMiB, 0, 0) == nullptr &&
+                            gmlake_last_error_code() == GMLAKE_ERROR_OUT_OF_MEMORY;
+        gmlake_shutdown();
+        unsetenv("GMLAKE_CONF");
+        const bool alone = gmlake_init_defaults("backend:sim") == GMLAKE_OK && gmlake_malloc(16 * kMiB, 0, 0) != nullptr;
+        std::_Exit(init && p != nullptr && capped && alone ? 0 : 1);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 TEST_F(CApiProcessTest, ABadGmlakeConfMakesEveryMallocFailWithAConfigError) {
   EXPECT_EXIT(
       {

@@ -100,6 +100,11 @@ typedef struct gmlake_stats {
  * down since. After gmlake_shutdown() it starts afresh, with new empty pools. */
 int gmlake_init(const char* conf);
 
+/* As gmlake_init(NULL), with `defaults` (same format; NULL or "" for none) applied first: a key GMLAKE_CONF also
+ * sets takes GMLAKE_CONF's value. For front ends that need a default of their own (the PyTorch plug-in's
+ * backend:cuda) without reading the environment themselves: GMLAKE_CONF is read in one place, the library. */
+int gmlake_init_defaults(const char* defaults);
+
 /* A block of at least size_bytes on `device`, used first by `stream` (an opaque id: a cudaStream_t's value;
  * 0 is the default stream). Frees waiting for recorded streams (gmlake_record_stream) whose work has finished
  * complete first; when the pool is out of memory while some still wait, it waits for them and tries once more.

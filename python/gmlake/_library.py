@@ -60,6 +60,7 @@ def _load():
         c_int, c_size_t, c_uint64, c_void_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_void_p
         signatures = {
             "gmlake_init": ([ctypes.c_char_p], c_int),
+            "gmlake_init_defaults": ([ctypes.c_char_p], c_int),
             "gmlake_malloc": ([c_size_t, c_int, c_uint64], c_void_p),
             "gmlake_free": ([c_void_p, c_size_t, c_int, c_uint64], None),
             "gmlake_record_stream": ([c_void_p, c_int, c_uint64], c_int),

@@ -76,8 +76,10 @@ def enable(conf=None, extension="auto"):
                 raise GmlakeError(f"gmlake's allocator extension could not be built: {e}") from e
             warnings.warn(f"gmlake: allocator extension not built ({e}); using CUDAPluggableAllocator, which "
                           "does not honour Tensor.record_stream", RuntimeWarning, stacklevel=2)
-    text = conf if conf is not None else os.environ.get("GMLAKE_CONF", "")
-    configure("backend:cuda" + ("," + text if text else ""))
+    if conf is None:  # backend:cuda, then GMLAKE_CONF on top, which the library reads
+        _check(_load().gmlake_init_defaults(b"backend:cuda"))
+    else:
+        configure("backend:cuda" + ("," + conf if conf else ""))
     try:
         if module is not None:
             module.install(library_path())

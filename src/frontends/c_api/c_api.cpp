@@ -263,11 +263,11 @@ constexpr const char* kShutDownMessage = "gmlake is shut down (gmlake_shutdown w
 using namespace gmlake;
 using namespace gmlake::capi;
 
-extern "C" {
+namespace {
 
-int gmlake_init(const char* conf) {
+int init_with(const std::string& conf) {
   return guarded_status([&] {
-    Settings settings = parse_settings(conf != nullptr ? std::string(conf) : environment_conf());
+    Settings settings = parse_settings(conf);
     Runtime& r = runtime();
     std::lock_guard lifecycle(r.lifecycle_mutex);
     if (r.state.load(std::memory_order_acquire) == State::kReady) {
@@ -275,6 +275,18 @@ int gmlake_init(const char* conf) {
     }
     start_session(r, std::move(settings));
   });
+}
+
+}  // namespace
+
+extern "C" {
+
+int gmlake_init(const char* conf) { return init_with(conf != nullptr ? std::string(conf) : environment_conf()); }
+
+int gmlake_init_defaults(const char* defaults) {
+  const std::string first = defaults != nullptr ? defaults : "";
+  const std::string env = environment_conf();
+  return init_with(first.empty() ? env : env.empty() ? first : first + "," + env);
 }
 
 void* gmlake_malloc(size_t size_bytes, int device, uint64_t stream) {
