@@ -14,8 +14,6 @@ in PyTorch's "key:value,key:value" form; `gmlake conf` lists the keys.
 
 import contextlib
 import ctypes
-import os
-import pathlib
 import warnings
 
 # Finding and binding libgmlake_c.so lives in _library.py; its public names are re-exported here.
