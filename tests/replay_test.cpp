@@ -155,6 +155,14 @@ TEST(ReplayTest, AFreeOfAnUnknownAddressIsCountedAndTheReplayGoesOn) {
   EXPECT_EQ(r.stats.num_frees, 2u);
 }
 
+TEST(ReplayTest, TheHeldLowerBoundKeepsADeferredFreesBytesUntilItCompletes) {
+  // handmade(): 3 MiB freed with a deferred free while the second 3 MiB is allocated.
+  const ReplayResult r = run(handmade(), Policy::kGmlake);
+  EXPECT_EQ(r.lower_bound_bytes, 3 * kMiB + 1000);
+  EXPECT_EQ(r.lower_bound_held_bytes, 6 * kMiB + 1000);
+  EXPECT_LE(r.lower_bound_held_bytes, r.peak_reserved_bytes) << "no allocator needs less";
+}
+
 TEST(ReplayTest, InitialBlocksAreAllocatedBeforeTheFirstEvent) {
   Trace t = handmade();
   t.devices[0].initial_blocks.push_back({0x5000, 10 * kMiB, 0});

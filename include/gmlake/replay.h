@@ -52,6 +52,9 @@ struct ReplayResult {
   std::string backend;
   std::uint64_t ops = 0;                   // allocator calls replayed (allocs + frees)
   std::uint64_t lower_bound_bytes = 0;     // peak over time of live requested bytes (of the allocations that succeeded)
+  // The same with a deferred free's bytes live until the free completes (record_stream): what an allocator
+  // that honours stream uses needs at least. Equal to lower_bound_bytes on traces without deferred frees.
+  std::uint64_t lower_bound_held_bytes = 0;
   std::uint64_t peak_reserved_bytes = 0;
   std::uint64_t peak_allocated_bytes = 0;
   double utilization = 0;                  // lower bound / peak reserved

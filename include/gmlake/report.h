@@ -15,6 +15,7 @@ namespace gmlake {
 std::string format_table(const std::vector<ReplayResult>& results);
 
 // A JSON array, one object per result, with the keys: trace, device, policy, backend, ops, lower_bound_bytes,
+// lower_bound_held_bytes (deferred frees held until they complete),
 // peak_reserved_bytes, peak_allocated_bytes, utilization, fragmentation, pytorch_peak_reserved_bytes (null
 // where unknown), ns_per_op, stitches, ooms, backend_calls (object: call kind -> count), and besides those
 // stitched_chunks, stitch_reuses, evictions, unknown_frees, peak_mappings, backend_time_ns (object: call kind ->

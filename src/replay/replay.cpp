@@ -36,24 +36,34 @@ std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) {
 
 // The peak of the bytes requested by live blocks over `ops`, counting only allocations that succeeded
 // (failed[slot] is set for those that did not): the lower bound of a replay in which some failed.
-std::uint64_t lower_bound_of(const std::vector<Op>& ops, std::uint32_t slots, const std::vector<bool>& failed) {
+// With `held`, a deferred free (record_stream) keeps its bytes until it ends: the memory an allocator that
+// honours stream uses cannot reuse earlier.
+std::uint64_t lower_bound_of(const std::vector<Op>& ops, std::uint32_t slots, const std::vector<bool>& failed,
+                             bool held = false) {
   std::vector<std::uint64_t> size(slots, 0);
   std::uint64_t live = 0;
   std::uint64_t peak = 0;
   for (const Op& op : ops) {
     switch (op.kind) {
       case OpKind::kAlloc:
-        if (failed[op.slot]) break;
+        if (!failed.empty() && failed[op.slot]) break;
         size[op.slot] = op.size_bytes;
         live = checked_add(live, op.size_bytes);
         peak = std::max(peak, live);
         break;
       case OpKind::kFree:
-      case OpKind::kBeginDeferred:  // the program freed it; its memory is the allocator's until the end
         live -= size[op.slot];
         size[op.slot] = 0;
         break;
-      case OpKind::kEndDeferred: break;
+      case OpKind::kBeginDeferred:  // the program freed it; its memory is the allocator's until the end
+        if (held) break;
+        live -= size[op.slot];
+        size[op.slot] = 0;
+        break;
+      case OpKind::kEndDeferred:
+        live -= size[op.slot];
+        size[op.slot] = 0;
+        break;
     }
   }
   return peak;
@@ -213,6 +223,7 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   // Failed allocations never held memory: the lower bound counts only those that succeeded, so that
   // utilization (lower bound / peak reserved) cannot exceed 1.
   if (!failed.empty()) r.lower_bound_bytes = lower_bound_of(prog.ops, prog.slots, failed);
+  r.lower_bound_held_bytes = lower_bound_of(prog.ops, prog.slots, failed, /*held=*/true);
   r.stats = allocator->stats();
   r.peak_reserved_bytes = static_cast<std::uint64_t>(r.stats.reserved_bytes.peak);
   r.peak_allocated_bytes = static_cast<std::uint64_t>(r.stats.allocated_bytes.peak);

@@ -35,6 +35,9 @@ std::string format_table(const std::vector<ReplayResult>& results) {
       current = key;
       out += fmt::format("\n{} (device {}): {} ops, lower bound {:.3f} GB", r.trace, r.device, r.ops,
                          gb(r.lower_bound_bytes));
+      if (r.lower_bound_held_bytes > r.lower_bound_bytes) {
+        out += fmt::format(" ({:.3f} GB with record_stream frees held until they complete)", gb(r.lower_bound_held_bytes));
+      }
       if (r.pytorch_peak_reserved_bytes) {
         out += fmt::format(", PyTorch recorded peak reserved {:.3f} GB", gb(*r.pytorch_peak_reserved_bytes));
       }
@@ -75,6 +78,7 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"backend", r.backend},
         {"ops", r.ops},
         {"lower_bound_bytes", r.lower_bound_bytes},
+        {"lower_bound_held_bytes", r.lower_bound_held_bytes},
         {"peak_reserved_bytes", r.peak_reserved_bytes},
         {"peak_allocated_bytes", r.peak_allocated_bytes},
         {"utilization", r.utilization},
