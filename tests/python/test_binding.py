@@ -3,6 +3,7 @@ statistics come back under PyTorch's key names, and errors surface as GmlakeErro
 with GMLAKE_LIBRARY and PYTHONPATH set."""
 
 import ctypes
+import os
 import sys
 
 sys.modules["torch"] = None  # as without PyTorch: `import torch` raises ImportError (the calls below need none)
@@ -99,6 +100,18 @@ def main():
         failures.append("enable() without PyTorch raised nothing")
     except gt.GmlakeError as e:
         check("needs PyTorch" in str(e), f"enable() without torch: {e}")
+
+    # gmlake_init_defaults (what enable(None) uses): the defaults, then GMLAKE_CONF on top, read by the library.
+    lib.gmlake_shutdown()
+    os.environ["GMLAKE_CONF"] = "cap_bytes:8M"
+    check(lib.gmlake_init_defaults(b"backend:host,cap_bytes:64M") == 0, "gmlake_init_defaults")
+    try:
+        gt.free(gt.malloc(16 * MiB, 0), 0)
+        failures.append("GMLAKE_CONF's cap did not apply over the defaults")
+    except gt.GmlakeError as e:
+        check("cap" in str(e), f"out of memory under GMLAKE_CONF's cap: {e}")
+    del os.environ["GMLAKE_CONF"]
+    lib.gmlake_shutdown()
 
     for f in failures:
         print("FAILED:", f)
