@@ -1,0 +1,114 @@
+// StitchingAllocator::check_invariants: every equation of stitching_allocator.h's header comment, recounted from
+// the blocks, the page maps and the chunk pool (tests call it after every step).
+#include <algorithm>
+#include <set>
+#include <string>
+
+#include "engine_checks.h"
+#include "gmlake/units.h"
+#include "stitching_allocator.h"
+
+namespace gmlake::engine {
+
+void StitchingAllocator::check_invariants() const {
+  pool_.check_invariants();
+  // Each arena is tiled exactly by its free ranges and its live and pending blocks.
+  std::vector<std::vector<FreeRange>> tiles(arenas_.size());
+  for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    if (arenas_[a]->retired) {
+      if (arenas_[a]->pages.mapped_chunks() != 0) broken("a retired arena has mapped chunks");
+      continue;
+    }
+    arenas_[a]->free.check_invariants();
+    tiles[a] = arenas_[a]->free.ranges();
+  }
+  std::vector<std::uint64_t> arena_blocks(arenas_.size(), 0);
+  for (const auto& [address, b] : blocks_) {
+    if (arenas_.at(b.arena)->retired) broken("a block lies in a retired arena");
+    ++arena_blocks[b.arena];
+  }
+  for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    if (arenas_[a]->blocks != arena_blocks[a]) broken("an arena's block count differs from the recount");
+  }
+  // Chunk users recounted from the blocks; every page of a block mapped.
+  absl::flat_hash_map<ChunkId, std::uint32_t> users;
+  std::int64_t allocated = 0, active = 0, requested = 0;
+  for (const auto& [address, b] : blocks_) {
+    const Arena& arena = *arenas_.at(b.arena);
+    if (address != arena.base + b.offset) broken("block address differs from its arena offset");
+    if (b.offset % kRoundBytes || b.size_bytes % kRoundBytes || b.size_bytes < b.requested_bytes)
+      broken("block " + hex(address) + " is not 512 B aligned or smaller than requested");
+    tiles[b.arena].push_back({b.offset, b.size_bytes});
+    const std::uint64_t first = first_page(b.offset), last = last_page(b.offset, b.size_bytes);
+    if (arena.pages.unmapped_pages(first, last) != 0) broken("block " + hex(address) + " has an unmapped page");
+    arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) { ++users[e.chunk]; });
+    active += static_cast<std::int64_t>(b.size_bytes);
+    if (!b.pending_free) {
+      allocated += static_cast<std::int64_t>(b.size_bytes);
+      requested += static_cast<std::int64_t>(b.requested_bytes);
+    }
+  }
+  for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    if (arenas_[a]->retired) continue;
+    auto& t = tiles[a];
+    std::sort(t.begin(), t.end(), [](const FreeRange& x, const FreeRange& y) { return x.offset < y.offset; });
+    std::uint64_t expect = 0;
+    for (const FreeRange& r : t) {
+      if (r.offset != expect) broken("arena " + std::to_string(a) + ": overlap or gap at offset " + std::to_string(r.offset));
+      expect = r.offset + r.size_bytes;
+    }
+    if (expect != arenas_[a]->virtual_bytes) broken("arena " + std::to_string(a) + " is not tiled to its end");
+  }
+  // Page maps: no overlap, entries match their chunks.
+  std::uint64_t mapped = 0;
+  for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    std::uint64_t next_free_page = 0;
+    arenas_[a]->pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
+      if (p < next_free_page) broken("chunks overlap in arena " + std::to_string(a));
+      next_free_page = p + e.pages;
+      const Chunk& c = pool_[e.chunk];
+      if (c.arena != a || c.first_page != p || c.pages != e.pages) broken("a page map entry differs from its chunk");
+      ++mapped;
+    });
+  }
+  std::set<ChunkId> queued;
+  idle_.for_each_current(pool_, [&](ChunkId id) { queued.insert(id); });
+  std::uint64_t used = 0, idle = 0, idle_chunks = 0, live_pages = 0, mapped_chunks = 0;
+  pool_.for_each([&](ChunkId id, const Chunk& c) {
+    live_pages += c.pages;
+    if (!c.mapped()) return;
+    ++mapped_chunks;
+    const auto it = users.find(id);
+    const std::uint32_t expect = it == users.end() ? 0 : it->second;
+    if (c.users != expect) broken("chunk users differ from the recount");
+    if (c.users != 0) {
+      used += c.pages;
+      const Arena& arena = *arenas_[c.arena];
+      if (!backend_.is_accessible(stitcher_.address(arena, c.first_page), c.pages << page_shift_))
+        broken("a used chunk has no access at " + hex(stitcher_.address(arena, c.first_page)));
+    } else {
+      idle += c.pages;
+      ++idle_chunks;
+      if (!queued.count(id)) broken("an idle chunk is not queued");
+    }
+  });
+  if (mapped_chunks != mapped) broken("mapped chunks differ from the page map entries");
+  if (used != pages_.used) broken("used page count differs from the recount");
+  if (idle != pages_.idle || idle_chunks != pages_.idle_chunks) broken("idle page count differs from the recount");
+  if (backend_.live_mappings() != mapped) broken("backend live mappings differ from the mapped chunks");
+  const auto reserved = static_cast<std::int64_t>(live_pages << page_shift_);
+  if (stats_.reserved_bytes.current != reserved) broken("reserved_bytes differs from the recount");
+  if (backend_.live_chunk_bytes() != static_cast<std::uint64_t>(reserved))
+    broken("backend live chunk bytes differ from reserved_bytes");
+  if (stats_.allocated_bytes.current != allocated) broken("allocated_bytes differs from the recount");
+  if (stats_.active_bytes.current != active) broken("active_bytes differs from the recount");
+  if (stats_.requested_bytes.current != requested) broken("requested_bytes differs from the recount");
+  if (stats_.inactive_split_bytes.current != static_cast<std::int64_t>(used << page_shift_) - active)
+    broken("inactive_split_bytes differs from the recount");
+  for (const auto* g : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
+                        &stats_.requested_bytes, &stats_.inactive_split_bytes}) {
+    if (g->peak < g->current) broken("a peak is below its current value");
+  }
+}
+
+}  // namespace gmlake::engine
