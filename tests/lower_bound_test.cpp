@@ -58,11 +58,18 @@ TEST(LowerBoundTest, WithoutFailuresTheLowerBoundIsTheTraces) {
   EXPECT_LE(r.utilization, 1.0);
 }
 
-TEST(LowerBoundTest, LiveBytesBeyond64BitsAreAnErrorNotAWrapAround) {
+TEST(LowerBoundTest, LiveBytesBeyond64BitsSaturateNotWrapAroundAndTheReplayGoesOn) {
   DeviceTrace d;
   const std::uint64_t big = std::uint64_t{1} << 62;
   for (std::uint64_t i = 0; i < 4; ++i) d.events.push_back(ev(TraceAction::kAlloc, (i + 1) << 40, big));
-  test::expect_error([&] { lower_bound_bytes(d); }, ErrorCode::kTrace, "more than 2^64 bytes");
+  EXPECT_EQ(lower_bound_bytes(d), UINT64_MAX);
+  Trace t;
+  t.name = "past_2_64";
+  t.devices.push_back(d);
+  ReplayOptions options;
+  ReplayResult r;
+  EXPECT_NO_THROW(r = replay(t, t.devices[0], options)) << "a replay never throws for trace content";
+  EXPECT_EQ(r.ooms, 4u) << "2^62 bytes fit no arena";
   d.events.pop_back();  // three: 3 * 2^62 fits
   EXPECT_EQ(lower_bound_bytes(d), 3 * big);
 }
