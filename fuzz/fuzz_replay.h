@@ -4,8 +4,10 @@
 #pragma once
 
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <span>
 
 #include "gmlake/error.h"
 #include "gmlake/replay.h"
@@ -37,6 +39,20 @@ inline void replay_small_trace(const Trace& trace, std::size_t seed) {
       require(false, e.what());
     }
   }
+}
+
+// The pickle targets' body: `data` read as a snapshot; a reader may refuse it only with Error(kTrace), and what
+// it returns is replayed (replay_small_trace).
+inline int fuzz_snapshot_pickle(const std::uint8_t* data, std::size_t size) {
+  Trace trace;
+  try {
+    trace = parse_snapshot_pickle(std::span<const std::uint8_t>(data, size), "fuzz");
+  } catch (const Error& e) {
+    require(e.code() == ErrorCode::kTrace, e.what());
+    return 0;
+  }
+  replay_small_trace(trace, size);
+  return 0;
 }
 
 }  // namespace gmlake::fuzz

@@ -153,15 +153,7 @@ std::size_t emit(const Bytes& out, std::uint8_t* data, std::size_t max_size) {
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
-  gmlake::Trace trace;
-  try {
-    trace = gmlake::parse_snapshot_pickle(std::span<const std::uint8_t>(data, size), "fuzz");
-  } catch (const gmlake::Error& e) {
-    gmlake::fuzz::require(e.code() == gmlake::ErrorCode::kTrace, e.what());
-    return 0;
-  }
-  gmlake::fuzz::replay_small_trace(trace, size);
-  return 0;
+  return gmlake::fuzz::fuzz_snapshot_pickle(data, size);
 }
 
 extern "C" std::size_t LLVMFuzzerCustomMutator(std::uint8_t* data, std::size_t size, std::size_t max_size,

@@ -22,6 +22,7 @@
 #include "gmlake/trace.h"
 #include "gmlake/units.h"
 #include "pickle_builder.h"
+#include "trace_file_fixture.h"
 #include "trace/pickle_reader.h"
 #include "trace/trace_parsers.h"
 
@@ -35,28 +36,9 @@ void expect_trace_error(const std::function<void()>& f, const std::string& must_
   test::expect_error(f, ErrorCode::kTrace, must_contain);
 }
 
-Bytes xz(const Bytes& in) {
-  Bytes out(lzma_stream_buffer_bound(in.size()));
-  std::size_t used = 0;
-  EXPECT_EQ(lzma_easy_buffer_encode(1, LZMA_CHECK_CRC64, nullptr, in.data(), in.size(), out.data(), &used, out.size()),
-            LZMA_OK);
-  out.resize(used);
-  return out;
-}
-
-Bytes gzip(const Bytes& in) {
-  z_stream z{};
-  EXPECT_EQ(deflateInit2(&z, Z_BEST_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
-  Bytes out(deflateBound(&z, static_cast<uLong>(in.size())));
-  z.next_in = const_cast<Bytef*>(in.data());
-  z.avail_in = static_cast<uInt>(in.size());
-  z.next_out = out.data();
-  z.avail_out = static_cast<uInt>(out.size());
-  EXPECT_EQ(deflate(&z, Z_FINISH), Z_STREAM_END);
-  out.resize(z.total_out);
-  deflateEnd(&z);
-  return out;
-}
+// The budget tests compress fast (xz preset 1) and small (gzip level 9): 32 MiB of zeros and more.
+Bytes fast_xz(const Bytes& in) { return test::TraceFileTest::xz(in, 1); }
+Bytes small_gzip(const Bytes& in) { return test::TraceFileTest::gzip(in, Z_BEST_COMPRESSION); }
 
 Bytes repeat(const Bytes& b, int times) {
   Bytes out;
@@ -72,20 +54,7 @@ Bytes pickle_start(std::size_t n) {
   return b;
 }
 
-class ReaderBudgetTest : public ::testing::Test {
- protected:
-  void SetUp() override {
-    dir_ = fs::temp_directory_path() / ("gmlake_reader_budget_" + std::to_string(::getpid()));
-    fs::create_directories(dir_);
-  }
-  void TearDown() override { fs::remove_all(dir_); }
-  std::string write(const std::string& name, const Bytes& bytes) {
-    std::ofstream(dir_ / name, std::ios::binary).write(reinterpret_cast<const char*>(bytes.data()),
-                                                       static_cast<std::streamsize>(bytes.size()));
-    return (dir_ / name).string();
-  }
-  fs::path dir_;
-};
+using ReaderBudgetTest = test::TraceFileTest;
 
 // Without a look at the first bytes, 32 MiB of zeros would be decompressed whole (beyond the 1 MiB limit
 // here) before "not a snapshot": the error would name the limit instead.
@@ -93,7 +62,7 @@ TEST_F(ReaderBudgetTest, CompressedDataThatIsNoTraceIsRefusedAfterItsFirstBytes)
   TraceReadLimits limits;
   limits.max_bytes = 1 * kMiB;
   const Bytes zeros(32 * kMiB, 0);
-  for (const std::string& path : {write("zeros.xz", xz(zeros)), write("zeros.gz", gzip(zeros))}) {
+  for (const std::string& path : {write("zeros.xz", fast_xz(zeros)), write("zeros.gz", small_gzip(zeros))}) {
     expect_trace_error([&] { read_trace(path, limits); }, path + ": not a PyTorch snapshot or RMM log");
   }
   // A raw file too (one larger than the limit is refused by its size before anything is read).
@@ -142,7 +111,7 @@ TEST_F(ReaderBudgetTest, ADecompressionBombIsStoppedAtTheRatioLimit) {
   TraceReadLimits limits;
   limits.ratio_free_bytes = 1 * kMiB;
   const Bytes bomb = pickle_start(64 * kMiB);  // starts as a pickle: passes the first look
-  for (const Bytes& compressed : {xz(bomb), gzip(bomb)}) {
+  for (const Bytes& compressed : {fast_xz(bomb), small_gzip(bomb)}) {
     ASSERT_LT(compressed.size() * limits.max_ratio, bomb.size());
     const std::string path = write("bomb", compressed);
     expect_trace_error([&] { read_trace(path, limits); }, "more than 1000 times its compressed size");
@@ -154,11 +123,11 @@ TEST_F(ReaderBudgetTest, ConcatenatedStreamsStopAtMaxBytes) {
   TraceReadLimits limits;
   limits.max_bytes = 4 * kMiB;
   Bytes one = pickle_start(1 * kMiB);
-  const Bytes xz_member = xz(one);
+  const Bytes xz_member = fast_xz(one);
   std::fill(one.begin(), one.end(), 0);
-  const Bytes gz_first = gzip(pickle_start(1 * kMiB));
+  const Bytes gz_first = small_gzip(pickle_start(1 * kMiB));
   Bytes gz_all = gz_first;
-  const Bytes gz_rest = repeat(gzip(one), 7);
+  const Bytes gz_rest = repeat(small_gzip(one), 7);
   gz_all.insert(gz_all.end(), gz_rest.begin(), gz_rest.end());
   for (const Bytes& data : {repeat(xz_member, 8), gz_all}) {
     const std::string path = write("many", data);

@@ -1,5 +1,5 @@
 // TraceFileTest: a temporary folder and xz / gzip encoders, for the tests of trace files (decompress_test.cpp,
-// trace_test.cpp).
+// trace_test.cpp, reader_budget_test.cpp).
 #pragma once
 
 #include <gtest/gtest.h>
@@ -32,19 +32,21 @@ class TraceFileTest : public ::testing::Test {
     return path;
   }
 
-  static std::vector<std::uint8_t> xz(const std::vector<std::uint8_t>& in) {
+ public:
+  // xz at `preset` (0..9), gzip at `level` (zlib's 0..9, Z_DEFAULT_COMPRESSION).
+  static std::vector<std::uint8_t> xz(const std::vector<std::uint8_t>& in, std::uint32_t preset = 6) {
     std::vector<std::uint8_t> out(lzma_stream_buffer_bound(in.size()));
     std::size_t used = 0;
-    EXPECT_EQ(lzma_easy_buffer_encode(6, LZMA_CHECK_CRC64, nullptr, in.data(), in.size(), out.data(), &used,
+    EXPECT_EQ(lzma_easy_buffer_encode(preset, LZMA_CHECK_CRC64, nullptr, in.data(), in.size(), out.data(), &used,
                                       out.size()),
               LZMA_OK);
     out.resize(used);
     return out;
   }
 
-  static std::vector<std::uint8_t> gzip(const std::vector<std::uint8_t>& in) {
+  static std::vector<std::uint8_t> gzip(const std::vector<std::uint8_t>& in, int level = Z_DEFAULT_COMPRESSION) {
     z_stream z{};
-    EXPECT_EQ(deflateInit2(&z, Z_DEFAULT_COMPRESSION, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
+    EXPECT_EQ(deflateInit2(&z, level, Z_DEFLATED, 16 + MAX_WBITS, 8, Z_DEFAULT_STRATEGY), Z_OK);
     std::vector<std::uint8_t> out(deflateBound(&z, static_cast<uLong>(in.size())));
     z.next_in = const_cast<Bytef*>(in.data());
     z.avail_in = static_cast<uInt>(in.size());
@@ -56,6 +58,7 @@ class TraceFileTest : public ::testing::Test {
     return out;
   }
 
+ protected:
   static std::vector<std::uint8_t> concat(std::vector<std::uint8_t> a, const std::vector<std::uint8_t>& b) {
     a.insert(a.end(), b.begin(), b.end());
     return a;

@@ -184,11 +184,7 @@ void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first, std::uin
     Chunk& c = pool_[e.chunk];
     if (--c.users != 0) return;
     if (tick == 0) tick = idle_.next_tick();
-    c.idle_since = tick;
-    idle_.push(e.chunk, tick);
-    pages_.used -= c.pages;
-    pages_.idle += c.pages;
-    ++pages_.idle_chunks;
+    turn_idle(e.chunk, tick);
   });
   if (tick != 0) {
     fence_.note_idle(arena.stream, tick);
@@ -283,6 +279,21 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
   return chunks;
 }
 
+void StitchingAllocator::turn_idle(ChunkId id, std::uint64_t tick) {
+  Chunk& c = pool_[id];
+  c.idle_since = tick;
+  idle_.push(id, tick);
+  pages_.used -= c.pages;
+  pages_.idle += c.pages;
+  ++pages_.idle_chunks;
+}
+
+ChunkId StitchingAllocator::oldest_idle() {
+  const ChunkId id = idle_.oldest(pool_);
+  if (id == kNoChunk) broken("idle chunks are counted but none is queued");
+  return id;
+}
+
 void StitchingAllocator::idle_past(Arena& arena, std::uint64_t block_last, std::uint64_t last) {
   std::uint64_t tick = 0;
   arena.pages.for_each(block_last + 1, last, [&](std::uint64_t p, const PageMap::Entry& e) {
@@ -290,11 +301,7 @@ void StitchingAllocator::idle_past(Arena& arena, std::uint64_t block_last, std::
     if (p <= block_last || c.users != 1) return;  // the chunk the block ends in stays used
     if (tick == 0) tick = idle_.next_tick();
     c.users = 0;
-    c.idle_since = tick;
-    idle_.push(e.chunk, tick);
-    pages_.used -= c.pages;
-    pages_.idle += c.pages;
-    ++pages_.idle_chunks;
+    turn_idle(e.chunk, tick);
   });
   if (tick != 0) fence_.note_idle(arena.stream, tick);
 }
@@ -303,7 +310,7 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested)
   // Near the cap memory comes first: page-sized chunks, which move one page at a time and strand nothing.
   const std::uint64_t want = near_cap(pages) ? 1 : std::min(pages, max_chunk_pages_);
   // Past the headroom, reserved bytes do not grow beyond what they are now while idle or free memory is left.
-  const auto reserved_at_start = static_cast<std::uint64_t>(stats_.reserved_bytes.current);
+  const std::uint64_t reserved_at_start = reserved_now();
   for (;;) {
     // 1. A free chunk that backs at least half of what is wanted: one more map, no new memory.
     const ChunkId free = pool_.largest_free_at_most(pages);
@@ -313,7 +320,7 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested)
     }
     // 2. A new chunk of the run's size: within headroom (memory spent on fewer calls: a repeating step keeps its
     //    chunks mapped), or where free memory released below made room for it (a trade: one chunk for many).
-    const auto reserved = static_cast<std::uint64_t>(stats_.reserved_bytes.current);
+    const std::uint64_t reserved = reserved_now();
     const bool headroom = within_headroom(want);
     if (headroom || (reserved + (want << page_shift_) <= reserved_at_start && cap_allows(want))) {
       try {
@@ -341,8 +348,7 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested)
       continue;
     }
     // 4. The memory of the chunk idle the longest, once no queued work can touch it.
-    const ChunkId oldest = pages_.idle_chunks != 0 ? idle_.oldest(pool_) : kNoChunk;
-    if (pages_.idle_chunks != 0 && oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+    const ChunkId oldest = pages_.idle_chunks != 0 ? oldest_idle() : kNoChunk;
     if (oldest != kNoChunk) {
       const StreamId stream = arenas_[pool_[oldest].arena]->stream;
       const std::uint64_t since = pool_[oldest].idle_since;
@@ -370,8 +376,7 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested)
     }
     // 5. Nothing idle, nothing free: new memory, as much of the run as the cap and the device allow.
     std::uint64_t n = want;
-    if (cap_bytes_ != 0) {
-      const auto reserved = static_cast<std::uint64_t>(stats_.reserved_bytes.current);
+    if (cap_bytes_ != 0) {  // `reserved` is still current: steps 3 and 4 continue the loop when they act
       n = std::min(n, reserved >= cap_bytes_ ? 0 : (cap_bytes_ - reserved) >> page_shift_);
     }
     if (n == 0) throw_oom(requested, "the cap would be exceeded");
@@ -400,18 +405,18 @@ void StitchingAllocator::evict(ChunkId id) {
 bool StitchingAllocator::near_cap(std::uint64_t pages) const {
   if (cap_bytes_ == 0) return false;
   if (config_.memory_first_under_cap) return true;
-  return static_cast<std::uint64_t>(stats_.reserved_bytes.current) + (pages << page_shift_) > cap_bytes_ / 10 * 9;
+  return reserved_now() + (pages << page_shift_) > cap_bytes_ / 10 * 9;
 }
 
 bool StitchingAllocator::cap_allows(std::uint64_t pages) const {
   return cap_bytes_ == 0 ||
-         static_cast<std::uint64_t>(stats_.reserved_bytes.current) + (pages << page_shift_) <= cap_bytes_;
+         reserved_now() + (pages << page_shift_) <= cap_bytes_;
 }
 
 bool StitchingAllocator::within_headroom(std::uint64_t pages) const {
   if (config_.headroom_permille == 0 || headroom_exhausted_ || !cap_allows(pages)) return false;
   const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * config_.headroom_permille;
-  return static_cast<std::uint64_t>(stats_.reserved_bytes.current) + (pages << page_shift_) <= target_bytes;
+  return reserved_now() + (pages << page_shift_) <= target_bytes;
 }
 
 StitchingAllocator::BlockMap::iterator StitchingAllocator::find_live(void* ptr, const char* call) {
@@ -473,8 +478,7 @@ void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
   // and queued, and the next free trims again. Only chunks no queued work can touch are evicted.
   try {
     while (pages_.idle_chunks != 0 && (pages_.idle << page_shift_) > max_idle_bytes) {
-      const ChunkId oldest = idle_.oldest(pool_);
-      if (oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+      const ChunkId oldest = oldest_idle();
       if (fence_.asynchronous() && !fence_.safe(arenas_[pool_[oldest].arena]->stream, pool_[oldest].idle_since)) break;
       evict(oldest);
     }
@@ -486,8 +490,7 @@ void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
 void StitchingAllocator::empty_cache() {
   if (pages_.idle_chunks != 0) fence_.wait_all(idle_.next_tick());
   while (pages_.idle_chunks != 0) {
-    const ChunkId oldest = idle_.oldest(pool_);
-    if (oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+    const ChunkId oldest = oldest_idle();
     evict(oldest);  // throws: the rest stays cached, consistent
   }
   retire_empty_arenas(false);  // every chunk is safe now (waited for above)
@@ -500,12 +503,11 @@ void StitchingAllocator::set_cap_bytes(std::uint64_t cap_bytes) {
   cap_bytes_ = cap_bytes;
   if (cap_bytes_ == 0) return;
   pool_.release_all_free();
-  if (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && pages_.idle_chunks != 0) {
+  if (reserved_now() > cap_bytes_ && pages_.idle_chunks != 0) {
     fence_.wait_all(idle_.next_tick());
   }
-  while (static_cast<std::uint64_t>(stats_.reserved_bytes.current) > cap_bytes_ && pages_.idle_chunks != 0) {
-    const ChunkId oldest = idle_.oldest(pool_);
-    if (oldest == kNoChunk) broken("idle chunks are counted but none is queued");
+  while (reserved_now() > cap_bytes_ && pages_.idle_chunks != 0) {
+    const ChunkId oldest = oldest_idle();
     evict(oldest);
     pool_.release_all_free();
   }
@@ -518,7 +520,7 @@ void StitchingAllocator::update_inactive_split() {
 }
 
 void StitchingAllocator::throw_oom(std::uint64_t requested, const std::string& reason) {
-  throw OutOfMemoryError(requested, static_cast<std::uint64_t>(stats_.reserved_bytes.current),
+  throw OutOfMemoryError(requested, reserved_now(),
                          static_cast<std::uint64_t>(stats_.allocated_bytes.current), cap_bytes_, reason);
 }
 

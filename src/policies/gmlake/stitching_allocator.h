@@ -130,6 +130,11 @@ class StitchingAllocator final : public Allocator {
   // `block_last` (grown ahead) are idle from the start.
   std::uint64_t stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages, std::uint64_t block_last,
                            std::uint64_t requested);
+  // Chunk `id`, whose users just fell to 0, turns idle at `tick` (queued, counted).
+  void turn_idle(ChunkId id, std::uint64_t tick);
+  // The chunk idle the longest; requires idle chunks (pages_.idle_chunks != 0).
+  ChunkId oldest_idle();
+  std::uint64_t reserved_now() const { return static_cast<std::uint64_t>(stats_.reserved_bytes.current); }
   // Chunks of [block_last + 1, last] that lie wholly past a block and were counted as its (users 1) while
   // their run was stitched turn idle.
   void idle_past(Arena& arena, std::uint64_t block_last, std::uint64_t last);
