@@ -66,6 +66,33 @@ TEST(ConfigTest, FieldTableListsEveryField) {
   for (const auto& f : fields) EXPECT_NE(std::string(f.description), "");
 }
 
+TEST(ConfigTest, BackendAndDebugAreKeysOfTheOneTable) {
+  const Config c = parse_config("backend:sim:h100,debug:0");
+  EXPECT_EQ(c.backend, "sim:h100");  // the value is what follows the first colon
+  EXPECT_FALSE(c.debug);
+  EXPECT_EQ(parse_config(c.to_string()).backend, "sim:h100");
+  EXPECT_EQ(Config{}.backend, "host");
+  EXPECT_THROW(parse_config("backend:"), Error);
+}
+
+TEST(ConfigTest, DebugNeedsTheHostBackend) {
+  EXPECT_TRUE(parse_config("debug:1").debug);
+  try {
+    parse_config("backend:sim,debug:1");
+    FAIL() << "debug:1 on sim accepted";
+  } catch (const Error& e) {
+    EXPECT_NE(std::string(e.what()).find("debug: needs backend:host"), std::string::npos) << e.what();
+  }
+}
+
+TEST(ConfigTest, CudaBackendTurnsCrossStreamReuseOffUnlessTheSameTextSetsIt) {
+  EXPECT_FALSE(parse_config("backend:cuda").cross_stream_reuse);
+  EXPECT_FALSE(parse_config("backend:cuda:1").cross_stream_reuse);
+  EXPECT_TRUE(parse_config("backend:cuda,cross_stream_reuse:true").cross_stream_reuse);
+  EXPECT_TRUE(parse_config("cross_stream_reuse:true,backend:cuda").cross_stream_reuse);
+  EXPECT_TRUE(parse_config("backend:host").cross_stream_reuse);
+}
+
 TEST(ConfigTest, EnvironmentConfIsGmlakeConfOrEmpty) {
   ::setenv("GMLAKE_CONF", "cap_bytes:8M", 1);
   EXPECT_EQ(environment_conf(), "cap_bytes:8M");

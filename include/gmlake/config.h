@@ -18,10 +18,17 @@
 
 namespace gmlake {
 
-// X(type, name, default, unit, description). type is one of: u64 (sizes, counts), bool, Policy.
+// X(type, name, default, unit, description). type is one of: u64 (sizes, counts), bool, Policy, string.
 #define GMLAKE_CONFIG_FIELDS(X)                                                                                   \
   X(Policy, policy, Policy::kGmlake, "",                                                                         \
     "allocation policy: gmlake (stitching), caching (PyTorch native), expandable (PyTorch expandable_segments)") \
+  X(string, backend, "host", "",                                                                                 \
+    "where memory comes from (the Pool, the C API): host (memfd + mmap, CPU-readable), sim (accounting only), "  \
+    "sim:h100|sim:h200 (VMM calls charged their modelled cost), cuda (the GPU of the pool's device, CUDA VMM "    \
+    "API; also sets cross_stream_reuse:false unless the same text sets it). `gmlake replay` takes --backend")     \
+  X(bool, debug, false, "",                                                                                      \
+    "fill freed memory with 0xDB and check it on reuse (PoisoningAllocator; backend:host only; costs a pass "    \
+    "over every block on malloc and free)")                                                                       \
   X(u64, cap_bytes, 0, "bytes",                                                                                  \
     "memory cap: reserved bytes never exceed it, as PyTorch's per_process_memory_fraction; 0 = no cap")          \
   X(u64, chunk_bytes, kChunkBytes, "bytes",                                                                      \
@@ -78,6 +85,7 @@ Policy parse_policy(std::string_view text);
 
 struct Config {
   using u64 = std::uint64_t;
+  using string = std::string;
 #define GMLAKE_CONFIG_DECLARE(type, name, def, unit, desc) type name = def;
   GMLAKE_CONFIG_FIELDS(GMLAKE_CONFIG_DECLARE)
 #undef GMLAKE_CONFIG_DECLARE

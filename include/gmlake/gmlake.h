@@ -168,6 +168,15 @@ int gmlake_get_backend_time(int device, uint64_t* calls, uint64_t* time_ns);
 /* Frees gmlake_free ignored because gmlake was shut down, over the life of the process. */
 uint64_t gmlake_ignored_frees(void);
 
+/* The names of gmlake_stats' fields, in its order, each with its kind: "allocated_bytes:gauge,...,num_ooms:counter,..."
+ * (the tables of include/gmlake/stats.h), so that bindings (python/gmlake) lay the struct out from the library
+ * itself. Static storage, never NULL; never fails. */
+const char* gmlake_stat_names(void);
+
+/* The configuration table (include/gmlake/config.h; what `gmlake conf` prints): one key a line,
+ * "name<TAB>type<TAB>default<TAB>unit<TAB>description\n", in table order. Static storage, never NULL. */
+const char* gmlake_config_table(void);
+
 /* The gmlake_status of this thread's last call (GMLAKE_OK when it succeeded). */
 int gmlake_last_error_code(void);
 

@@ -12,20 +12,45 @@ import pathlib
 
 _lib = None
 
-# gmlake_stats (include/gmlake/gmlake.h; the order of include/gmlake/stats.h's tables): gauges, then counters.
-_GAUGES = ["allocated_bytes", "reserved_bytes", "active_bytes", "requested_bytes", "inactive_split_bytes"]
-_COUNTERS = ["num_alloc_retries", "num_ooms", "num_allocs", "num_frees", "invalid_frees", "stitches",
-             "stitched_chunks", "stitch_reuses", "evictions", "fence_waits", "chunks_created", "chunks_released",
-             "deferred_frees"]
-_TORCH_COUNTERS = ["num_alloc_retries", "num_ooms"]  # the counters torch.cuda.memory_stats() also has
+_TORCH_COUNTERS = ["num_alloc_retries", "num_ooms"]  # the counters torch.cuda.memory_stats() also has (PyTorch's)
 
 
 class _Gauge(ctypes.Structure):
     _fields_ = [("current", ctypes.c_int64), ("peak", ctypes.c_int64)]
 
 
-class _Stats(ctypes.Structure):
-    _fields_ = [(g, _Gauge) for g in _GAUGES] + [(c, ctypes.c_uint64) for c in _COUNTERS]
+_stat_layout = None
+
+
+def stat_names():
+    """(gauges, counters): the names of gmlake's statistics, in gmlake_stats' order, as the loaded library
+    declares them (gmlake_stat_names; include/gmlake/stats.h): nothing is copied here."""
+    global _stat_layout
+    if _stat_layout is None:
+        gauges, counters = [], []
+        for entry in _load().gmlake_stat_names().decode().split(","):
+            name, kind = entry.split(":")
+            (gauges if kind == "gauge" else counters).append(name)
+        fields = [(g, _Gauge) for g in gauges] + [(c, ctypes.c_uint64) for c in counters]
+        stats_type = type("_Stats", (ctypes.Structure,), {"_fields_": fields})
+        _stat_layout = (gauges, counters, stats_type)
+    return _stat_layout[0], _stat_layout[1]
+
+
+def _stats_struct():
+    """A zeroed gmlake_stats, laid out from the library's own field names."""
+    stat_names()
+    return _stat_layout[2]()
+
+
+def config_table():
+    """The configuration table (include/gmlake/config.h, gmlake_config_table): a list of dicts with name, type,
+    default, unit and description, in table order."""
+    rows = []
+    for line in _load().gmlake_config_table().decode().splitlines():
+        name, type_, default, unit, description = line.split("\t")
+        rows.append({"name": name, "type": type_, "default": default, "unit": unit, "description": description})
+    return rows
 
 
 # Device ids the C API accepts: 0 .. GMLAKE_MAX_DEVICES - 1 (include/gmlake/gmlake.h).
@@ -65,11 +90,13 @@ def _load():
             "gmlake_free": ([c_void_p, c_size_t, c_int, c_uint64], None),
             "gmlake_record_stream": ([c_void_p, c_int, c_uint64], c_int),
             "gmlake_empty_cache": ([c_int], c_int),
-            "gmlake_get_stats": ([c_int, ctypes.POINTER(_Stats)], c_int),
+            "gmlake_get_stats": ([c_int, c_void_p], c_int),  # a gmlake_stats laid out by stat_names()
             "gmlake_reset_peak_stats": ([c_int], c_int),
             "gmlake_shutdown": ([], None),
             "gmlake_get_backend_time": ([c_int, ctypes.POINTER(c_uint64), ctypes.POINTER(c_uint64)], c_int),
             "gmlake_ignored_frees": ([], c_uint64),
+            "gmlake_stat_names": ([], ctypes.c_char_p),
+            "gmlake_config_table": ([], ctypes.c_char_p),
             "gmlake_last_error_code": ([], c_int),
             "gmlake_last_error": ([], ctypes.c_char_p),
         }

@@ -18,7 +18,8 @@ import warnings
 
 # Finding and binding libgmlake_c.so lives in _library.py; its public names are re-exported here.
 from ._library import MAX_DEVICES, GmlakeError, library, library_path  # noqa: F401
-from ._library import _COUNTERS, _GAUGES, _TORCH_COUNTERS, _Stats, _check, _load  # noqa: F401
+from ._library import config_table, stat_names  # noqa: F401
+from ._library import _TORCH_COUNTERS, _check, _load, _stats_struct
 
 _allocator = None
 _mode = None
@@ -195,7 +196,7 @@ def _stream(stream):
 
 
 def _stats(device):
-    out = _Stats()
+    out = _stats_struct()
     _check(_load().gmlake_get_stats(device, ctypes.byref(out)))
     return out
 
@@ -204,13 +205,14 @@ def memory_stats(device=None):
     """gmlake's statistics with the keys of torch.cuda.memory_stats() ("reserved_bytes.all.peak", ...) for
     what gmlake tracks, plus "gmlake.<counter>" for all its counters."""
     s = _stats(_device(device))
+    gauges, counters = stat_names()
     out = {}
-    for g in _GAUGES:
+    for g in gauges:
         gauge = getattr(s, g)
         out[f"{g}.all.current"], out[f"{g}.all.peak"] = gauge.current, gauge.peak
     for c in _TORCH_COUNTERS:
         out[c] = getattr(s, c)
-    for c in _COUNTERS:
+    for c in counters:
         out[f"gmlake.{c}"] = getattr(s, c)
     calls, time_ns = ctypes.c_uint64(), ctypes.c_uint64()
     _check(_load().gmlake_get_backend_time(_device(device), ctypes.byref(calls), ctypes.byref(time_ns)))
@@ -247,8 +249,9 @@ def memory_summary(device=None):
     s = memory_stats(device)
     gb = 1e9
     lines = [f"gmlake memory summary (device {_device(device)})"]
-    for g in _GAUGES:
+    gauges, counters = stat_names()
+    for g in gauges:
         lines.append(f"  {g:<22} current {s[g + '.all.current'] / gb:9.3f} GB   peak {s[g + '.all.peak'] / gb:9.3f} GB")
-    for c in _COUNTERS:
+    for c in counters:
         lines.append(f"  {c:<22} {s['gmlake.' + c]}")
     return "\n".join(lines)

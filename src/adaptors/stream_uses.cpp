@@ -115,6 +115,7 @@ Stats StreamUses::stats() const {
 }
 
 void StreamUses::check_invariants() const {
+  allocator_.check_invariants();
   auto broken = [](const std::string& what, std::uintptr_t block) {
     throw std::logic_error(fmt::format("gmlake StreamUses invariant broken: {} ({:#x})", what, block));
   };

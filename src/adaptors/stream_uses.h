@@ -1,4 +1,5 @@
-// StreamUses: PyTorch's Tensor.record_stream for any Allocator. record_stream(ptr, s) says that the block at
+// StreamUses: PyTorch's Tensor.record_stream for any Allocator, as an Allocator adaptor (the top of every Pool).
+// record_stream(ptr, s) says that the block at
 // `ptr`, allocated on one stream, is also used by stream `s`. When the block is later freed through
 // deallocate(), its memory is not reused, by any stream, until the work queued on `s` up to the free has
 // finished: the free is begun at once (begin_deferred_free: no longer allocated, still active) and completed
@@ -35,13 +36,13 @@
 
 namespace gmlake {
 
-class StreamUses {
+class StreamUses final : public Allocator {
  public:
   // `events` is null when nothing runs asynchronously (host, sim). Both must outlive this object.
   StreamUses(Allocator& allocator, StreamEvents* events);
   // Releases the events of frees still pending; their blocks stay pending in the allocator (its teardown
   // gives their memory back). Never throws.
-  ~StreamUses();
+  ~StreamUses() override;
   StreamUses(const StreamUses&) = delete;
   StreamUses& operator=(const StreamUses&) = delete;
 
@@ -56,7 +57,7 @@ class StreamUses {
   // waits for all of them (StreamEvents::wait), completes them and tries once more; the first attempt is then
   // counted in num_ooms as the allocator saw it. Throws what the allocator throws, and BackendError from
   // the events (the frees completed before it stay completed).
-  void* allocate(std::uint64_t size_bytes, StreamId stream) {
+  void* allocate(std::uint64_t size_bytes, StreamId stream) override {
     if (pending_.empty()) return allocator_.allocate(size_bytes, stream);
     return allocate_with_pending(size_bytes, stream);
   }
@@ -68,25 +69,36 @@ class StreamUses {
   // fails: the events recorded before it are released, the block stays allocated with its streams recorded
   // (a free with fewer events would let another stream reuse memory the failed one may still use), and a
   // later deallocate may try again.
-  void deallocate(void* ptr) {
+  void deallocate(void* ptr) override {
     if (recorded_.empty()) return allocator_.deallocate(ptr);
     deallocate_recorded(ptr);
   }
 
   // Waits for every pending free's events, completes those frees, then allocator.empty_cache(). Throws
   // BackendError from the events (frees completed before it stay completed) or what empty_cache throws.
-  void empty_cache();
+  void empty_cache() override;
+
+  // The rest of the Allocator interface is the wrapped allocator's. A deferred free begun here directly (a
+  // trace's free_requested) is the caller's to complete: it is not one of this object's pending frees.
+  void begin_deferred_free(void* ptr) override { allocator_.begin_deferred_free(ptr); }
+  void end_deferred_free(void* ptr) override { allocator_.end_deferred_free(ptr); }
+  void set_cap_bytes(std::uint64_t cap_bytes) override { allocator_.set_cap_bytes(cap_bytes); }
+  void reset_peak_stats() override { allocator_.reset_peak_stats(); }
+  std::vector<BlockInfo> blocks() const override { return allocator_.blocks(); }
+  std::optional<BlockInfo> find_block(const void* ptr) const override { return allocator_.find_block(ptr); }
+  Policy policy() const override { return allocator_.policy(); }
+  const Backend& backend() const override { return allocator_.backend(); }
 
   // Frees begun by deallocate whose events have not all been seen finished yet.
   std::size_t pending_frees() const { return pending_.size(); }
 
   // allocator.stats(), with deferred_frees: the frees that had to wait for recorded streams.
-  Stats stats() const;
+  Stats stats() const override;
 
-  // Checks that every block with recorded streams is live in the allocator, every pending free is pending
-  // there, and each pending free's count equals its marks still queued; throws std::logic_error naming the
-  // first broken. O(n): for tests.
-  void check_invariants() const;
+  // Checks the wrapped allocator's invariants, then that every block with recorded streams is live in it, every
+  // pending free is pending there, and each pending free's count equals its marks still queued; throws
+  // std::logic_error naming the first broken. O(n): for tests.
+  void check_invariants() const override;
 
  private:
   using Streams = absl::InlinedVector<StreamId, 2>;

@@ -64,9 +64,17 @@ void parse_value(std::string_view key, std::string_view text, Policy* out) {
   }
 }
 
+void parse_value(std::string_view key, std::string_view text, std::string* out) {
+  if (text.empty()) fail(key, "empty value");
+  *out = std::string(text);
+}
+
 std::string format_value(u64 v) { return std::to_string(v); }
 std::string format_value(bool v) { return v ? "true" : "false"; }
 std::string format_value(Policy v) { return to_string(v); }
+std::string format_value(const std::string& v) { return v; }
+
+bool is_cuda(std::string_view backend) { return backend.substr(0, backend.find(':')) == "cuda"; }
 
 }  // namespace
 
@@ -90,6 +98,7 @@ Policy parse_policy(std::string_view text) {
 
 void Config::apply(std::string_view text) {
   Config next = *this;  // parse into a copy: a bad entry leaves *this unchanged
+  bool sets_cross_stream_reuse = false;
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
     std::string_view entry = trim(text.substr(0, comma));
@@ -108,7 +117,10 @@ void Config::apply(std::string_view text) {
     GMLAKE_CONFIG_FIELDS(GMLAKE_CONFIG_PARSE)
 #undef GMLAKE_CONFIG_PARSE
     if (!known) fail(key, "unknown key (`gmlake conf` lists the keys)");
+    if (key == "cross_stream_reuse") sets_cross_stream_reuse = true;
   }
+  // A device backend runs streams asynchronously: each stream keeps its own arenas (stream_events.h).
+  if (is_cuda(next.backend) && !is_cuda(backend) && !sets_cross_stream_reuse) next.cross_stream_reuse = false;
   next.validate();
   *this = next;
 }
@@ -131,6 +143,7 @@ void Config::validate() const {
        "large_segment_bytes", "must be a multiple of 512, at least large_segment_threshold_bytes");
   need(large_round_bytes >= kRoundBytes && is_pow2(large_round_bytes), "large_round_bytes",
        "must be a power of two of at least 512");
+  need(!debug || backend == "host", "debug", "needs backend:host (only its memory is real and CPU-readable)");
   need(expandable_virtual_bytes >= 2 * large_segment_bytes, "expandable_virtual_bytes",
        "must hold at least two large pages");
 }

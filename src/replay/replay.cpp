@@ -6,6 +6,7 @@
 
 #include "gmlake/backend_factory.h"
 #include "gmlake/error.h"
+#include "gmlake/pool.h"
 
 namespace gmlake {
 namespace {
@@ -159,7 +160,7 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
 
 ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend) {
   const Program prog = compile(device);
-  std::unique_ptr<Allocator> allocator = make_allocator(options.config, backend);
+  auto allocator = std::make_unique<Pool>(options.config, backend);  // the stack every front end uses
 
   ReplayResult r;
   r.trace = trace.name;

@@ -59,7 +59,8 @@ def main():
     # returns a 64-bit count.
     for name in ("gmlake_init", "gmlake_malloc", "gmlake_free", "gmlake_record_stream", "gmlake_empty_cache",
                  "gmlake_get_stats", "gmlake_reset_peak_stats", "gmlake_shutdown", "gmlake_get_backend_time",
-                 "gmlake_ignored_frees", "gmlake_last_error_code", "gmlake_last_error"):
+                 "gmlake_ignored_frees", "gmlake_stat_names", "gmlake_config_table", "gmlake_last_error_code",
+                 "gmlake_last_error"):
         check(getattr(lib, name).argtypes is not None, f"{name} has no argtypes")
     check(lib.gmlake_record_stream.argtypes == [ctypes.c_void_p, ctypes.c_int, ctypes.c_uint64],
           "gmlake_record_stream argtypes")
@@ -100,6 +101,14 @@ def main():
         failures.append("enable() without PyTorch raised nothing")
     except gt.GmlakeError as e:
         check("needs PyTorch" in str(e), f"enable() without torch: {e}")
+
+    # The stats and the config keys cross from the library (one table each, in C++), not from lists copied here.
+    gauges, counters = gt.stat_names()
+    check(gauges[:2] == ["allocated_bytes", "reserved_bytes"] and "stitches" in counters, f"stat names {gauges}")
+    check(ctypes.sizeof(gt._stats_struct()) == 16 * len(gauges) + 8 * len(counters), "stats struct size")
+    keys = [row["name"] for row in gt.config_table()]
+    check(keys[:3] == ["policy", "backend", "debug"] and "cap_bytes" in keys, f"config keys {keys[:4]}")
+    check(all(row["description"] for row in gt.config_table()), "a config key without a description")
 
     # gmlake_init_defaults (what enable(None) uses): the defaults, then GMLAKE_CONF on top, read by the library.
     lib.gmlake_shutdown()

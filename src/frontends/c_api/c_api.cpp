@@ -1,14 +1,13 @@
-// The C API (gmlake.h): a thin shim over the C++ API. Every function converts every exception into a status
-// and this thread's last error, so that nothing is thrown across the C boundary.
+// The C API (gmlake.h): a thin shim over gmlake::Pool (pool.h). Every function converts every exception into a
+// status and this thread's last error, so that nothing is thrown across the C boundary.
 //
 // State. One Runtime, created on first use and never destroyed (so that calls made while the process exits,
-// after static destructors have begun, still find it). It holds one Pool per device: a mutex, and the backend,
-// allocator and StreamUses (record_stream; every malloc, free and empty_cache goes through it), created by the
-// first gmlake_malloc on that device. The pool's own mutex serializes every call on that device and also guards
-// the pool's life: a pool is only created or torn down under it, so never during a call. (That is why the
-// pools do not use SynchronizedAllocator: its lock would be a second one per call.)
+// after static destructors have begun, still find it). It holds one DevicePool per device: a mutex and the
+// gmlake::Pool made by the first gmlake_malloc on that device. The mutex serializes every call on that device
+// and also guards the pool's life: a pool is only created or torn down under it, so never during a call. (That
+// is why the pools do not use SynchronizedAllocator: its lock would be a second one per call.)
 //
-// Sessions. gmlake_init (or the first call) publishes an immutable Session (the parsed settings) and sets the
+// Sessions. gmlake_init (or the first call) publishes an immutable Session (the parsed Config) and sets the
 // state to ready; gmlake_shutdown sets it to shut down, then tears the pools down one at a time under each
 // pool's mutex. Both hold lifecycle_mutex throughout, so a new session never starts before the old one's pools
 // are gone. A call reads the state and the session under its pool's mutex only: one lock per call, and never
@@ -26,14 +25,12 @@
 #include <stdexcept>
 #include <string>
 
-#include "c_api_settings.h"
-#include "gmlake/allocator.h"
 #include "gmlake/backend.h"
 #include "gmlake/backend_factory.h"
+#include "gmlake/config.h"
 #include "gmlake/error.h"
-#include "adaptors/poisoning_allocator.h"
+#include "gmlake/pool.h"
 #include "gmlake/stats.h"
-#include "adaptors/stream_uses.h"
 
 namespace gmlake::capi {
 namespace {
@@ -126,22 +123,35 @@ int guarded_status(Body&& body) noexcept {
   }
 }
 
+// --- the configuration
+
+// GMLAKE_CONF's text as a Config (config.h: one table, backend and debug included), with the backend checked
+// against this build's, so that gmlake_init refuses what the first gmlake_malloc could not make. Throws
+// Error(kConfig) naming the key.
+Config parse_c_api_config(std::string_view text) {
+  Config config = parse_config(text);
+  for (std::string_view name : backend_names()) {
+    if (backend_base_name(config.backend) == name) return config;
+  }
+  std::string expected;
+  for (std::string_view name : backend_names()) expected += (expected.empty() ? "" : ", ") + std::string(name);
+  throw Error(ErrorCode::kConfig, "gmlake config: backend: unknown backend '" + config.backend +
+                                      "': expected one of this build's: " + expected);
+}
+
 // --- the runtime
 
 enum class State { kUninitialized, kReady, kShutDown };
 
 // The settings one gmlake_init (or the first call) parsed; immutable once published.
 struct Session {
-  Settings settings;
+  Config config;
 };
 
-struct Pool {
+struct DevicePool {
   std::mutex mutex;
-  const Session* session = nullptr;      // guarded by mutex: the session the allocator was made for
-  std::unique_ptr<Backend> backend;      // guarded by mutex
-  std::unique_ptr<StreamEvents> events;  // guarded by mutex; null but for cuda; uses backend
-  std::unique_ptr<Allocator> allocator;  // guarded by mutex; uses backend and events, so it goes before them
-  std::unique_ptr<StreamUses> uses;      // guarded by mutex; uses allocator and events, so it goes first
+  const Session* session = nullptr;  // guarded by mutex: the session the pool was made for
+  std::unique_ptr<Pool> pool;        // guarded by mutex
 };
 
 struct Runtime {
@@ -149,7 +159,7 @@ struct Runtime {
   std::atomic<State> state{State::kUninitialized};
   std::atomic<const Session*> session{nullptr};  // set before state becomes kReady
   std::unique_ptr<Session> owned_session;        // guarded by lifecycle_mutex
-  std::array<Pool, kDevices> pools;
+  std::array<DevicePool, kDevices> pools;
   std::atomic<std::uint64_t> ignored_frees{0};
 };
 
@@ -160,8 +170,8 @@ Runtime& runtime() {
 
 // Starts a session with `settings`. Call with lifecycle_mutex held and the state not kReady: no pool holds an
 // allocator of the previous session any more (gmlake_shutdown tore them down), so it can be freed.
-void start_session(Runtime& r, Settings settings) {
-  r.owned_session = std::make_unique<Session>(Session{std::move(settings)});
+void start_session(Runtime& r, Config config) {
+  r.owned_session = std::make_unique<Session>(Session{std::move(config)});
   r.session.store(r.owned_session.get(), std::memory_order_release);
   r.state.store(State::kReady, std::memory_order_release);
 }
@@ -170,7 +180,7 @@ void start_session(Runtime& r, Settings settings) {
 void initialize_from_environment(Runtime& r) {
   std::lock_guard lifecycle(r.lifecycle_mutex);
   if (r.state.load(std::memory_order_acquire) != State::kUninitialized) return;
-  start_session(r, parse_settings(environment_conf()));
+  start_session(r, parse_c_api_config(environment_conf()));
 }
 
 void check_device(int device) {
@@ -189,7 +199,7 @@ template <typename Body>
 auto with_pool(int device, OnUninitialized when_uninitialized, const char* shut_down_message, Body&& body) {
   check_device(device);
   Runtime& r = runtime();
-  Pool& pool = r.pools[static_cast<std::size_t>(device)];
+  DevicePool& pool = r.pools[static_cast<std::size_t>(device)];
   for (;;) {
     std::unique_lock lock(pool.mutex);
     const State state = r.state.load(std::memory_order_acquire);
@@ -200,43 +210,26 @@ auto with_pool(int device, OnUninitialized when_uninitialized, const char* shut_
   }
 }
 
-// The pool's allocator, behind its StreamUses, made with the current session's settings on first use. Call
-// with the pool's mutex held and gmlake ready. A device backend ("cuda") serves `device`: "cuda:<device>", with
-// its stream events.
-StreamUses& uses_of(Pool& pool, int device) {
+// The device's Pool, made with the current session's configuration on first use. Call with the device pool's
+// mutex held and gmlake ready.
+Pool& pool_of(DevicePool& device_pool, int device) {
   const Session* session = runtime().session.load(std::memory_order_acquire);
-  if (!pool.allocator || pool.session != session) {
-    const Settings& settings = session->settings;
-    const bool per_device = backend_base_name(settings.backend) == "cuda";
-    const std::string name = per_device ? "cuda:" + std::to_string(device) : settings.backend;
-    std::unique_ptr<Backend> backend = make_backend(name, settings.config.chunk_bytes);
-    std::unique_ptr<StreamEvents> events = make_stream_events(*backend);
-    // Only gmlake moves chunks while running; the reference policies unmap only in empty_cache and their
-    // out-of-memory retry: gmlake_empty_cache synchronizes the device first for them (see gmlake.h).
-    StreamEvents* engine_events = settings.config.policy == Policy::kGmlake ? events.get() : nullptr;
-    std::unique_ptr<Allocator> allocator = make_allocator(settings.config, *backend, engine_events);
-    if (settings.debug) allocator = std::make_unique<PoisoningAllocator>(std::move(allocator));
-    auto uses = std::make_unique<StreamUses>(*allocator, events.get());
-    pool.uses.reset();  // the old session's objects, each before those it uses
-    pool.allocator.reset();
-    pool.events.reset();
-    pool.backend = std::move(backend);
-    pool.events = std::move(events);
-    pool.allocator = std::move(allocator);
-    pool.uses = std::move(uses);
-    pool.session = session;
+  if (!device_pool.pool || device_pool.session != session) {
+    device_pool.pool.reset();  // the old session's pool, before its replacement takes memory
+    device_pool.pool = std::make_unique<Pool>(session->config, device);
+    device_pool.session = session;
   }
-  return *pool.uses;
+  return *device_pool.pool;
 }
 
-// The pool's StreamUses for a call about a pointer it must have returned (`call` names it in the error): throws
-// Error(kInvalidPointer) when the pool never allocated anything. Call with the pool's mutex held.
-StreamUses& existing_uses(Pool& pool, int device, const char* call) {
-  if (!pool.uses) {
+// The device's Pool for a call about a pointer it must have returned (`call` names it in the error): throws
+// Error(kInvalidPointer) when the device never allocated anything. Call with the device pool's mutex held.
+Pool& existing_pool(DevicePool& device_pool, int device, const char* call) {
+  if (!device_pool.pool) {
     throw Error(ErrorCode::kInvalidPointer,
                 std::string(call) + ": no block was ever allocated on device " + std::to_string(device));
   }
-  return *pool.uses;
+  return *device_pool.pool;
 }
 
 void fill(const Stats& s, gmlake_stats* out) {
@@ -267,13 +260,13 @@ namespace {
 
 int init_with(const std::string& conf) {
   return guarded_status([&] {
-    Settings settings = parse_settings(conf);
+    Config config = parse_c_api_config(conf);
     Runtime& r = runtime();
     std::lock_guard lifecycle(r.lifecycle_mutex);
     if (r.state.load(std::memory_order_acquire) == State::kReady) {
       throw AlreadyInitializedError("gmlake is already initialized (gmlake_shutdown first to start afresh)");
     }
-    start_session(r, std::move(settings));
+    start_session(r, std::move(config));
   });
 }
 
@@ -297,7 +290,7 @@ void* gmlake_malloc(size_t size_bytes, int device, uint64_t stream) {
                       " bytes is >= 2^63 (a negative size from a signed caller?)");
     }
     return with_pool(device, OnUninitialized::kInitialize, kShutDownMessage,
-                     [&](Pool& pool) { return uses_of(pool, device).allocate(size_bytes, stream); });
+                     [&](DevicePool& pool) { return pool_of(pool, device).allocate(size_bytes, stream); });
   });
 }
 
@@ -305,8 +298,8 @@ void gmlake_free(void* ptr, size_t /*size_bytes*/, int device, uint64_t /*stream
   guarded(0, [&] {
     if (ptr == nullptr) return 0;
     try {
-      with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
-        existing_uses(pool, device, "gmlake_free").deallocate(ptr);
+      with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+        existing_pool(pool, device, "gmlake_free").deallocate(ptr);
         return 0;
       });
     } catch (const ShutDownError&) {
@@ -320,8 +313,8 @@ void gmlake_free(void* ptr, size_t /*size_bytes*/, int device, uint64_t /*stream
 int gmlake_record_stream(void* ptr, int device, uint64_t stream) {
   return guarded_status([&] {
     if (ptr == nullptr) return;
-    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
-      existing_uses(pool, device, "gmlake_record_stream").record_stream(ptr, stream);
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+      existing_pool(pool, device, "gmlake_record_stream").record_stream(ptr, stream);
       return 0;
     });
   });
@@ -329,9 +322,8 @@ int gmlake_record_stream(void* ptr, int device, uint64_t stream) {
 
 int gmlake_empty_cache(int device) {
   return guarded_status([&] {
-    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
-      if (pool.events && pool.allocator && pool.allocator->policy() != Policy::kGmlake) pool.events->synchronize_all();
-      if (pool.uses) pool.uses->empty_cache();
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+      if (pool.pool) pool.pool->empty_cache();
       return 0;
     });
   });
@@ -340,8 +332,8 @@ int gmlake_empty_cache(int device) {
 int gmlake_get_stats(int device, gmlake_stats* out) {
   return guarded_status([&] {
     if (out == nullptr) throw Error(ErrorCode::kInvalidArgument, "gmlake_get_stats: out is NULL");
-    const Stats stats = with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
-      return pool.uses ? pool.uses->stats() : Stats{};
+    const Stats stats = with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+      return pool.pool ? pool.pool->stats() : Stats{};
     });
     fill(stats, out);
   });
@@ -349,8 +341,8 @@ int gmlake_get_stats(int device, gmlake_stats* out) {
 
 int gmlake_reset_peak_stats(int device) {
   return guarded_status([&] {
-    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
-      if (pool.allocator) pool.allocator->reset_peak_stats();
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+      if (pool.pool) pool.pool->reset_peak_stats();
       return 0;
     });
   });
@@ -361,11 +353,11 @@ int gmlake_get_backend_time(int device, uint64_t* calls, uint64_t* time_ns) {
     if (calls == nullptr || time_ns == nullptr) {
       throw Error(ErrorCode::kInvalidArgument, "gmlake_get_backend_time: calls or time_ns is NULL");
     }
-    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](Pool& pool) {
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
       *calls = 0;
       *time_ns = 0;
-      if (!pool.backend) return 0;
-      const BackendCounters& c = pool.backend->counters();
+      if (!pool.pool) return 0;
+      const BackendCounters& c = pool.pool->backend().counters();
       for (std::uint64_t n : c.calls) *calls += n;
       *time_ns = c.total_time_ns();
       return 0;
@@ -379,15 +371,39 @@ void gmlake_shutdown(void) {
     std::lock_guard lifecycle(r.lifecycle_mutex);
     if (r.state.load(std::memory_order_acquire) != State::kReady) return;
     r.state.store(State::kShutDown, std::memory_order_release);
-    for (Pool& pool : r.pools) {  // one at a time: a call running on a pool finishes first
+    for (DevicePool& pool : r.pools) {  // one at a time: a call running on a pool finishes first
       std::lock_guard lock(pool.mutex);
-      pool.uses.reset();       // never throws
-      pool.allocator.reset();  // never throws: teardown retries and gives up quietly (teardown.h)
-      pool.events.reset();
-      pool.backend.reset();
+      pool.pool.reset();  // never throws: teardown retries and gives up quietly (teardown.h)
       pool.session = nullptr;
     }
   });
+}
+
+const char* gmlake_stat_names(void) {
+  static const std::string names = [] {
+    std::string text;
+#define GMLAKE_C_NAME(kind) [&](const char* name) { text += (text.empty() ? "" : ",") + std::string(name) + ":" kind; }
+#define GMLAKE_C_GAUGE_NAME(name) GMLAKE_C_NAME("gauge")(#name);
+#define GMLAKE_C_COUNTER_NAME(name) GMLAKE_C_NAME("counter")(#name);
+    GMLAKE_GAUGE_FIELDS(GMLAKE_C_GAUGE_NAME)
+    GMLAKE_COUNTER_FIELDS(GMLAKE_C_COUNTER_NAME)
+#undef GMLAKE_C_GAUGE_NAME
+#undef GMLAKE_C_COUNTER_NAME
+#undef GMLAKE_C_NAME
+    return text;
+  }();
+  return names.c_str();
+}
+
+const char* gmlake_config_table(void) {
+  static const std::string table = [] {
+    std::string text;
+    for (const ConfigFieldInfo& f : config_fields()) {
+      text += std::string(f.name) + "\t" + f.type + "\t" + f.default_value + "\t" + f.unit + "\t" + f.description + "\n";
+    }
+    return text;
+  }();
+  return table.c_str();
 }
 
 uint64_t gmlake_ignored_frees(void) { return runtime().ignored_frees.load(std::memory_order_relaxed); }

@@ -50,9 +50,9 @@ void finish_stdout() {
   }
 }
 
-// The C API's own GMLAKE_CONF keys (include/gmlake/gmlake.h): valid in the environment, not allocator settings.
-// The CLI takes the backend from --backend and never runs the debug wrapper: those entries are dropped from
-// GMLAKE_CONF with a note on stderr, so that one GMLAKE_CONF serves both the program and the replay.
+// The pool's keys that the replay takes from its own flags: the backend comes from --backend, and the replay runs
+// no debug wrapper. Those entries are dropped from GMLAKE_CONF with a note on stderr, so that one GMLAKE_CONF
+// serves both the program (the C API) and the replay.
 std::string without_c_api_keys(std::string_view text) {
   std::string kept;
   while (!text.empty()) {
@@ -63,7 +63,7 @@ std::string without_c_api_keys(std::string_view text) {
     while (!key.empty() && std::isspace(static_cast<unsigned char>(key.front()))) key.remove_prefix(1);
     while (!key.empty() && std::isspace(static_cast<unsigned char>(key.back()))) key.remove_suffix(1);
     if (key == "backend" || key == "debug") {
-      std::fprintf(stderr, "gmlake: note: GMLAKE_CONF key '%.*s' is the C API's and is ignored here (%s)\n",
+      std::fprintf(stderr, "gmlake: note: GMLAKE_CONF key '%.*s' is ignored by the replay (%s)\n",
                    static_cast<int>(key.size()), key.data(),
                    key == "backend" ? "the replay uses --backend" : "the replay runs no debug checks");
       continue;
@@ -150,6 +150,7 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
         options.config = config;
         options.config.policy = policy;
         options.backend = backend;
+        options.config.backend = backend;
         Progress progress(fmt::format("{} dev {} {}", trace.name, device.device, gmlake::to_string(policy)));
         options.on_progress = [&progress](double f) { progress(f); };
         try {

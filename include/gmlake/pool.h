@@ -1,0 +1,91 @@
+// Pool: gmlake's one public pool type. Every front end is a thin shim over it: the C API (gmlake.h: one Pool per
+// device), the replay (`gmlake replay`), Python (through the C API) and the PyTorch extension (through the C API).
+//
+// A Pool is a stack of layers assembled once from a Config, each layer an Allocator over the one below:
+//
+//   StreamUses          record_stream: a free waits for the other streams that used the block (stream_uses.h)
+//   PoisoningAllocator  only with config.debug: freed memory filled with 0xDB and checked on reuse
+//   policy              config.policy: gmlake (stitching), caching or expandable (PyTorch's), make_allocator
+//   stream events       CUDA events on a cuda backend (the policy and StreamUses fence with them); none on
+//                       host and sim, where nothing runs asynchronously
+//   backend             config.backend: host, sim, sim:h100|sim:h200, cuda (device `device`: cuda:<device>);
+//                       or one the caller owns
+//
+// The Pool is itself an Allocator (the whole stack), plus record_stream. Sizes are bytes; blocks are at least
+// 512 B-aligned and at least the size asked (allocator.h). Streams are opaque ids (a cudaStream_t's value).
+//
+// Errors: those of the layers (allocator.h: OutOfMemoryError, Error(kInvalidPointer), BackendError); after
+// any of them the pool is unchanged and usable.
+//
+// Thread safety: none, like every Allocator: one pool is used under one lock (the C API holds one per device).
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <vector>
+
+#include "gmlake/allocator.h"
+#include "gmlake/backend.h"
+#include "gmlake/config.h"
+#include "gmlake/stats.h"
+#include "gmlake/stream_events.h"
+
+namespace gmlake {
+
+class StreamUses;
+
+class Pool final : public Allocator {
+ public:
+  // Makes the backend config.backend names ("cuda" serves `device`: cuda:<device>; the other backends ignore
+  // `device`) and the stack over it. Throws Error(kConfig) when config.validate() fails or the policy cannot
+  // run on that backend, Error(kInvalidArgument) for a backend this build does not have, BackendError when the
+  // backend cannot start (cuda without a driver or device).
+  explicit Pool(const Config& config, int device = 0);
+  // The same stack over `backend` and `events` (null: none), which the caller owns and which must outlive the
+  // pool; config.backend is not used. For tests and the replay, whose trace is in stream order already and
+  // runs no kernels: it replays on cuda without events, as PyTorch recorded it.
+  Pool(const Config& config, Backend& backend, StreamEvents* events = nullptr);
+  // Gives every chunk back to the backend, live blocks included (their pointers become invalid). Never throws.
+  ~Pool() override;
+  Pool(const Pool&) = delete;
+  Pool& operator=(const Pool&) = delete;
+
+  // Allocator: the top of the stack (StreamUses). See allocator.h and stream_uses.h.
+  void* allocate(std::uint64_t size_bytes, StreamId stream) override;
+  void deallocate(void* ptr) override;
+  void begin_deferred_free(void* ptr) override;
+  void end_deferred_free(void* ptr) override;
+  // Waits for the frees that wait for recorded streams, then releases free cached memory. On a device backend
+  // the reference policies (caching, expandable: their segments carry no fences) first synchronize the device.
+  void empty_cache() override;
+  void set_cap_bytes(std::uint64_t cap_bytes) override;
+  Stats stats() const override;
+  void reset_peak_stats() override;
+  std::vector<BlockInfo> blocks() const override;
+  std::optional<BlockInfo> find_block(const void* ptr) const override;
+  // Every layer's invariants, bottom up. O(n): for tests.
+  void check_invariants() const override;
+  Policy policy() const override;
+  const Backend& backend() const override { return *backend_; }
+
+  // Tensor.record_stream: the live block at `ptr` is also used by `stream` (stream_uses.h). nullptr: nothing.
+  // Throws Error(kInvalidPointer) for anything but a live block's start, changing nothing.
+  void record_stream(void* ptr, StreamId stream);
+
+  // The configuration the pool was made with (validated).
+  const Config& config() const { return config_; }
+
+ private:
+  void assemble();  // the layers over backend_ and events_
+
+  Config config_;
+  std::unique_ptr<Backend> owned_backend_;  // null when the caller owns the backend
+  Backend* backend_;
+  std::unique_ptr<StreamEvents> owned_events_;  // made for an owned backend: null on host and sim
+  StreamEvents* events_ = nullptr;             // used by policy_ and uses_
+  std::unique_ptr<Allocator> policy_;       // the policy, with PoisoningAllocator around it under config.debug
+  std::unique_ptr<StreamUses> uses_;        // the top; uses policy_ and events_, so it is destroyed first
+};
+
+}  // namespace gmlake

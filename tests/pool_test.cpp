@@ -1,0 +1,135 @@
+// Pool (pool.h): the stack every front end uses, assembled from one Config.
+#include "gmlake/pool.h"
+
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+
+#include "gmlake/error.h"
+#include "gmlake/sim_backend.h"
+#include "gmlake/units.h"
+
+namespace gmlake {
+namespace {
+
+class PoolTest : public ::testing::TestWithParam<Policy> {
+ protected:
+  Config config(const std::string& text) const {
+    Config c = parse_config(text);
+    c.policy = GetParam();
+    return c;
+  }
+};
+
+TEST_P(PoolTest, HostBackendServesRealMemoryAndCountsItInStats) {
+  Pool pool(config("backend:host"));
+  EXPECT_EQ(pool.backend().name(), "host");
+  EXPECT_EQ(pool.policy(), GetParam());
+  auto* p = static_cast<unsigned char*>(pool.allocate(3 * kMiB, 0));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0x5A, 3 * kMiB);
+  EXPECT_EQ(p[3 * kMiB - 1], 0x5A);
+  EXPECT_EQ(pool.stats().allocated_bytes.current, static_cast<std::int64_t>(3 * kMiB));
+  EXPECT_GE(pool.stats().reserved_bytes.current, static_cast<std::int64_t>(3 * kMiB));
+  ASSERT_TRUE(pool.find_block(p).has_value());
+  pool.check_invariants();
+  pool.deallocate(p);
+  EXPECT_EQ(pool.stats().allocated_bytes.current, 0);
+  pool.empty_cache();
+  EXPECT_EQ(pool.stats().reserved_bytes.current, 0);
+  pool.check_invariants();
+}
+
+TEST_P(PoolTest, DebugPutsThePoisoningLayerInTheStack) {
+  Pool pool(config("backend:host,debug:1"));
+  auto* p = static_cast<unsigned char*>(pool.allocate(4096, 0));
+  ASSERT_NE(p, nullptr);
+  std::memset(p, 0x11, 4096);
+  pool.deallocate(p);  // cached, still mapped: the poisoning layer filled it
+  EXPECT_EQ(p[0], 0xDB);
+  EXPECT_EQ(p[4095], 0xDB);
+}
+
+TEST_P(PoolTest, WithoutDebugFreedMemoryIsLeftAsItWas) {
+  Pool pool(config("backend:host"));
+  auto* p = static_cast<unsigned char*>(pool.allocate(4096, 0));
+  std::memset(p, 0x11, 4096);
+  pool.deallocate(p);
+  EXPECT_EQ(p[0], 0x11);
+}
+
+TEST_P(PoolTest, RecordStreamChecksItsPointerAndTheStackStaysUsable) {
+  Pool pool(config("backend:sim"));
+  void* p = pool.allocate(kMiB, 1);
+  pool.record_stream(p, 2);  // sim runs nothing asynchronously: accepted, nothing to wait for
+  try {
+    pool.record_stream(static_cast<char*>(p) + 512, 2);
+    FAIL() << "an interior pointer was accepted";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidPointer);
+  }
+  pool.record_stream(nullptr, 2);
+  pool.deallocate(p);
+  EXPECT_THROW(pool.deallocate(p), Error);
+  EXPECT_EQ(pool.stats().invalid_frees, 1u);
+  EXPECT_NE(pool.allocate(kMiB, 1), nullptr);
+  pool.check_invariants();
+}
+
+TEST_P(PoolTest, DeferredFreesPassThroughEveryLayer) {
+  Pool pool(config("backend:sim"));
+  void* p = pool.allocate(kMiB, 0);
+  pool.begin_deferred_free(p);
+  EXPECT_EQ(pool.stats().allocated_bytes.current, 0);
+  EXPECT_GT(pool.stats().active_bytes.current, 0);
+  ASSERT_TRUE(pool.find_block(p).has_value());
+  EXPECT_TRUE(pool.find_block(p)->pending_free);
+  pool.end_deferred_free(p);
+  EXPECT_EQ(pool.stats().active_bytes.current, 0);
+  pool.check_invariants();
+}
+
+TEST_P(PoolTest, SetCapBytesReachesThePolicyAndTheConfig) {
+  Pool pool(config("backend:sim"));
+  pool.set_cap_bytes(64 * kMiB);
+  EXPECT_EQ(pool.config().cap_bytes, 64 * kMiB);
+  EXPECT_THROW(pool.allocate(100 * kMiB, 0), OutOfMemoryError);
+  EXPECT_EQ(pool.stats().reserved_bytes.current, 0);
+  EXPECT_NE(pool.allocate(32 * kMiB, 0), nullptr);
+}
+
+TEST_P(PoolTest, ABorrowedBackendGetsEveryChunkBackWhenThePoolGoes) {
+  SimBackend backend(kChunkBytes);
+  {
+    Pool pool(config(""), backend);
+    EXPECT_EQ(&pool.backend(), &backend);
+    ASSERT_NE(pool.allocate(50 * kMiB, 0), nullptr);  // left live on purpose
+    ASSERT_NE(pool.allocate(kKiB, 0), nullptr);
+  }
+  EXPECT_GT(backend.counters()[BackendCall::kCreate], 0u);
+  EXPECT_EQ(backend.live_chunks(), 0u);
+  EXPECT_EQ(backend.live_mappings(), 0u);
+  EXPECT_EQ(backend.live_reservations(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(EveryPolicy, PoolTest,
+                         ::testing::Values(Policy::kGmlake, Policy::kCaching, Policy::kExpandable),
+                         [](const auto& info) { return std::string(to_string(info.param)); });
+
+TEST(PoolConfigTest, AnUnknownBackendOrABadConfigMakesNoPool) {
+  Config bad_backend;
+  bad_backend.backend = "gpu";
+  EXPECT_THROW(Pool{bad_backend}, Error);
+  Config bad;
+  bad.chunk_bytes = 3;  // not a power of two
+  try {
+    Pool pool(bad);
+    FAIL() << "an invalid config made a pool";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConfig);
+  }
+}
+
+}  // namespace
+}  // namespace gmlake
