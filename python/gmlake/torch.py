@@ -36,21 +36,21 @@ def configure(conf):
     _check(_load().gmlake_init(conf.encode()))
 
 
-def enable(conf=None, extension="auto"):
+def enable(conf=None, extension=True):
     """Makes gmlake PyTorch's CUDA allocator. Call before any CUDA memory is allocated, and before
     torch.cuda.set_device (which initializes PyTorch's allocator already: seen with PyTorch 2.11 under torchrun).
 
     conf: "key:value,..." (GMLAKE_CONF form); None reads GMLAKE_CONF.
     extension: how gmlake plugs in.
-      True: the c10 allocator extension (gmlake/csrc/torch_allocator.cpp, compiled once against the installed
-        torch by torch.utils.cpp_extension and cached): Tensor.record_stream is honoured,
-        torch.cuda.memory_stats() and friends report gmlake's pool, out of memory raises
-        torch.OutOfMemoryError, and the per-allocation cost is lower. Raises when it cannot be built.
-      False: torch.cuda.memory.CUDAPluggableAllocator over the C library through ctypes; nothing to compile, but
-        record_stream never reaches gmlake (a tensor used on a second stream may be reused too early: synchronize
-        instead), torch.cuda.memory_stats() is empty (use gmlake.torch.memory_stats()), and PyTorch 2.11 raises
-        no OutOfMemoryError when gmlake is out of memory.
-      "auto" (default): True when it builds, else False with a warning saying why.
+      True (default): the c10 allocator extension (gmlake/csrc/torch_allocator.cpp; compiled by `pip install .`
+        when torch was importable then, else once on first use by torch.utils.cpp_extension, and cached):
+        Tensor.record_stream is honoured, torch.cuda.memory_stats() and friends report gmlake's pool, out of
+        memory raises torch.OutOfMemoryError, and the per-allocation cost is lower. When it cannot be had,
+        raises GmlakeError saying why and how to fix it: nothing falls back silently.
+      False: torch.cuda.memory.CUDAPluggableAllocator over the C library through ctypes, only when asked for;
+        nothing to compile, but record_stream never reaches gmlake (a tensor used on a second stream may be
+        reused too early: synchronize instead), torch.cuda.memory_stats() is empty (use
+        gmlake.torch.memory_stats()), and PyTorch 2.11 raises no OutOfMemoryError when gmlake is out of memory.
     Raises GmlakeError for a bad config or when PyTorch has already allocated CUDA memory (the allocator cannot
     be swapped then).
     """
@@ -62,8 +62,8 @@ def enable(conf=None, extension="auto"):
     if torch.cuda.is_initialized() and torch.cuda.memory_reserved() > 0:
         raise GmlakeError("gmlake.torch.enable() must run before the first CUDA allocation: PyTorch already "
                           f"holds {torch.cuda.memory_reserved()} bytes")
-    if extension not in (True, False, "auto"):
-        raise ValueError(f"extension must be True, False or 'auto', not {extension!r}")
+    if extension not in (True, False):
+        raise ValueError(f"extension must be True or False, not {extension!r}")
     module = None
     if extension:
         from . import _extension
@@ -71,10 +71,11 @@ def enable(conf=None, extension="auto"):
         try:
             module = _extension.build_extension()
         except Exception as e:  # noqa: BLE001 (a failed build is reported, whatever raised it)
-            if extension is True:
-                raise GmlakeError(f"gmlake's allocator extension could not be built: {e}") from e
-            warnings.warn(f"gmlake: allocator extension not built ({e}); using CUDAPluggableAllocator, which "
-                          "does not honour Tensor.record_stream", RuntimeWarning, stacklevel=2)
+            raise GmlakeError(
+                f"gmlake's allocator extension could not be built against torch {torch.__version__}: {e}. It needs "
+                "a C++ compiler, ninja and the CUDA toolkit's headers (CUDA_HOME), or a `pip install .` of gmlake "
+                "made where torch was importable; enable(extension=False) uses CUDAPluggableAllocator instead, "
+                "which does not honour Tensor.record_stream") from e
     if conf is None:  # backend:cuda, then GMLAKE_CONF on top, which the library reads
         _check(_load().gmlake_init_defaults(b"backend:cuda"))
     else:
