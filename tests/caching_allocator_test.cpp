@@ -326,3 +326,36 @@ TEST(CachingAllocatorConfig, RejectsSegmentSizesTheBackendCannotMap) {
 
 }  // namespace
 }  // namespace gmlake
+
+namespace gmlake {
+namespace {
+
+TEST(CachingAllocatorSegments, EachCudaMallocLikeSegmentIsOneSegmentOfOneChunkCutIntoItsBlocks) {
+  SimBackend backend;
+  CachingAllocator alloc(caching_config(), backend);
+  void* small = alloc.allocate(kMiB, 0);
+  void* large = alloc.allocate(4 * kMiB, 3);  // a 20 MiB segment
+  const std::vector<SegmentInfo> segments = alloc.segments();
+  ASSERT_EQ(segments.size(), 2u);
+  const SegmentInfo& s = segments[0].type == SegmentType::kSmall ? segments[0] : segments[1];
+  const SegmentInfo& l = segments[0].type == SegmentType::kSmall ? segments[1] : segments[0];
+  EXPECT_EQ(s.address, testing::addr(small));
+  EXPECT_EQ(s.size_bytes, 2 * kMiB);
+  EXPECT_FALSE(s.is_expandable);
+  ASSERT_EQ(s.chunks.size(), 1u);
+  EXPECT_EQ(s.chunks[0].size_bytes, 2 * kMiB);
+  ASSERT_EQ(s.blocks.size(), 2u);
+  EXPECT_EQ(s.blocks[0].state, SegmentBlockState::kActiveAllocated);
+  EXPECT_EQ(s.blocks[1].state, SegmentBlockState::kInactive);
+  EXPECT_EQ(l.stream, 3u);
+  EXPECT_EQ(l.size_bytes, 20 * kMiB);
+  EXPECT_EQ(l.blocks[0].requested_bytes, 4 * kMiB);
+  testing::expect_segments_consistent(alloc);
+  alloc.deallocate(small);
+  alloc.deallocate(large);
+  alloc.empty_cache();
+  EXPECT_TRUE(alloc.segments().empty());
+}
+
+}  // namespace
+}  // namespace gmlake

@@ -279,3 +279,30 @@ TEST(ExpandableAllocatorConfig, RejectsPagesTheBackendCannotMap) {
 
 }  // namespace
 }  // namespace gmlake
+
+namespace gmlake {
+namespace {
+
+TEST_F(ExpandableAllocatorTest, TheSegmentIsItsMappedRangeWithOneChunkPerPage) {
+  void* a = alloc.allocate(kMiB, 0);
+  void* b = alloc.allocate(kMiB, 0);
+  void* c = alloc.allocate(kMiB, 0);  // maps a second 2 MiB page of the small pool's segment
+  std::vector<SegmentInfo> segments = alloc.segments();
+  ASSERT_EQ(segments.size(), 1u) << "only the mapped range, not the whole reservation";
+  EXPECT_TRUE(segments[0].is_expandable);
+  EXPECT_EQ(segments[0].address, testing::addr(a));
+  EXPECT_EQ(segments[0].size_bytes, static_cast<std::uint64_t>(reserved()));
+  EXPECT_EQ(segments[0].size_bytes, 4 * kMiB);
+  EXPECT_EQ(segments[0].chunks.size(), 2u);
+  EXPECT_EQ(segments[0].blocks.size(), 4u) << "three allocated blocks and the free rest of the second page";
+  testing::expect_segments_consistent(alloc);
+  alloc.deallocate(a);
+  alloc.deallocate(b);
+  alloc.deallocate(c);
+  alloc.empty_cache();
+  EXPECT_TRUE(alloc.segments().empty());
+  testing::expect_segments_consistent(alloc);
+}
+
+}  // namespace
+}  // namespace gmlake

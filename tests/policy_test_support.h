@@ -93,6 +93,75 @@ inline void expect_blocks_match(const Allocator& a, const std::vector<LiveBlock>
   ASSERT_EQ(a.stats().allocated_bytes.current, allocated_bytes);
 }
 
+// Checks Allocator::segments() against the allocator's own figures: segments in address order, apart; each
+// one's blocks cover it exactly, in order, in valid states (requested bytes within the size for active blocks,
+// 0 for inactive ones); its chunks cover it exactly; the active_allocated blocks add up to allocated_bytes and
+// their requested bytes to requested_bytes, the active ones to active_bytes, the segments to reserved_bytes
+// less `unmapped_reserved_bytes` (gmlake's free chunks; 0 for the other policies); the segments hold exactly
+// blocks(). Stops at the first failure.
+inline void expect_segments_consistent(const Allocator& a, std::uint64_t unmapped_reserved_bytes = 0) {
+  const std::vector<SegmentInfo> segments = a.segments();
+  const Stats stats = a.stats();
+  std::uint64_t reserved = 0, allocated = 0, active = 0, requested = 0;
+  std::uintptr_t previous_end = 0;
+  std::vector<BlockInfo> live;
+  for (const SegmentInfo& s : segments) {
+    ASSERT_GT(s.size_bytes, 0u);
+    ASSERT_GE(s.address, previous_end) << "segments overlap or are out of order at " << s.address;
+    previous_end = s.address + s.size_bytes;
+    reserved += s.size_bytes;
+    std::uintptr_t cursor = s.address;
+    ASSERT_FALSE(s.blocks.empty());
+    for (const SegmentBlock& b : s.blocks) {
+      ASSERT_EQ(b.address, cursor) << "segment " << s.address << ": blocks are not contiguous";
+      ASSERT_GT(b.size_bytes, 0u);
+      cursor += b.size_bytes;
+      switch (b.state) {
+        case SegmentBlockState::kActiveAllocated:
+          allocated += b.size_bytes;
+          requested += b.requested_bytes;
+          [[fallthrough]];
+        case SegmentBlockState::kActivePendingFree:
+          ASSERT_GT(b.requested_bytes, 0u);
+          ASSERT_LE(b.requested_bytes, b.size_bytes);
+          active += b.size_bytes;
+          live.push_back({b.address, b.size_bytes, b.requested_bytes, s.stream,
+                          b.state == SegmentBlockState::kActivePendingFree});
+          break;
+        case SegmentBlockState::kInactive:
+          ASSERT_EQ(b.requested_bytes, 0u);
+          break;
+        default:
+          FAIL() << "a block in no valid state";
+      }
+    }
+    ASSERT_EQ(cursor, s.address + s.size_bytes) << "segment " << s.address << ": blocks do not add up to its size";
+    std::uint64_t chunk_offset = 0;
+    for (const SegmentChunk& c : s.chunks) {
+      ASSERT_EQ(c.offset_bytes, chunk_offset) << "segment " << s.address << ": chunks are not contiguous";
+      ASSERT_NE(c.handle, 0u);
+      chunk_offset += c.size_bytes;
+    }
+    ASSERT_EQ(chunk_offset, s.size_bytes) << "segment " << s.address << ": chunks do not cover it";
+  }
+  ASSERT_EQ(static_cast<std::int64_t>(allocated), stats.allocated_bytes.current);
+  ASSERT_EQ(static_cast<std::int64_t>(requested), stats.requested_bytes.current);
+  ASSERT_EQ(static_cast<std::int64_t>(active), stats.active_bytes.current);
+  ASSERT_EQ(static_cast<std::int64_t>(reserved + unmapped_reserved_bytes), stats.reserved_bytes.current);
+  std::vector<BlockInfo> blocks = a.blocks();
+  ASSERT_EQ(live.size(), blocks.size()) << "segments() and blocks() disagree";
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    ASSERT_EQ(live[i].address, blocks[i].address);
+    ASSERT_EQ(live[i].size_bytes, blocks[i].size_bytes);
+    ASSERT_EQ(live[i].pending_free, blocks[i].pending_free);
+    ASSERT_EQ(live[i].requested_bytes, blocks[i].requested_bytes);
+    // A segment's stream is its blocks' (0: a gmlake arena that every stream shares).
+    if (live[i].stream != 0) {
+      ASSERT_EQ(live[i].stream, blocks[i].stream);
+    }
+  }
+}
+
 // A request size: mostly small-pool sizes, some large ones up to 48 MiB, with exact pool and segment edges.
 inline std::uint64_t random_request_bytes(std::mt19937_64& rng) {
   static constexpr std::uint64_t kEdges[] = {1, kRoundBytes, kRoundBytes + 1, kMiB, kMiB + 1, 2 * kMiB,
@@ -151,6 +220,7 @@ inline void run_random_workload(Allocator& a, const Backend& backend, std::uint6
     }
     a.check_invariants();
     expect_blocks_match(a, live);
+    expect_segments_consistent(a);
     if (::testing::Test::HasFatalFailure()) return;
   }
   EXPECT_GT(a.stats().num_allocs, static_cast<std::uint64_t>(steps / 4));

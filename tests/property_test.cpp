@@ -4,7 +4,7 @@
 //     no other live block;
 //   - on the host backend the bytes of every live block keep what was written into them;
 //   - the allocator's stats equal a recount from our own model of the live blocks, and its own
-//     check_invariants() (structure + stats recount) holds;
+//     check_invariants() (structure + stats recount) holds, and segments() agrees with the stats;
 //   - freeing everything then empty_cache() leaves no physical chunk and no mapping.
 #include <gtest/gtest.h>
 
@@ -16,6 +16,8 @@
 #include "gmlake/allocator.h"
 #include "gmlake/error.h"
 #include "gmlake/backend_factory.h"
+#include "policies/gmlake/stitching_allocator.h"
+#include "policy_test_support.h"
 
 namespace gmlake {
 namespace {
@@ -96,6 +98,9 @@ class PropertyTest : public ::testing::TestWithParam<Combo> {
     ASSERT_GE(s.reserved_bytes.current, s.active_bytes.current);
     ASSERT_EQ(static_cast<std::uint64_t>(s.reserved_bytes.current), backend_->live_chunk_bytes());
     allocator_->check_invariants();
+    const auto* engine = dynamic_cast<const engine::StitchingAllocator*>(allocator_.get());
+    testing::expect_segments_consistent(*allocator_, engine != nullptr ? engine->free_chunk_bytes() : 0);
+    if (HasFatalFailure()) return;
     // Every live block, the pending ones too, is still mapped with access and keeps its bytes.
     for (const auto& [a, b] : live_) {
       ASSERT_TRUE(backend_->is_accessible(a, b.size_bytes));

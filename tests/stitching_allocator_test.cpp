@@ -7,6 +7,7 @@
 
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
+#include "policy_test_support.h"
 
 namespace gmlake::engine {
 namespace {
@@ -41,6 +42,38 @@ class StitchingAllocatorTest : public ::testing::Test {
   SimBackend backend_;
   std::unique_ptr<StitchingAllocator> alloc_;
 };
+
+TEST_F(StitchingAllocatorTest, AMappedRunOfSeveralChunksIsOneSegmentThatShowsItsChunksAndItsFreeBytes) {
+  StitchingAllocator& a = make();
+  const ThreeBlocks b{a.allocate(2 * kMiB, 0), a.allocate(2 * kMiB, 0), a.allocate(kMiB + 512, 0)};  // large pool
+  a.deallocate(b.middle);
+  const std::vector<SegmentInfo> segments = a.segments();
+  ASSERT_EQ(segments.size(), 1u) << "three chunks mapped side by side are one contiguous range";
+  const SegmentInfo& s = segments[0];
+  EXPECT_EQ(s.address, addr(b.first));
+  EXPECT_EQ(s.size_bytes, 6 * kMiB);
+  EXPECT_EQ(s.type, SegmentType::kLarge);
+  ASSERT_EQ(s.chunks.size(), 3u) << "stitched: one entry per physical chunk";
+  EXPECT_NE(s.chunks[0].handle, s.chunks[1].handle);
+  EXPECT_EQ(s.chunks[2].offset_bytes, 4 * kMiB);
+  ASSERT_EQ(s.blocks.size(), 4u);
+  EXPECT_EQ(s.blocks[0].state, SegmentBlockState::kActiveAllocated);
+  EXPECT_EQ(s.blocks[1].state, SegmentBlockState::kInactive) << "the freed middle block's chunk stays mapped (idle)";
+  EXPECT_EQ(s.blocks[1].size_bytes, 2 * kMiB);
+  EXPECT_EQ(s.blocks[2].address, addr(b.last));
+  EXPECT_EQ(s.blocks[2].requested_bytes, kMiB + 512);
+  EXPECT_EQ(s.blocks[3].state, SegmentBlockState::kInactive) << "the last page's free half";
+  EXPECT_EQ(s.blocks[3].size_bytes, kMiB - 512);
+  testing::expect_segments_consistent(a, a.free_chunk_bytes());
+  a.begin_deferred_free(b.first);
+  EXPECT_EQ(a.segments()[0].blocks[0].state, SegmentBlockState::kActivePendingFree);
+  testing::expect_segments_consistent(a, a.free_chunk_bytes());
+  a.end_deferred_free(b.first);
+  a.deallocate(b.last);
+  a.empty_cache();
+  EXPECT_TRUE(a.segments().empty()) << "nothing mapped, no segment";
+  testing::expect_segments_consistent(a, a.free_chunk_bytes());
+}
 
 TEST_F(StitchingAllocatorTest, SmallRequestsShareOneChunk) {
   auto& a = make();

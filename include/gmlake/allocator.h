@@ -42,6 +42,51 @@ struct BlockInfo {
   bool pending_free;              // between begin_deferred_free and end_deferred_free
 };
 
+// The pool's state in PyTorch's snapshot terms (torch.cuda.memory._snapshot()["segments"]): a segment is one
+// contiguous virtual range with memory mapped behind every byte of it, cut into blocks that cover it exactly.
+enum class SegmentBlockState : std::uint8_t {
+  kActiveAllocated,    // handed out and not freed ("active_allocated")
+  kActivePendingFree,  // freed, its free not completed yet: begin_deferred_free ("active_pending_free")
+  kInactive,           // free memory of the segment ("inactive")
+};
+// "active_allocated", "active_pending_free", "inactive" (PyTorch's names).
+inline const char* to_string(SegmentBlockState state) {
+  switch (state) {
+    case SegmentBlockState::kActiveAllocated: return "active_allocated";
+    case SegmentBlockState::kActivePendingFree: return "active_pending_free";
+    case SegmentBlockState::kInactive: return "inactive";
+  }
+  return "inactive";
+}
+
+struct SegmentBlock {
+  std::uintptr_t address;
+  std::uint64_t size_bytes;       // as placed (rounded); inactive blocks: the free bytes
+  std::uint64_t requested_bytes;  // as asked; 0 for inactive blocks
+  SegmentBlockState state;
+};
+
+// One physical chunk behind part of a segment: a segment of more than one chunk is stitched (gmlake) or made of
+// pages mapped one by one (expandable).
+struct SegmentChunk {
+  std::uint64_t handle;        // the backend's ChunkHandle value
+  std::uint64_t offset_bytes;  // from the segment's address
+  std::uint64_t size_bytes;
+};
+
+// PyTorch's two pools: small requests (<= Config::small_request_max_bytes) and large ones.
+enum class SegmentType : std::uint8_t { kSmall, kLarge };
+
+struct SegmentInfo {
+  std::uintptr_t address;
+  std::uint64_t size_bytes;           // PyTorch's total_size
+  StreamId stream;                    // 0 for a gmlake arena shared by every stream
+  SegmentType type;
+  bool is_expandable;                 // its mapped range grows and shrinks (expandable, gmlake)
+  std::vector<SegmentBlock> blocks;   // in address order, covering [address, address + size_bytes) exactly
+  std::vector<SegmentChunk> chunks;   // in offset order, covering the segment exactly
+};
+
 class Allocator {
  public:
   virtual ~Allocator() = default;
@@ -64,6 +109,15 @@ class Allocator {
   // The live or pending block that starts at `ptr`; nullopt for anything else (nullptr, an interior pointer, a
   // block whose free has completed, a pointer never returned). One table lookup; changes nothing.
   virtual std::optional<BlockInfo> find_block(const void* ptr) const = 0;
+  // Every segment of the pool, in address order (see SegmentInfo): for `caching` each cudaMalloc-like
+  // segment; for `expandable` each contiguous mapped range of a stream's expandable segment (as PyTorch's
+  // snapshot reports expandable segments); for `gmlake` each maximal run of mapped pages of an arena, with the
+  // chunks stitched into it. Sizes in bytes. Every segment's blocks add up to its size without gaps; the
+  // active_allocated blocks add up to stats().allocated_bytes (and their requested_bytes to requested_bytes),
+  // the active ones to active_bytes, the segments to reserved_bytes less the reserved memory mapped nowhere
+  // (gmlake's free chunks, a chunk parked after a failed release). O(n log n) in blocks and chunks: for
+  // snapshots and tests, not the hot path. Changes nothing; thread safety: none (as every call here).
+  virtual std::vector<SegmentInfo> segments() const = 0;
   // Checks every invariant of the policy's data structures and that its stats equal a recount from them;
   // throws std::logic_error naming the first one broken. O(n): tests call it after every step.
   virtual void check_invariants() const = 0;

@@ -63,6 +63,7 @@ class Pool final : public Allocator {
   Stats stats() const override;
   void reset_peak_stats() override;
   std::vector<BlockInfo> blocks() const override;
+  std::vector<SegmentInfo> segments() const override;
   std::optional<BlockInfo> find_block(const void* ptr) const override;
   // Every layer's invariants, bottom up. O(n): for tests.
   void check_invariants() const override;

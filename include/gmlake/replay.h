@@ -24,9 +24,22 @@
 
 #include "gmlake/allocator.h"
 #include "gmlake/config.h"
+#include "gmlake/snapshot_writer.h"
 #include "gmlake/trace.h"
 
 namespace gmlake {
+
+// What a replay did, in PyTorch's snapshot terms (ReplayOptions::record; `gmlake replay --snapshot-out`).
+struct ReplayRecord {
+  // The policy's segments and blocks when the replay ended.
+  std::vector<SegmentInfo> segments;
+  // The trace's events as the policy served them, in order, with the addresses it returned: alloc (not for the
+  // initial blocks, which a reader finds again from their frees and from `segments`), free_requested and
+  // free_completed (a free that completes at once as the two in a row), oom for an allocation that failed (its
+  // frees left out); before each, segment_map / segment_unmap (segment_alloc / segment_free for `caching`) for
+  // the backend maps and unmaps the call made. time_us: the trace event's.
+  std::vector<SnapshotEvent> events;
+};
 
 struct ReplayOptions {
   Config config;                // policy, cap and tuning
@@ -43,6 +56,9 @@ struct ReplayOptions {
   // torch.cuda.empty_cache() each step. With tolerate_backend_errors, one that fails with BackendError is
   // counted (empty_cache_errors) and the replay goes on.
   std::uint64_t empty_cache_every_ops = 0;
+  // When set, filled with what the replay did (ReplayRecord). The backend is then wrapped in a recorder; the
+  // result's backend figures are still the backend's own.
+  ReplayRecord* record = nullptr;
 };
 
 struct ReplayResult {

@@ -50,6 +50,10 @@ class SynchronizedAllocator final : public Allocator {
     std::lock_guard lock(mutex_);
     return inner_->blocks();
   }
+  std::vector<SegmentInfo> segments() const override {
+    std::lock_guard lock(mutex_);
+    return inner_->segments();
+  }
   std::optional<BlockInfo> find_block(const void* ptr) const override {
     std::lock_guard lock(mutex_);
     return inner_->find_block(ptr);

@@ -49,6 +49,7 @@ class PoisoningAllocator final : public Allocator {
   Stats stats() const override { return inner_->stats(); }
   void reset_peak_stats() override { inner_->reset_peak_stats(); }
   std::vector<BlockInfo> blocks() const override { return inner_->blocks(); }
+  std::vector<SegmentInfo> segments() const override { return inner_->segments(); }
   std::optional<BlockInfo> find_block(const void* ptr) const override { return inner_->find_block(ptr); }
   void check_invariants() const override { inner_->check_invariants(); }
   Policy policy() const override { return inner_->policy(); }

@@ -85,6 +85,7 @@ class StreamUses final : public Allocator {
   void set_cap_bytes(std::uint64_t cap_bytes) override { allocator_.set_cap_bytes(cap_bytes); }
   void reset_peak_stats() override { allocator_.reset_peak_stats(); }
   std::vector<BlockInfo> blocks() const override { return allocator_.blocks(); }
+  std::vector<SegmentInfo> segments() const override { return allocator_.segments(); }
   std::optional<BlockInfo> find_block(const void* ptr) const override { return allocator_.find_block(ptr); }
   Policy policy() const override { return allocator_.policy(); }
   const Backend& backend() const override { return allocator_.backend(); }

@@ -72,6 +72,7 @@ void Pool::set_cap_bytes(std::uint64_t cap_bytes) {
 Stats Pool::stats() const { return uses_->stats(); }
 void Pool::reset_peak_stats() { uses_->reset_peak_stats(); }
 std::vector<BlockInfo> Pool::blocks() const { return uses_->blocks(); }
+std::vector<SegmentInfo> Pool::segments() const { return uses_->segments(); }
 std::optional<BlockInfo> Pool::find_block(const void* ptr) const { return uses_->find_block(ptr); }
 void Pool::check_invariants() const { uses_->check_invariants(); }
 Policy Pool::policy() const { return config_.policy; }

@@ -7,6 +7,7 @@
 #include "gmlake/backend_factory.h"
 #include "gmlake/error.h"
 #include "gmlake/pool.h"
+#include "recording_backend.h"
 
 namespace gmlake {
 namespace {
@@ -22,6 +23,8 @@ struct Op {
 
 struct Program {
   std::vector<Op> ops;
+  std::vector<std::int64_t> time_us;  // per op: the time of the trace event it came from
+  std::size_t initial_ops = 0;        // ops[0, initial_ops) allocate the initial blocks
   std::uint32_t slots = 0;
   std::uint64_t unknown_frees = 0;
   std::uint64_t lower_bound_bytes = 0;
@@ -93,7 +96,9 @@ Program compile(const DeviceTrace& device) {
     prog.lower_bound_bytes = std::max(prog.lower_bound_bytes, live_requested);
   };
   for (const InitialBlock& b : device.initial_blocks) alloc(b.addr, b.size_bytes, b.stream);
+  prog.initial_ops = prog.ops.size();
   const auto& ev = device.events;
+  prog.time_us.assign(prog.ops.size(), ev.empty() ? 0 : ev.front().time_us);
   for (std::size_t i = 0; i < ev.size(); ++i) {
     const TraceEvent& e = ev[i];
     switch (e.action) {
@@ -130,8 +135,57 @@ Program compile(const DeviceTrace& device) {
       default:
         break;  // PyTorch's segment events: not allocator calls
     }
+    prog.time_us.resize(prog.ops.size(), e.time_us);
   }
   return prog;
+}
+
+// The ops as the policy served them (ReplayRecord::events): slots[] holds each allocation's address (nullptr
+// when it failed), marks[i] the recorder's event count when op i ended.
+std::vector<SnapshotEvent> served_events(const Program& prog, const std::vector<void*>& slots,
+                                         const std::vector<std::size_t>& marks, const RecordingBackend& recorder) {
+  std::vector<SnapshotEvent> out;
+  out.reserve(prog.ops.size() * 2 + recorder.events().size());
+  std::vector<std::uint64_t> slot_size(prog.slots, 0);
+  std::vector<std::uint64_t> slot_stream(prog.slots, 0);
+  std::size_t next_backend_event = 0;
+  auto backend_events_until = [&](std::size_t end, std::uint64_t stream, std::int64_t time_us) {
+    for (; next_backend_event < end; ++next_backend_event) {
+      const RecordingBackend::Event& e = recorder.events()[next_backend_event];
+      out.push_back({e.action, e.addr, e.size_bytes, stream, time_us});
+    }
+  };
+  for (std::size_t i = 0; i < prog.ops.size(); ++i) {
+    const Op& op = prog.ops[i];
+    const std::int64_t t = prog.time_us[i];
+    const auto addr = reinterpret_cast<std::uintptr_t>(slots[op.slot]);
+    if (op.kind == OpKind::kAlloc) {
+      slot_size[op.slot] = op.size_bytes;
+      slot_stream[op.slot] = op.stream;
+    }
+    backend_events_until(marks[i], slot_stream[op.slot], t);
+    const std::uint64_t size = slot_size[op.slot];
+    const std::uint64_t stream = slot_stream[op.slot];
+    switch (op.kind) {
+      case OpKind::kAlloc:
+        if (addr == 0) out.push_back({SnapshotAction::kOom, 0, size, stream, t});
+        else if (i >= prog.initial_ops) out.push_back({SnapshotAction::kAlloc, addr, size, stream, t});
+        break;
+      case OpKind::kFree:
+        if (addr == 0) break;
+        out.push_back({SnapshotAction::kFreeRequested, addr, size, stream, t});
+        out.push_back({SnapshotAction::kFreeCompleted, addr, size, stream, t});
+        break;
+      case OpKind::kBeginDeferred:
+        if (addr != 0) out.push_back({SnapshotAction::kFreeRequested, addr, size, stream, t});
+        break;
+      case OpKind::kEndDeferred:
+        if (addr != 0) out.push_back({SnapshotAction::kFreeCompleted, addr, size, stream, t});
+        break;
+    }
+  }
+  backend_events_until(recorder.events().size(), 0, prog.time_us.empty() ? 0 : prog.time_us.back());
+  return out;
 }
 
 void mark_failed(std::vector<bool>* failed, std::uint32_t slots, std::uint32_t slot) {
@@ -158,7 +212,11 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   return replay(trace, device, options, *backend);
 }
 
-ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend) {
+namespace {
+
+// The replay over `backend`; with `recorder` (which wraps the backend), options.record is filled.
+ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend,
+                       const RecordingBackend* recorder) {
   const Program prog = compile(device);
   auto allocator = std::make_unique<Pool>(options.config, backend);  // the stack every front end uses
 
@@ -172,6 +230,8 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   r.pytorch_peak_reserved_bytes = recorded_peak_reserved_bytes(device);
 
   std::vector<void*> slots(prog.slots, nullptr);
+  std::vector<std::size_t> marks;  // with a recorder: its event count after each op
+  if (recorder != nullptr) marks.reserve(prog.ops.size());
   std::vector<bool> failed;  // sized on the first failure: slots whose allocation failed
   const std::uint64_t progress_every = std::max<std::uint64_t>(prog.ops.size() / 100, 1);
   const std::uint64_t block_ops = options.check_every_ops ? options.check_every_ops : progress_every;
@@ -210,6 +270,7 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
           if (p) allocator->end_deferred_free(p);
           break;
       }
+      if (recorder != nullptr) marks.push_back(recorder->events().size());
       if (options.empty_cache_every_ops != 0 && (i + 1) % options.empty_cache_every_ops == 0) {
         empty_cache(*allocator, options, &r);
       }
@@ -224,9 +285,12 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   if (!failed.empty()) r.lower_bound_bytes = lower_bound_of(prog.ops, prog.slots, failed);
   r.lower_bound_held_bytes = lower_bound_of(prog.ops, prog.slots, failed, /*held=*/true);
   r.stats = allocator->stats();
+  // Under a recorder, the backend's own figures (the recorder's calls are the same ones, untimed).
+  const Backend& measured = recorder != nullptr ? recorder->inner() : backend;
+  r.stats.backend_calls = measured.counters();
   r.peak_reserved_bytes = static_cast<std::uint64_t>(r.stats.reserved_bytes.peak);
   r.peak_allocated_bytes = static_cast<std::uint64_t>(r.stats.allocated_bytes.peak);
-  r.peak_mappings = backend.peak_mappings();
+  r.peak_mappings = measured.peak_mappings();
   r.backend_time_ns = r.stats.backend_calls.total_time_ns();
   for (std::size_t k = 0; k < kBackendCallKinds; ++k) {
     r.backend_calls_second_half.calls[k] = r.stats.backend_calls.calls[k] - at_half.calls[k];
@@ -237,12 +301,24 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
   }
   // A modelled backend (sim:h100) charges time that the loop did not spend: added here, so ns_per_op is what
   // the allocator would cost on that GPU (its own CPU time here plus the modelled driver calls).
-  const std::uint64_t modelled_ns = backend.time_is_modelled() ? r.backend_time_ns : 0;
+  const std::uint64_t modelled_ns = measured.time_is_modelled() ? r.backend_time_ns : 0;
   r.ns_per_op = r.ops ? static_cast<double>(timed.count() + static_cast<std::int64_t>(modelled_ns)) /
                             static_cast<double>(r.ops)
                       : 0;
+  if (recorder != nullptr) {
+    options.record->segments = allocator->segments();
+    options.record->events = served_events(prog, slots, marks, *recorder);
+  }
   allocator.reset();  // tear down before the backend it uses
   return r;
+}
+
+}  // namespace
+
+ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend) {
+  if (options.record == nullptr) return replay_on(trace, device, options, backend, nullptr);
+  RecordingBackend recorder(backend, options.config.policy);
+  return replay_on(trace, device, options, recorder, &recorder);
 }
 
 }  // namespace gmlake

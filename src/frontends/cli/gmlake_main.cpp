@@ -1,7 +1,7 @@
 // gmlake: the command-line front end. Thin: argument parsing and output; the work is in the library.
 //
 //   gmlake replay TRACE... [--policy gmlake|caching|expandable|all] [--backend sim[:h100|:h200]|host|cuda[:N]] [--cap BYTES]
-//                          [--conf KEY:VALUE,...] [--json FILE]
+//                          [--conf KEY:VALUE,...] [--json FILE] [--snapshot-out FILE]
 //   gmlake conf            the configuration table (GMLAKE_CONF keys, defaults, units)
 //
 // Bad input gets one line on stderr and exit status 2; so does running out of memory (std::bad_alloc anywhere)
@@ -17,6 +17,7 @@
 #include <new>
 #include <cstdlib>
 #include <fstream>
+#include <map>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -29,6 +30,7 @@
 #include "gmlake/error.h"
 #include "gmlake/replay.h"
 #include "gmlake/report.h"
+#include "gmlake/snapshot_writer.h"
 #include "gmlake/trace.h"
 
 namespace {
@@ -115,8 +117,19 @@ std::vector<gmlake::Policy> policies_from(const std::string& text) {
   }
 }
 
+// Where --snapshot-out writes `policy`'s snapshot: `path` itself for one policy; with several, the policy's name
+// inserted before the file name's first suffix ("out.pickle" -> "out.gmlake.pickle", "out" -> "out.gmlake").
+std::string snapshot_path_for(const std::string& path, gmlake::Policy policy, bool several) {
+  if (!several) return path;
+  const std::size_t name_start = path.find_last_of('/') + 1;  // npos + 1 == 0: no directory
+  const std::size_t dot = path.find('.', name_start == 0 ? 0 : name_start);
+  const std::size_t at = dot == std::string::npos || dot == name_start ? path.size() : dot;
+  return path.substr(0, at) + "." + gmlake::to_string(policy) + path.substr(at);
+}
+
 int run_replay(const std::vector<std::string>& paths, const std::string& policy_text, const std::string& backend,
-               const std::string* cap, const std::string& conf, const std::string& json_path) {
+               const std::string* cap, const std::string& conf, const std::string& json_path,
+               const std::string& snapshot_out) {
   gmlake::Config config;
   try {
     config.apply(without_c_api_keys(gmlake::environment_conf()));
@@ -134,8 +147,10 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
     die(e.what());
   }
   const std::vector<gmlake::Policy> policies = policies_from(policy_text);
+  if (!snapshot_out.empty() && paths.size() != 1) die("--snapshot-out: give exactly one trace");
 
   std::vector<gmlake::ReplayResult> results;
+  std::map<gmlake::Policy, gmlake::MemorySnapshot> snapshots;  // --snapshot-out: per policy, every device
   for (const std::string& path : paths) {
     gmlake::Trace trace;
     try {
@@ -153,10 +168,24 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
         options.config.backend = backend;
         Progress progress(fmt::format("{} dev {} {}", trace.name, device.device, gmlake::to_string(policy)));
         options.on_progress = [&progress](double f) { progress(f); };
+        gmlake::ReplayRecord record;
+        if (!snapshot_out.empty()) options.record = &record;
         try {
           results.push_back(gmlake::replay(trace, device, options));
         } catch (const gmlake::Error& e) {
           die(e.what());
+        }
+        if (!snapshot_out.empty()) {
+          gmlake::MemorySnapshot& snapshot = snapshots[policy];
+          snapshot.policy = gmlake::to_string(policy);
+          snapshot.conf = options.config.to_string();
+          snapshot.expandable_segments = policy == gmlake::Policy::kExpandable;
+          for (gmlake::SegmentInfo& segment : record.segments) {
+            snapshot.segments.push_back({device.device, std::move(segment)});
+          }
+          const auto index = static_cast<std::size_t>(device.device);
+          if (snapshot.device_traces.size() <= index) snapshot.device_traces.resize(index + 1);
+          snapshot.device_traces[index] = std::move(record.events);
         }
       }
     }
@@ -168,6 +197,13 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
     out << gmlake::format_json(results);
     out.flush();
     if (!out) die("cannot write " + json_path);
+  }
+  for (const auto& [policy, snapshot] : snapshots) {
+    try {
+      gmlake::write_snapshot_file(snapshot, snapshot_path_for(snapshot_out, policy, policies.size() > 1));
+    } catch (const gmlake::Error& e) {
+      die(e.what());
+    }
   }
   return 0;
 }
@@ -207,13 +243,19 @@ int run(int argc, char** argv) {
 
   CLI::App* replay = app.add_subcommand("replay", "replay PyTorch memory snapshots or RMM logs through policies");
   std::vector<std::string> paths;
-  std::string policy = "all", backend = "sim", cap, conf, json_path;
+  std::string policy = "all", backend = "sim", cap, conf, json_path, snapshot_out;
   replay->add_option("traces", paths, "snapshot files (.pickle, .pickle.xz, .pickle.gz) or RMM CSV logs")->required();
   replay->add_option("--policy", policy, "gmlake, caching, expandable or all")->capture_default_str();
   replay->add_option("--backend", backend, backend_help())->capture_default_str();
   CLI::Option* cap_option = replay->add_option("--cap", cap, "memory cap in bytes (suffixes K, M, G, T; 0: no cap)");
   replay->add_option("--conf", conf, "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`)");
   replay->add_option("--json", json_path, "also write the results as a JSON array to this file");
+  replay->add_option("--snapshot-out", snapshot_out,
+                     "write each policy's final state (segments, blocks) and the trace as it served it, as a PyTorch "
+                     "memory snapshot pickle (uncompressed; torch.cuda._memory_viz and `gmlake replay` read it) to "
+                     "this file; one trace only. With several policies (--policy all), one file per policy: the "
+                     "policy's name inserted before the suffix (out.pickle -> out.caching.pickle, out.gmlake.pickle, "
+                     "...)");
 
   CLI::App* conf_cmd = app.add_subcommand("conf", "list the configuration keys, defaults and units");
 
@@ -227,7 +269,8 @@ int run(int argc, char** argv) {
     die(e.what());
   }
   if (*conf_cmd) return run_conf();
-  return run_replay(paths, policy, backend, cap_option->count() > 0 ? &cap : nullptr, conf, json_path);
+  return run_replay(paths, policy, backend, cap_option->count() > 0 ? &cap : nullptr, conf, json_path,
+                    snapshot_out);
 }
 
 }  // namespace

@@ -86,7 +86,7 @@ void CachingAllocator::release_segment(Segment* segment) {
 // PyTorch's release_cached_blocks: every segment that is one whole free block, of every stream and pool.
 void CachingAllocator::release_free_segments() {
   retry_parked();
-  for (auto it = segments().begin(); it != segments().end();) {
+  for (auto it = segment_map().begin(); it != segment_map().end();) {
     Segment* segment = it->second.get();
     ++it;
     const Block* first = segment->first;

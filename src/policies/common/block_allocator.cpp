@@ -366,6 +366,39 @@ std::vector<BlockInfo> BlockAllocator::blocks() const {
   return out;
 }
 
+std::vector<SegmentInfo> BlockAllocator::segments() const {
+  std::vector<SegmentInfo> out;
+  for (const auto& [address, segment] : segments_) {
+    const Block* b = segment->first;
+    while (b != nullptr) {
+      if (b->state == BlockState::kUnmapped) {
+        b = b->next;
+        continue;
+      }
+      SegmentInfo info{b->address, 0, segment->stream,
+                       segment->pool == PoolKind::kSmall ? SegmentType::kSmall : SegmentType::kLarge,
+                       policy() == Policy::kExpandable, {}, {}};
+      for (; b != nullptr && b->state != BlockState::kUnmapped; b = b->next) {
+        const SegmentBlockState state = b->state == BlockState::kAllocated     ? SegmentBlockState::kActiveAllocated
+                                        : b->state == BlockState::kPendingFree ? SegmentBlockState::kActivePendingFree
+                                                                               : SegmentBlockState::kInactive;
+        info.blocks.push_back({b->address, b->size_bytes,
+                               state == SegmentBlockState::kInactive ? 0 : b->requested_bytes, state});
+        info.size_bytes += b->size_bytes;
+      }
+      // A mapped run starts and ends on page boundaries (unmapped blocks do).
+      const std::size_t first_page = static_cast<std::size_t>((info.address - segment->address) / segment->page_bytes);
+      const std::size_t end_page = first_page + static_cast<std::size_t>(info.size_bytes / segment->page_bytes);
+      for (std::size_t page = first_page; page < end_page && page < segment->pages.size(); ++page) {
+        info.chunks.push_back({segment->pages[page].value, (page - first_page) * segment->page_bytes,
+                               segment->page_bytes});
+      }
+      out.push_back(std::move(info));
+    }
+  }
+  return out;
+}
+
 std::optional<BlockInfo> BlockAllocator::find_block(const void* ptr) const {
   const auto it = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
   if (it == live_.end()) return std::nullopt;

@@ -54,6 +54,9 @@ class BlockAllocator : public Allocator {
   void reset_peak_stats() override { stats_.reset_peaks(); }
   std::vector<BlockInfo> blocks() const override;
   std::optional<BlockInfo> find_block(const void* ptr) const override;
+  // Each segment's mapped runs of blocks (caching: the whole segment; expandable: each run between unmapped
+  // blocks), with the chunk behind each page.
+  std::vector<SegmentInfo> segments() const override;
   // Walks every segment and block: coverage, links, states, set and table membership, the policy's rules
   // (check_segment) and a recount of every gauge. Throws std::logic_error naming the first broken invariant.
   void check_invariants() const override;
@@ -135,7 +138,7 @@ class BlockAllocator : public Allocator {
   // The pool the policy's own sets take their nodes from.
   std::pmr::memory_resource* node_pool() { return &node_pool_; }
   Stats& counters() { return stats_; }
-  const std::map<std::uintptr_t, std::unique_ptr<Segment>>& segments() const { return segments_; }
+  const std::map<std::uintptr_t, std::unique_ptr<Segment>>& segment_map() const { return segments_; }
   [[noreturn]] void fail(const std::string& what) const;
 
  private:

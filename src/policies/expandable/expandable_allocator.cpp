@@ -210,7 +210,7 @@ void ExpandableAllocator::release_free_pages() {
     for (Block* b : free_set(pool)) blocks_.push_back(b);
   }
   for (Block* b : blocks_) unmap_whole_pages(b);
-  for (auto it = segments().begin(); it != segments().end();) {
+  for (auto it = segment_map().begin(); it != segment_map().end();) {
     Segment* segment = it->second.get();
     ++it;
     if (segment->first->state == BlockState::kUnmapped && segment->first->next == nullptr) {
@@ -324,7 +324,7 @@ policy::BlockAllocator::SegmentTally ExpandableAllocator::check_segment(const Se
 void ExpandableAllocator::check_invariants() const {
   BlockAllocator::check_invariants();
   std::size_t unmapped_blocks = 0;
-  for (const auto& [address, segment] : segments()) {
+  for (const auto& [address, segment] : segment_map()) {
     for (const Block* b = segment->first; b != nullptr; b = b->next) {
       if (b->state == BlockState::kUnmapped) ++unmapped_blocks;
     }

@@ -76,12 +76,17 @@ class StitchingAllocator final : public Allocator {
   void reset_peak_stats() override { stats_.reset_peaks(); }
   std::vector<BlockInfo> blocks() const override;
   std::optional<BlockInfo> find_block(const void* ptr) const override;
+  // Each maximal run of mapped pages of an arena, with its blocks and the chunks stitched into it
+  // (stitching_allocator_segments.cpp). Free chunks (mapped nowhere) are in no segment: free_chunk_bytes().
+  std::vector<SegmentInfo> segments() const override;
   void check_invariants() const override;
   Policy policy() const override { return Policy::kGmlake; }
   const Backend& backend() const override { return backend_; }
   // Chunks now (tests, benchmarks): all of them, and those mapped nowhere.
   std::uint64_t live_chunks() const { return pool_.live_chunks(); }
   std::uint64_t free_chunks() const { return pool_.free_chunks(); }
+  // Reserved bytes in chunks mapped nowhere: stats().reserved_bytes less the segments' sizes.
+  std::uint64_t free_chunk_bytes() const { return pool_.free_pages() << page_shift_; }
 
  private:
   struct Block {
