@@ -8,7 +8,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh -DGMLAKE_WITH_CUDA=ON
-rm -rf .dev && mkdir -p .dev/bin .dev/lib .dev/traces
+rm -rf .dev/bin .dev/lib .dev/traces && mkdir -p .dev/bin .dev/lib .dev/traces  # other folders of .dev/ (helpers') stay
 for f in gmlake gmlake_gpu_tests gmlake_bench; do [ -f "build/$f" ] && cp "build/$f" .dev/bin/; done
 cp build/libgmlake_c.so .dev/lib/
 ldd .dev/bin/* .dev/lib/libgmlake_c.so | awk '/=> \// {print $3}' | sort -u |
@@ -16,3 +16,10 @@ ldd .dev/bin/* .dev/lib/libgmlake_c.so | awk '/=> \// {print $3}' | sort -u |
   while read -r lib; do cp -L "$lib" .dev/lib/; done
 cp ../shared/traces/*.snapshot.pickle.xz .dev/traces/ 2>/dev/null || cp traces/*.snapshot.pickle.xz .dev/traces/
 du -sh .dev
+# The build dependencies of libgmlake_c.so (fmt, abseil: headers, CMake package files, shared libraries) under
+# .dev/sysroot/usr, for `pip install .` on the GPU machine: CMAKE_PREFIX_PATH=$PWD/.dev/sysroot/usr there.
+rm -rf .dev/sysroot && mkdir -p .dev/sysroot/usr/include .dev/sysroot/usr/lib/x86_64-linux-gnu/cmake
+cp -r /usr/include/absl /usr/include/fmt .dev/sysroot/usr/include/
+cp -r /usr/lib/x86_64-linux-gnu/cmake/absl /usr/lib/x86_64-linux-gnu/cmake/fmt .dev/sysroot/usr/lib/x86_64-linux-gnu/cmake/
+cp -P /usr/lib/x86_64-linux-gnu/libabsl_*.so* /usr/lib/x86_64-linux-gnu/libfmt.so* .dev/sysroot/usr/lib/x86_64-linux-gnu/
+du -sh .dev/sysroot

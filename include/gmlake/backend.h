@@ -75,6 +75,16 @@ struct BackendCounters {
   std::uint64_t total_time_ns() const;
 };
 
+// Told of every map and unmap that succeeded, after the backend's tables changed: for tracing (PyTorch's
+// segment_map / segment_unmap trace entries; TracingAllocator). Called on the thread of the call, under the
+// pool's lock; must not throw and must not call the backend.
+class BackendObserver {
+ public:
+  virtual ~BackendObserver() = default;
+  virtual void on_map(std::uintptr_t addr, std::uint64_t size_bytes) noexcept = 0;
+  virtual void on_unmap(std::uintptr_t addr, std::uint64_t size_bytes) noexcept = 0;
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -108,6 +118,9 @@ class Backend {
   // True when every byte of [addr, addr+size_bytes) is mapped and has had set_access since it was mapped.
   // Any addr and size are accepted; false when size_bytes is 0 or the range wraps. O(log n + mappings).
   bool is_accessible(std::uintptr_t addr, std::uint64_t size_bytes) const;
+  // The one observer of maps and unmaps (null: none, the default); it must outlive its registration.
+  void set_observer(BackendObserver* observer) { observer_ = observer; }
+  BackendObserver* observer() const { return observer_; }
   // True when counters().time_ns holds modelled, not measured, time (the allocator's own time excludes it).
   bool time_is_modelled() const { return timing_ == CallTiming::kModelled; }
 
@@ -172,6 +185,7 @@ class Backend {
   absl::flat_hash_map<std::uint64_t, Chunk> chunks_;  // handle -> chunk
   std::uint64_t live_chunk_bytes_ = 0;
   std::uint64_t peak_mappings_ = 0;
+  BackendObserver* observer_ = nullptr;
 };
 
 }  // namespace gmlake

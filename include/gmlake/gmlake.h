@@ -168,6 +168,67 @@ int gmlake_get_backend_time(int device, uint64_t* calls, uint64_t* time_ns);
 /* Frees gmlake_free ignored because gmlake was shut down, over the life of the process. */
 uint64_t gmlake_ignored_frees(void);
 
+/* --- Memory history and segments (what torch.cuda.memory._record_memory_history() and _snapshot() show). */
+
+/* One trace entry, as PyTorch's (include/gmlake/snapshot_writer.h): action is one of GMLAKE_TRACE_*; addr is the
+ * block's or the mapped range's address (0 for oom); size_bytes the size asked (blocks) or mapped; stream the
+ * block's (0 for segment entries); time_us microseconds since the Unix epoch. */
+enum {
+  GMLAKE_TRACE_ALLOC = 0,
+  GMLAKE_TRACE_FREE_REQUESTED = 1,
+  GMLAKE_TRACE_FREE_COMPLETED = 2,
+  GMLAKE_TRACE_SEGMENT_ALLOC = 3,
+  GMLAKE_TRACE_SEGMENT_FREE = 4,
+  GMLAKE_TRACE_SEGMENT_MAP = 5,
+  GMLAKE_TRACE_SEGMENT_UNMAP = 6,
+  GMLAKE_TRACE_OOM = 7
+};
+typedef struct gmlake_trace_event {
+  int32_t action;
+  uint64_t addr;
+  uint64_t size_bytes;
+  uint64_t stream;
+  int64_t time_us;
+} gmlake_trace_event;
+
+/* max_events >= 1: the device's pool records its trace entries from now on (at most max_events not yet
+ * drained; older ones are dropped first); 0: stops recording (entries not drained stay). Creates the device's
+ * pool when it has none yet. Returns GMLAKE_OK, GMLAKE_ERROR_INVALID_ARGUMENT (bad device),
+ * GMLAKE_ERROR_CONFIG / GMLAKE_ERROR_BACKEND (the pool could not be made), GMLAKE_ERROR_SHUT_DOWN. */
+int gmlake_set_tracing(int device, uint64_t max_events);
+
+/* Moves up to `capacity` of the oldest entries recorded since the last drain into out[0 .. *count); the rest
+ * stay. A device with no pool: *count = 0. Returns GMLAKE_OK, GMLAKE_ERROR_INVALID_ARGUMENT (bad device, out
+ * NULL with capacity > 0, count NULL), GMLAKE_ERROR_SHUT_DOWN. */
+int gmlake_drain_trace(int device, gmlake_trace_event* out, size_t capacity, size_t* count);
+
+/* A segment (a contiguous mapped range: caching's cudaMalloc-like segments, expandable's mapped range, gmlake's
+ * mapped runs of an arena, stitched from chunks) and its blocks blocks[first_block .. first_block + num_blocks),
+ * in address order, covering it exactly. state: 0 active_allocated, 1 active_pending_free, 2 inactive. */
+typedef struct gmlake_segment {
+  uint64_t address;
+  uint64_t size_bytes;
+  uint64_t stream;
+  int32_t is_large;
+  int32_t is_expandable;
+  uint64_t first_block;
+  uint64_t num_blocks;
+  uint64_t num_chunks; /* physical chunks behind it (more than one: stitched) */
+} gmlake_segment;
+typedef struct gmlake_block {
+  uint64_t address;
+  uint64_t size_bytes;
+  uint64_t requested_bytes;
+  int32_t state;
+} gmlake_block;
+
+/* The device's segments and their blocks now. Sets *segment_count and *block_count to the numbers there are;
+ * writes them only when both fit (segment_capacity, block_capacity), else writes nothing: call again with
+ * larger arrays. O(blocks). Returns GMLAKE_OK, GMLAKE_ERROR_INVALID_ARGUMENT (bad device, a NULL count, a NULL
+ * array with a capacity > 0), GMLAKE_ERROR_SHUT_DOWN. */
+int gmlake_get_segments(int device, gmlake_segment* segments, size_t segment_capacity, size_t* segment_count,
+                        gmlake_block* blocks, size_t block_capacity, size_t* block_count);
+
 /* The names of gmlake_stats' fields, in its order, each with its kind: "allocated_bytes:gauge,...,num_ooms:counter,..."
  * (the tables of include/gmlake/stats.h), so that bindings (python/gmlake) lay the struct out from the library
  * itself. Static storage, never NULL; never fails. */

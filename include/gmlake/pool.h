@@ -4,6 +4,7 @@
 // A Pool is a stack of layers assembled once from a Config, each layer an Allocator over the one below:
 //
 //   StreamUses          record_stream: a free waits for the other streams that used the block (stream_uses.h)
+//   TracingAllocator    the memory history, while tracing is on (set_tracing, drain_trace)
 //   PoisoningAllocator  only with config.debug: freed memory filled with 0xDB and checked on reuse
 //   policy              config.policy: gmlake (stitching), caching or expandable (PyTorch's), make_allocator
 //   stream events       CUDA events on a cuda backend (the policy and StreamUses fence with them); none on
@@ -20,6 +21,7 @@
 // Thread safety: none, like every Allocator: one pool is used under one lock (the C API holds one per device).
 #pragma once
 
+#include <cstddef>
 #include <cstdint>
 #include <memory>
 #include <optional>
@@ -28,12 +30,14 @@
 #include "gmlake/allocator.h"
 #include "gmlake/backend.h"
 #include "gmlake/config.h"
+#include "gmlake/snapshot_writer.h"
 #include "gmlake/stats.h"
 #include "gmlake/stream_events.h"
 
 namespace gmlake {
 
 class StreamUses;
+class TracingAllocator;
 
 class Pool final : public Allocator {
  public:
@@ -74,6 +78,13 @@ class Pool final : public Allocator {
   // Throws Error(kInvalidPointer) for anything but a live block's start, changing nothing.
   void record_stream(void* ptr, StreamId stream);
 
+  // PyTorch's memory history (torch.cuda.memory._record_memory_history): max_events >= 1 starts recording this
+  // pool's trace entries (alloc, free_requested, free_completed, segment_map, segment_unmap, oom; at most
+  // max_events undrained, older dropped first); 0 stops. drain_trace() moves the entries recorded since the last
+  // drain, oldest first (at most `max`; the rest stay), into *out. See tracing_allocator.h.
+  void set_tracing(std::uint64_t max_events);
+  void drain_trace(std::vector<SnapshotEvent>* out, std::size_t max = SIZE_MAX);
+
   // The configuration the pool was made with (validated).
   const Config& config() const { return config_; }
 
@@ -85,7 +96,8 @@ class Pool final : public Allocator {
   Backend* backend_;
   std::unique_ptr<StreamEvents> owned_events_;  // made for an owned backend: null on host and sim
   StreamEvents* events_ = nullptr;             // used by policy_ and uses_
-  std::unique_ptr<Allocator> policy_;       // the policy, with PoisoningAllocator around it under config.debug
+  std::unique_ptr<Allocator> policy_;       // TracingAllocator over [PoisoningAllocator over] the policy
+  TracingAllocator* tracing_ = nullptr;     // policy_ itself; the backend's observer
   std::unique_ptr<StreamUses> uses_;        // the top; uses policy_ and events_, so it is destroyed first
 };
 

@@ -250,6 +250,7 @@ void Backend::map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chu
   }
   ++chunk_it->second.mappings;
   if (mappings_.size() > peak_mappings_) peak_mappings_ = mappings_.size();
+  if (observer_ != nullptr) observer_->on_map(addr, size_bytes);
 }
 
 std::pair<Backend::MappingTable::iterator, Backend::MappingTable::iterator> Backend::checked_mapping_run(
@@ -267,6 +268,7 @@ void Backend::unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
   timed(BackendCall::kUnmap, [&] { do_unmap(addr, size_bytes); });
   for (auto it = first; it != last; ++it) --chunks_.find(it->second.chunk.value)->second.mappings;
   mappings_.erase(first, last);
+  if (observer_ != nullptr) observer_->on_unmap(addr, size_bytes);
 }
 
 void Backend::set_access(std::uintptr_t addr, std::uint64_t size_bytes) {

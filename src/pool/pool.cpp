@@ -7,6 +7,7 @@
 
 #include "adaptors/poisoning_allocator.h"
 #include "adaptors/stream_uses.h"
+#include "adaptors/tracing_allocator.h"
 #include "gmlake/backend_factory.h"
 
 namespace gmlake {
@@ -45,10 +46,15 @@ void Pool::assemble() {
   StreamEvents* policy_events = config_.policy == Policy::kGmlake ? events_ : nullptr;
   policy_ = make_allocator(config_, *backend_, policy_events);
   if (config_.debug) policy_ = std::make_unique<PoisoningAllocator>(std::move(policy_));
+  auto tracing = std::make_unique<TracingAllocator>(std::move(policy_));
+  tracing_ = tracing.get();
+  policy_ = std::move(tracing);
+  backend_->set_observer(tracing_);
   uses_ = std::make_unique<StreamUses>(*policy_, events_);
 }
 
 Pool::~Pool() {
+  backend_->set_observer(nullptr);  // the teardown's unmaps are not traced: the tracer goes first
   uses_.reset();  // each layer before those it uses; none throws (teardown.h)
   policy_.reset();
   owned_events_.reset();
@@ -77,5 +83,7 @@ std::optional<BlockInfo> Pool::find_block(const void* ptr) const { return uses_-
 void Pool::check_invariants() const { uses_->check_invariants(); }
 Policy Pool::policy() const { return config_.policy; }
 void Pool::record_stream(void* ptr, StreamId stream) { uses_->record_stream(ptr, stream); }
+void Pool::set_tracing(std::uint64_t max_events) { tracing_->set_tracing(max_events); }
+void Pool::drain_trace(std::vector<SnapshotEvent>* out, std::size_t max) { tracing_->drain(out, max); }
 
 }  // namespace gmlake

@@ -30,6 +30,7 @@
 #include "gmlake/config.h"
 #include "gmlake/error.h"
 #include "gmlake/pool.h"
+#include "gmlake/snapshot_writer.h"
 #include "gmlake/stats.h"
 
 namespace gmlake::capi {
@@ -248,6 +249,19 @@ constexpr std::size_t kCounterFields = 0 GMLAKE_COUNTER_FIELDS(GMLAKE_C_COUNT);
 #undef GMLAKE_C_COUNT
 static_assert(sizeof(gmlake_stats) == kGaugeFields * sizeof(gmlake_gauge) + kCounterFields * sizeof(std::uint64_t));
 
+// The C API's numbers for trace actions and block states are the C++ enums' values.
+static_assert(GMLAKE_TRACE_ALLOC == static_cast<int>(SnapshotAction::kAlloc) &&
+              GMLAKE_TRACE_FREE_REQUESTED == static_cast<int>(SnapshotAction::kFreeRequested) &&
+              GMLAKE_TRACE_FREE_COMPLETED == static_cast<int>(SnapshotAction::kFreeCompleted) &&
+              GMLAKE_TRACE_SEGMENT_ALLOC == static_cast<int>(SnapshotAction::kSegmentAlloc) &&
+              GMLAKE_TRACE_SEGMENT_FREE == static_cast<int>(SnapshotAction::kSegmentFree) &&
+              GMLAKE_TRACE_SEGMENT_MAP == static_cast<int>(SnapshotAction::kSegmentMap) &&
+              GMLAKE_TRACE_SEGMENT_UNMAP == static_cast<int>(SnapshotAction::kSegmentUnmap) &&
+              GMLAKE_TRACE_OOM == static_cast<int>(SnapshotAction::kOom));
+static_assert(static_cast<int>(SegmentBlockState::kActiveAllocated) == 0 &&
+              static_cast<int>(SegmentBlockState::kActivePendingFree) == 1 &&
+              static_cast<int>(SegmentBlockState::kInactive) == 2);
+
 constexpr const char* kShutDownMessage = "gmlake is shut down (gmlake_shutdown was called; gmlake_init reopens)";
 
 }  // namespace
@@ -375,6 +389,60 @@ void gmlake_shutdown(void) {
       std::lock_guard lock(pool.mutex);
       pool.pool.reset();  // never throws: teardown retries and gives up quietly (teardown.h)
       pool.session = nullptr;
+    }
+  });
+}
+
+int gmlake_set_tracing(int device, uint64_t max_events) {
+  return guarded_status([&] {
+    with_pool(device, OnUninitialized::kInitialize, kShutDownMessage, [&](DevicePool& pool) {
+      pool_of(pool, device).set_tracing(max_events);
+      return 0;
+    });
+  });
+}
+
+int gmlake_drain_trace(int device, gmlake_trace_event* out, size_t capacity, size_t* count) {
+  return guarded_status([&] {
+    if (count == nullptr || (out == nullptr && capacity > 0)) {
+      throw Error(ErrorCode::kInvalidArgument, "gmlake_drain_trace: count is NULL, or out is NULL with a capacity");
+    }
+    std::vector<SnapshotEvent> events;
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+      if (pool.pool) pool.pool->drain_trace(&events, capacity);
+      return 0;
+    });
+    for (std::size_t i = 0; i < events.size(); ++i) {
+      const SnapshotEvent& e = events[i];
+      out[i] = gmlake_trace_event{static_cast<int32_t>(e.action), e.addr, e.size_bytes, e.stream, e.time_us};
+    }
+    *count = events.size();
+  });
+}
+
+int gmlake_get_segments(int device, gmlake_segment* segments, size_t segment_capacity, size_t* segment_count,
+                        gmlake_block* blocks, size_t block_capacity, size_t* block_count) {
+  return guarded_status([&] {
+    if (segment_count == nullptr || block_count == nullptr || (segments == nullptr && segment_capacity > 0) ||
+        (blocks == nullptr && block_capacity > 0)) {
+      throw Error(ErrorCode::kInvalidArgument, "gmlake_get_segments: a NULL count, or a NULL array with a capacity");
+    }
+    const std::vector<SegmentInfo> found = with_pool(device, OnUninitialized::kProceed, kShutDownMessage,
+        [&](DevicePool& pool) { return pool.pool ? pool.pool->segments() : std::vector<SegmentInfo>{}; });
+    std::size_t total_blocks = 0;
+    for (const SegmentInfo& segment : found) total_blocks += segment.blocks.size();
+    *segment_count = found.size();
+    *block_count = total_blocks;
+    if (found.size() > segment_capacity || total_blocks > block_capacity) return;
+    std::size_t b = 0;
+    for (std::size_t i = 0; i < found.size(); ++i) {
+      const SegmentInfo& s = found[i];
+      segments[i] = gmlake_segment{s.address, s.size_bytes, s.stream, s.type == SegmentType::kLarge ? 1 : 0,
+                                   s.is_expandable ? 1 : 0, b, s.blocks.size(), s.chunks.size()};
+      for (const SegmentBlock& block : s.blocks) {
+        blocks[b++] = gmlake_block{block.address, block.size_bytes, block.requested_bytes,
+                                   static_cast<int32_t>(block.state)};
+      }
     }
   });
 }
