@@ -1,5 +1,5 @@
 // The device pool against CUDA's in-kernel malloc/free (the device heap, sized with cudaLimitMallocHeapSize):
-// for each request size (16 B .. 64 KiB) and number of threads allocating at once (1 .. all), one kernel in
+// for each request size (16 B .. 64 KiB, and a mix of them) and number of threads allocating at once (1 .. all), one kernel in
 // which every thread allocates one block and writes its first word, then one kernel in which every thread frees
 // its block. Each (size, threads) pair is timed with CUDA events, `reps` times after one warm-up; the table
 // gives the median of each kernel in microseconds, launch included, and the nulls seen.
@@ -46,6 +46,13 @@ template <typename A>
 __global__ void alloc_kernel(A a, void** ptrs, std::uint32_t n, std::uint64_t size, unsigned long long* nulls) {
   const std::uint32_t i = blockIdx.x * blockDim.x + threadIdx.x;
   if (i >= n) return;
+  if (size == 0) {  // mixed: 16 B << (0 .. 12), by a hash of the thread's index
+    std::uint32_t h = i * 0x9E3779B9u;
+    h ^= h >> 15;
+    h *= 0x2C1B3C6Du;
+    h ^= h >> 12;
+    size = std::uint64_t{16} << (h % 13);
+  }
   void* p = a.allocate(size);
   if (p != nullptr) {
     *static_cast<std::uint32_t*>(p) = i;
@@ -122,7 +129,7 @@ int main(int argc, char** argv) {
   gmlake::device::DevicePool pool(*backend, {.initial_bytes = heap_bytes, .max_bytes = heap_bytes});
   const std::uint32_t all = static_cast<std::uint32_t>(prop.multiProcessorCount) * 2048;  // every thread slot
   const std::vector<std::uint32_t> thread_counts = {1, 32, 1024, 32768, all};
-  const std::vector<std::uint64_t> sizes = {16, 64, 256, 1024, 4096, 16384, 65536};
+  const std::vector<std::uint64_t> sizes = {16, 64, 256, 1024, 4096, 16384, 65536, 0};  // 0: mixed
   void** ptrs = nullptr;
   unsigned long long* nulls = nullptr;
   check(cudaMalloc(&ptrs, all * sizeof(void*)), "cudaMalloc");
@@ -151,7 +158,8 @@ int main(int argc, char** argv) {
         cuda_nulls = std::to_string(c.nulls);
         if (c.alloc_us + c.free_us > 3e6) cuda_too_slow = true;  // skip larger thread counts (time budget)
       }
-      std::printf("| %llu B | %u | %.1f | %.1f | %s | %s | %s | %llu / %s |\n", static_cast<unsigned long long>(size), n,
+      const std::string size_name = size == 0 ? std::string("mixed 16 B-64 KiB") : std::to_string(size) + " B";
+      std::printf("| %s | %u | %.1f | %.1f | %s | %s | %s | %llu / %s |\n", size_name.c_str(), n,
                   g.alloc_us, g.free_us, cuda_alloc.c_str(), cuda_free.c_str(), ratio.c_str(), g.nulls,
                   cuda_nulls.c_str());
       std::fflush(stdout);

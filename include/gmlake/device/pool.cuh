@@ -185,10 +185,20 @@ __device__ inline std::uint32_t reserve(const DevicePoolView& v, unsigned cls, s
       return g;
     }
   }
-  // A new slab for this SM's hint. One warp claims it while the others wait for it (a short wait, bounded:
-  // after kHintWaits looks a warp claims a slab of its own), so that the warps of an SM that all find the
-  // hint full at once (every warp does at a kernel's start) take one slab, not one each.
-  for (unsigned wait = 0; wait < kHintWaits; ++wait) {
+  // A new slab for this SM's hint. When a slab holds more than twice what the group wants, one warp claims it
+  // while the others wait for it (a short wait, bounded: after kHintWaits looks a warp claims a slab of its
+  // own), so that the warps of an SM that all find the hint full at once (every warp does at a kernel's
+  // start) take one slab, not one each. For big blocks (a slab of 16 KiB blocks holds 64, of 64 KiB ones 16)
+  // a full warp needs a slab of its own anyway: it claims one at once and installs it if the hint is unchanged.
+  const bool wait_for_claim = blocks_per_slab(cls) > 2 * want;
+  if (!wait_for_claim) {
+    const std::uint32_t seen = load_u32(&hints[lane]);
+    if (const std::uint32_t g = claim_small(v, cls, want, slab)) {
+      if ((seen & kHintBusy) == 0) atomicCAS(&hints[lane], seen, *slab + 1);
+      return g;
+    }
+  }
+  for (unsigned wait = 0; wait_for_claim && wait < kHintWaits; ++wait) {
     const std::uint32_t seen = load_u32(&hints[lane]);
     if (seen & kHintBusy) {
       __nanosleep(wait < 8 ? 32 : 256);
