@@ -81,6 +81,9 @@ class DevicePool {
   DevicePool(Backend& backend, const DevicePoolOptions& options = {});
   DevicePool(const DevicePool&) = delete;
   DevicePool& operator=(const DevicePool&) = delete;
+  // Unmaps and releases the pool's memory. No kernel may use the pool any more (synchronize first): every
+  // pointer it handed out becomes invalid.
+  ~DevicePool() = default;
 
   // What kernels take (by value). The same for the pool's whole life, also across grow().
   DevicePoolView view() const { return view_; }

@@ -66,11 +66,13 @@ inline constexpr std::uint32_t kStateFree = 0;
 inline constexpr std::uint32_t kStateLargeHead = 0x80000000u;
 inline constexpr std::uint32_t kStateLargeBody = 0x40000000u;
 
+// The state word's halves: word = (state << 32) | count.
 GMLAKE_HD constexpr std::uint32_t state_of(std::uint64_t word) { return static_cast<std::uint32_t>(word >> 32); }
 GMLAKE_HD constexpr std::uint32_t count_of(std::uint64_t word) { return static_cast<std::uint32_t>(word); }
 GMLAKE_HD constexpr std::uint64_t make_word(std::uint32_t state, std::uint32_t count) {
   return (std::uint64_t{state} << 32) | count;
 }
+// The state of a slab cut into blocks of class `cls` (< kNumClasses).
 GMLAKE_HD constexpr std::uint32_t small_state(unsigned cls) { return cls + 1; }
 // True when `state` is a small class's state (1 .. kNumClasses); then its class is state - 1.
 GMLAKE_HD constexpr bool is_small_state(std::uint32_t state) { return state >= 1 && state <= kNumClasses; }
