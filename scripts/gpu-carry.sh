@@ -4,12 +4,14 @@
 # API library, the shared libraries those need beyond glibc and libstdc++, and the shared traces into .dev/
 # (ignored by git: add "/.dev/" to .git/info/exclude). On the GPU machine:
 #   export LD_LIBRARY_PATH=$PWD/.dev/lib GMLAKE_LIBRARY=$PWD/.dev/lib/libgmlake_c.so
-#   .dev/bin/gmlake_gpu_tests; .dev/bin/gmlake replay .dev/traces/*.xz --backend cuda; scripts/gpu-e2e.sh $OUT
+#   .dev/bin/gmlake_gpu_tests; .dev/bin/device_pool_gpu_tests; .dev/bin/gmlake replay .dev/traces/*.xz --backend cuda; scripts/gpu-e2e.sh $OUT
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh -DGMLAKE_WITH_CUDA=ON
 rm -rf .dev/bin .dev/lib .dev/traces && mkdir -p .dev/bin .dev/lib .dev/traces  # other folders of .dev/ (helpers') stay
-for f in gmlake gmlake_gpu_tests gmlake_bench; do [ -f "build/$f" ] && cp "build/$f" .dev/bin/; done
+for f in gmlake gmlake_gpu_tests gmlake_bench device_pool_gpu_tests device_pool_bench examples/example_device_pool; do
+  [ -f "build/$f" ] && cp "build/$f" .dev/bin/
+done
 cp build/libgmlake_c.so .dev/lib/
 ldd .dev/bin/* .dev/lib/libgmlake_c.so | awk '/=> \// {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libgcc_s|libstdc\+\+|ld-linux[^/]*|libpthread|libdl|librt)\.so' |
