@@ -117,6 +117,24 @@ INSTANTIATE_TEST_SUITE_P(EveryPolicy, PoolTest,
                          ::testing::Values(Policy::kGmlake, Policy::kCaching, Policy::kExpandable),
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
+TEST(PoolConfigTest, WithoutReleaseOnOomCachedSegmentsStayAndTheAllocationFails) {
+  for (const char* policy : {"caching", "expandable"}) {
+    for (const bool release : {true, false}) {
+      Pool pool(parse_config(std::string("backend:sim,cap_bytes:64M,policy:") + policy +
+                             ",release_on_oom:" + (release ? "true" : "false")));
+      pool.deallocate(pool.allocate(40 * kMiB, 0));  // cached: 40 MiB stays reserved
+      void* other_stream = nullptr;
+      try {
+        other_stream = pool.allocate(40 * kMiB, 1);  // another stream: the cached segment does not serve it
+      } catch (const OutOfMemoryError&) {
+      }
+      EXPECT_EQ(other_stream != nullptr, release) << policy;
+      EXPECT_EQ(pool.stats().num_alloc_retries, release ? 1u : 0u) << policy;
+      pool.check_invariants();
+    }
+  }
+}
+
 TEST(PoolConfigTest, AnUnknownBackendOrABadConfigMakesNoPool) {
   Config bad_backend;
   bad_backend.backend = "gpu";

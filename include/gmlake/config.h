@@ -66,6 +66,10 @@ namespace gmlake {
   X(u64, max_idle_mapped_bytes, 0, "bytes",                                                                      \
     "gmlake: bound on mapped bytes no block uses (the stitched-range cache); beyond it pages are unmapped "      \
     "least-recently-used first; 0 = unbounded")                                                                  \
+  X(bool, release_on_oom, true, "",                                                                            \
+    "caching, expandable: when memory runs out, release free cached segments and retry once (PyTorch's "          \
+    "release_cached_blocks); false for private pools (MemPool, CUDA graph pools), whose free memory a captured " \
+    "graph still uses")                                                                                         \
   X(u64, small_segment_bytes, 2 * kMiB, "bytes",                                                                 \
     "caching: segment size of the small pool (PyTorch kSmallBuffer); expandable: small pool page size")          \
   X(u64, large_segment_bytes, 20 * kMiB, "bytes",                                                                \

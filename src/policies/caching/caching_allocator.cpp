@@ -27,7 +27,7 @@ void* CachingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     const std::optional<std::uint64_t> segment_bytes = policy::caching_segment_bytes(config(), rounded_bytes);
     if (!segment_bytes) throw_oom(size_bytes, "the request is too large for a segment");
     b = new_segment(pool, stream, *segment_bytes);
-    if (b == nullptr) {
+    if (b == nullptr && config().release_on_oom) {
       release_free_segments();
       ++counters().num_alloc_retries;
       b = new_segment(pool, stream, *segment_bytes);

@@ -71,7 +71,7 @@ void* ExpandableAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   Block* b = take_best_fit(pool, stream, rounded_bytes);
   if (b == nullptr) {
     b = grow(pool, stream, rounded_bytes);
-    if (b == nullptr) {
+    if (b == nullptr && config().release_on_oom) {
       release_free_pages();
       ++counters().num_alloc_retries;
       b = grow(pool, stream, rounded_bytes);
