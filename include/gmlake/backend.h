@@ -57,6 +57,14 @@ struct ChunkHandle {
   friend bool operator==(ChunkHandle a, ChunkHandle b) = default;
 };
 
+// A chunk exported for another process (IPC, include/gmlake/ipc.h): a file descriptor of this process that
+// stands for the chunk's memory, and where the chunk starts in it (bytes: 0 on cuda, the chunk's offset in the
+// backend's memfd on host).
+struct ExportedChunk {
+  int fd = -1;
+  std::uint64_t fd_offset_bytes = 0;
+};
+
 // Whether a backend's own calls are timed (BackendCounters::time_ns); see "Timing" above.
 // kModelled: not timed either; the backend charges each call a modelled cost instead (sim:h100, sim:h200).
 enum class CallTiming : std::uint8_t { kTimed, kUntimed, kModelled };
@@ -108,6 +116,22 @@ class Backend {
   void unmap(std::uintptr_t addr, std::uint64_t size_bytes);
   void set_access(std::uintptr_t addr, std::uint64_t size_bytes);
 
+  // --- IPC (include/gmlake/ipc.h). Neither call is counted in counters() (no BackendCall kind).
+  // The file descriptor that stands for live `chunk`, for another process to take with pidfd_getfd: cuda
+  // exports it once (cuMemExportToShareableHandle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) and keeps the fd
+  // open until the chunk is released; host gives its memfd and the chunk's offset in it. The fd stays owned by
+  // the backend. Throws Error(kInvalidArgument) for a chunk that is not live or a backend that cannot export
+  // (sim, wrappers), BackendError when the driver refuses (a chunk created without the POSIX fd handle type).
+  ExportedChunk export_chunk(ChunkHandle chunk);
+  // Makes a live chunk of `size_bytes` (a non-zero multiple of granularity_bytes()) from `fd`, a descriptor of
+  // another process's exported chunk taken into this one: cuda imports it (cuMemImportFromShareableHandle) and
+  // closes fd; host keeps fd, maps [fd_offset_bytes, +size_bytes) of it, and closes it at release. Takes
+  // ownership of fd in every case, failures included. The chunk is then used as a created one (map, set_access,
+  // unmap, release); its memory is the exporter's (release drops this process's reference only: on cuda the
+  // memory lives until every importer and the exporter released it; on host release never punches the
+  // exporter's file). Throws Error(kInvalidArgument) (bad size, backend that cannot import), BackendError.
+  ChunkHandle import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes);
+
   const BackendCounters& counters() const { return counters_; }
   std::uint64_t live_chunks() const { return chunks_.size(); }
   std::uint64_t live_chunk_bytes() const { return live_chunk_bytes_; }
@@ -138,6 +162,10 @@ class Backend {
   virtual void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) = 0;
   virtual void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) = 0;
   virtual void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) = 0;
+  // IPC: by default a backend neither exports nor imports (Error(kInvalidArgument)); do_import_chunk owns fd
+  // (closes it when it throws). do_release is called for imported chunks as for created ones.
+  virtual ExportedChunk do_export_chunk(ChunkHandle chunk);
+  virtual ChunkHandle do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes);
 
   // Adds `ns` of modelled time to calls of kind `c` (CallTiming::kModelled backends, from their do_* calls).
   void charge(BackendCall c, std::uint64_t ns) { counters_.time_ns[static_cast<std::size_t>(c)] += ns; }

@@ -14,8 +14,10 @@ namespace gmlake {
 // "sim" (accounting only), "host" (mmap + memfd), and on builds with the CUDA backend "cuda" (device 0) or
 // "cuda:N" (device N), with chunks of granularity_bytes. Throws Error(kInvalidArgument) naming the backend for
 // any other name (or a bad device number), and whatever the backend's constructor throws (cuda without a
-// driver: BackendError("cuInit", ...); see cuda_backend.h).
-std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes);
+// driver: BackendError("cuInit", ...); see cuda_backend.h). `exportable`: cuda chunks are made exportable as
+// POSIX file descriptors where the device supports it (Config::ipc_handles; the other backends ignore it).
+std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes,
+                                      bool exportable = false);
 
 // The names make_backend accepts on this build, without device suffixes: {"sim", "host"[, "cuda"]}.
 std::vector<std::string_view> backend_names();

@@ -29,6 +29,10 @@ namespace gmlake {
   X(bool, debug, false, "",                                                                                      \
     "fill freed memory with 0xDB and check it on reuse (PoisoningAllocator; backend:host only; costs a pass "    \
     "over every block on malloc and free)")                                                                       \
+  X(bool, ipc_handles, true, "",                                                                                \
+    "chunks exportable to other processes (gmlake_ipc_export, torch.multiprocessing; include/gmlake/ipc.h): on "  \
+    "cuda, cuMemCreate with the POSIX file descriptor handle type where the device and driver support it (else " \
+    "plain chunks, no error); host chunks are always exportable")                                               \
   X(u64, cap_bytes, 0, "bytes",                                                                                  \
     "memory cap: reserved bytes never exceed it, as PyTorch's per_process_memory_fraction; 0 = no cap")          \
   X(u64, chunk_bytes, kChunkBytes, "bytes",                                                                      \

@@ -245,6 +245,42 @@ int gmlake_last_error_code(void);
  * on this thread until its next gmlake call. */
 const char* gmlake_last_error(void);
 
+/* --- IPC: sharing a block with another process (torch.multiprocessing does it through the PyTorch extension).
+ * Protocol, lifetime and failures: include/gmlake/ipc.h. Both processes run gmlake with the same backend and
+ * chunk_bytes; the importer takes the exporter's file descriptors with pidfd_getfd(2) (Linux >= 5.6, ptrace
+ * access to the exporter: same user, kernel.yama.ptrace_scope 0 or CAP_SYS_PTRACE). On cuda the chunks must be
+ * exportable (ipc_handles:1, the default, on a device with POSIX file descriptor handles).
+ * Thread safety: as every function here (exports under the device's lock; imports under a lock of their own). */
+
+/* Describes the live block of `device` that contains `ptr` (its start or any byte of it) as a handle of
+ * *handle_bytes bytes (binary: no terminating zero) another process can open with gmlake_ipc_import; sets
+ * *offset_bytes to ptr's offset from the block's start. handle_out NULL: only sets *handle_bytes (the size
+ * needed) and *offset_bytes. Otherwise *handle_bytes is the buffer's capacity on entry and the handle's size on
+ * return; a buffer too small fails with GMLAKE_ERROR_INVALID_ARGUMENT, *handle_bytes set to the size needed.
+ * The handle stays valid while the block lives and the exporting process runs. O(n) in the pool's blocks.
+ * Returns GMLAKE_OK; GMLAKE_ERROR_INVALID_POINTER (ptr in no live allocated block of that device);
+ * GMLAKE_ERROR_INVALID_ARGUMENT (bad device, NULL handle_bytes or offset_bytes, small buffer, a backend that
+ * cannot export: sim); GMLAKE_ERROR_BACKEND (cuMemExportToShareableHandle failed: chunks not exportable);
+ * GMLAKE_ERROR_SHUT_DOWN. Nothing changes in the pool. */
+int gmlake_ipc_export(void* ptr, int device, char* handle_out, size_t* handle_bytes, size_t* offset_bytes);
+
+/* Maps the block another process exported (handle, handle_bytes: what gmlake_ipc_export wrote) into this
+ * process on `device` and sets *ptr_out to its start (the exporter's block start: add the exporter's
+ * offset_bytes for its pointer). Each call maps anew. The mapping is not part of the pool (not in its stats) and
+ * stays until gmlake_ipc_close, gmlake_shutdown included; on cuda it holds the memory even after the exporter
+ * frees it. Returns GMLAKE_OK; GMLAKE_ERROR_INVALID_ARGUMENT (not a gmlake handle, corrupt, another backend's,
+ * its exporter exited, its block freed since, NULL arguments, bad device); GMLAKE_ERROR_BACKEND (pidfd_getfd
+ * refused: no ptrace access; kernel without pidfd; a driver call failed); GMLAKE_ERROR_OUT_OF_MEMORY (no
+ * address space); GMLAKE_ERROR_CONFIG; GMLAKE_ERROR_SHUT_DOWN. On failure *ptr_out is NULL and nothing stays
+ * mapped or open. */
+int gmlake_ipc_import(const char* handle, size_t handle_bytes, int device, void** ptr_out);
+
+/* Unmaps what gmlake_ipc_import returned on `device`. Returns GMLAKE_OK; GMLAKE_ERROR_INVALID_POINTER for
+ * anything else (closed already, an interior pointer, a gmlake_malloc block), changing nothing;
+ * GMLAKE_ERROR_INVALID_ARGUMENT (bad device); GMLAKE_ERROR_BACKEND (the unmap failed: still open). Works after
+ * gmlake_shutdown. */
+int gmlake_ipc_close(void* ptr, int device);
+
 #ifdef __cplusplus
 } /* extern "C" */
 #endif

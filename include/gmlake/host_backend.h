@@ -13,6 +13,12 @@
 //                 reservation's placeholder back, so no hole is left for another mmap to take
 //   set_access    mprotect(PROT_READ | PROT_WRITE)
 //
+// IPC (include/gmlake/ipc.h): export_chunk gives the memfd and the chunk's offset in it; import_chunk keeps the
+// descriptor it is given (another process's memfd) and maps the chunk's range of it, MAP_SHARED, so both
+// processes see the same bytes; releasing an imported chunk closes that descriptor and never punches the
+// exporter's file. Unlike cuda, the memory is the exporter's range of its file: once the exporter releases the
+// chunk (its pages are punched out) and reuses the range, an importer still mapping it sees the new contents.
+//
 // No call touches memory: a page is allocated only when the caller first touches it, so a trace of any size
 // can be replayed (backend calls only) on a small machine as long as the caller does not write the memory.
 //
@@ -67,8 +73,15 @@ class HostBackend final : public Backend {
   void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) override;
   void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) override;
   void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) override;
+  ExportedChunk do_export_chunk(ChunkHandle chunk) override;
+  ChunkHandle do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes) override;
 
  private:
+  struct ImportedChunk {
+    int fd;
+    std::uint64_t fd_offset_bytes;
+  };
+
   std::uint64_t take_offset(std::uint64_t size_bytes);
 
   int memfd_;
@@ -78,6 +91,7 @@ class HostBackend final : public Backend {
   std::map<std::uint64_t, std::uint64_t> chunk_offsets_;              // handle -> offset in the memfd
   std::map<std::uint64_t, std::vector<std::uint64_t>> free_offsets_;  // size -> offsets of released ranges
   std::map<std::uintptr_t, std::uint64_t> reservations_;              // start -> size, for the destructor
+  std::map<std::uint64_t, ImportedChunk> imported_;                   // handle -> another process's memfd
 };
 
 }  // namespace gmlake

@@ -88,6 +88,9 @@ class Pool final : public Allocator {
   // The configuration the pool was made with (validated).
   const Config& config() const { return config_; }
 
+  // --- IPC (include/gmlake/ipc.h: ipc_export exports the chunks behind a live block through it).
+  Backend& mutable_backend() { return *backend_; }
+
  private:
   void assemble();  // the layers over backend_ and events_
 

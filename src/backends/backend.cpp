@@ -10,6 +10,7 @@
 #include "gmlake/backend.h"
 
 #include <fmt/format.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <iterator>
@@ -291,6 +292,47 @@ bool Backend::is_accessible(std::uintptr_t addr, std::uint64_t size_bytes) const
     ++it;
   }
   return false;
+}
+
+// --- IPC
+
+ExportedChunk Backend::export_chunk(ChunkHandle chunk) {
+  if (!chunks_.contains(chunk.value)) invalid("export_chunk", "chunk " + std::to_string(chunk.value) + " is not live");
+  return do_export_chunk(chunk);
+}
+
+ChunkHandle Backend::import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes) {
+  try {
+    check_size("import_chunk", size_bytes);
+  } catch (...) {
+    if (fd >= 0) ::close(fd);
+    throw;
+  }
+  const ChunkHandle chunk = do_import_chunk(fd, fd_offset_bytes, size_bytes);  // owns fd from here on
+  auto bad_handle = [&] {
+    return BackendError("import_chunk", std::string(name()) + " backend returned handle " +
+                                            std::to_string(chunk.value) + ", which is 0 or already live");
+  };
+  if (chunk.value == 0) throw bad_handle();
+  bool inserted = false;
+  try {
+    inserted = chunks_.try_emplace(chunk.value, Chunk{size_bytes, 0}).second;
+  } catch (...) {
+    undo_quietly([&] { do_release(chunk, size_bytes); });
+    throw;
+  }
+  if (!inserted) throw bad_handle();
+  live_chunk_bytes_ += size_bytes;
+  return chunk;
+}
+
+ExportedChunk Backend::do_export_chunk(ChunkHandle) {
+  invalid("export_chunk", "the " + std::string(name()) + " backend cannot export chunks to other processes");
+}
+
+ChunkHandle Backend::do_import_chunk(int fd, std::uint64_t, std::uint64_t) {
+  if (fd >= 0) ::close(fd);
+  invalid("import_chunk", "the " + std::string(name()) + " backend cannot import chunks from other processes");
 }
 
 }  // namespace gmlake

@@ -52,7 +52,8 @@ int cuda_device(std::string_view name) {
 
 std::string_view backend_base_name(std::string_view name) { return name.substr(0, name.find(':')); }
 
-std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes) {
+std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes,
+                                      [[maybe_unused]] bool exportable) {
   if (name == "sim") return std::make_unique<SimBackend>(granularity_bytes);
   if (backend_base_name(name) == "sim") {
     const std::optional<VmmCostModel> model = vmm_cost_model(name.substr(4));
@@ -68,6 +69,7 @@ std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granu
     CudaBackendOptions options;
     options.device = cuda_device(name);
     options.chunk_bytes = granularity_bytes;
+    options.exportable = exportable;
     return std::make_unique<CudaBackend>(options);
   }
 #endif

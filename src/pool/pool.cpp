@@ -28,7 +28,7 @@ Config validated(const Config& config) {
 
 Pool::Pool(const Config& config, int device)
     : config_(validated(config)),
-      owned_backend_(make_backend(backend_name(config_, device), config_.chunk_bytes)),
+      owned_backend_(make_backend(backend_name(config_, device), config_.chunk_bytes, config_.ipc_handles)),
       backend_(owned_backend_.get()),
       owned_events_(make_stream_events(*backend_)),
       events_(owned_events_.get()) {

@@ -142,6 +142,24 @@ void* allocate_raw(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t
   return ptr;
 }
 
+// --- IPC: the C API's IPC entry points, resolved on first use in the libgmlake_c.so install() loaded (RTLD_GLOBAL).
+struct IpcApi {
+  decltype(&gmlake_ipc_export) export_block = nullptr;
+  decltype(&gmlake_ipc_import) import_block = nullptr;
+  decltype(&gmlake_ipc_close) close_block = nullptr;
+};
+
+const IpcApi& ipc_api() {
+  static const IpcApi api = [] {
+    IpcApi a;
+    resolve(RTLD_DEFAULT, "gmlake_ipc_export", &a.export_block);
+    resolve(RTLD_DEFAULT, "gmlake_ipc_import", &a.import_block);
+    resolve(RTLD_DEFAULT, "gmlake_ipc_close", &a.close_block);
+    return a;
+  }();
+  return api;
+}
+
 class GmlakeAllocator final : public PluggableBase {
  public:
   // The base class's functions (used only by the virtual functions not overridden here) call the C API too.
@@ -233,6 +251,38 @@ class GmlakeAllocator final : public PluggableBase {
   void resetAccumulatedStats(c10::DeviceIndex /*device*/) override {}  // gmlake's counters are monotonic
 
   std::string name() override { return "gmlake"; }
+
+  // --- IPC: torch.multiprocessing's storage._share_cuda_ / _new_shared_cuda (gmlake_ipc_export / _import /
+  // _close; include/gmlake/ipc.h). PyTorch calls both with the storage's device current. The receiving process
+  // must run gmlake too; a handle of PyTorch's own allocator (a sender without gmlake) goes to it.
+  decltype(std::declval<PluggableBase&>().shareIpcHandle(nullptr)) shareIpcHandle(void* ptr) override {
+    const IpcApi& api = ipc_api();
+    const c10::DeviceIndex device = current_device();
+    std::size_t handle_bytes = 0, offset_bytes = 0;
+    const int status = api.export_block(ptr, device, nullptr, &handle_bytes, &offset_bytes);
+    if (status == GMLAKE_ERROR_INVALID_POINTER && g_native_used.load()) return g_native->shareIpcHandle(ptr);
+    check(status, "ipc_export");
+    std::string handle(handle_bytes, '\0');
+    check(api.export_block(ptr, device, handle.data(), &handle_bytes, &offset_bytes), "ipc_export");
+    handle.resize(handle_bytes);
+    decltype(std::declval<PluggableBase&>().shareIpcHandle(nullptr)) out{};
+    out.offset = static_cast<std::ptrdiff_t>(offset_bytes);
+    out.handle = std::move(handle);
+    return out;
+  }
+
+  std::shared_ptr<void> getIpcDevPtr(std::string handle) override {
+    if (handle.rfind("GMLKIPC1", 0) != 0) return g_native->getIpcDevPtr(std::move(handle));  // PyTorch's own
+    const IpcApi& api = ipc_api();
+    const int device = current_device();
+    void* ptr = nullptr;
+    check(api.import_block(handle.data(), handle.size(), device, &ptr), "ipc_import");
+    return std::shared_ptr<void>(ptr, [device](void* p) {
+      if (ipc_api().close_block(p, device) != GMLAKE_OK) {  // a deleter must not throw: report and go on
+        std::fprintf(stderr, "gmlake: closing an imported block failed: %s\n", g_api.last_error());
+      }
+    });
+  }
 
  private:
   void* raw_alloc_on(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t stream) {

@@ -5,6 +5,8 @@
 #include "cuda_backend.h"
 
 #include <cuda.h>
+#include <fcntl.h>
+#include <unistd.h>
 
 #include <string>
 
@@ -44,11 +46,15 @@ void require_attribute(CUdevice cu_device, int device, CUdevice_attribute attrib
 struct CudaBackend::OpenedDevice {
   int cu_device = 0;
   std::uint64_t granularity_bytes = 0;
+  bool exportable = false;      // asked for and supported by the device
   CUcontext context = nullptr;  // retained: released here unless taken
 
   OpenedDevice() = default;
   OpenedDevice(OpenedDevice&& other) noexcept
-      : cu_device(other.cu_device), granularity_bytes(other.granularity_bytes), context(other.context) {
+      : cu_device(other.cu_device),
+        granularity_bytes(other.granularity_bytes),
+        exportable(other.exportable),
+        context(other.context) {
     other.context = nullptr;
   }
   OpenedDevice& operator=(OpenedDevice&&) = delete;
@@ -66,12 +72,15 @@ CudaBackend::OpenedDevice CudaBackend::open_device(const CudaBackendOptions& opt
   require_attribute(cu_device, options.device, CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED,
                     "virtual memory management (cuMemCreate, cuMemMap)");
   if (options.exportable) {
-    require_attribute(cu_device, options.device, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
-                      "exporting memory as POSIX file descriptors");
+    int supported = 0;
+    check("cuDeviceGetAttribute",
+          api.cuDeviceGetAttribute(&supported, CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED,
+                                   cu_device));
+    opened.exportable = supported != 0;
   }
   check("cuDevicePrimaryCtxRetain", api.cuDevicePrimaryCtxRetain(&opened.context, cu_device));
   const cuda::ScopedContext current(opened.context);
-  const CUmemAllocationProp prop = allocation_prop(options.device, options.exportable);
+  const CUmemAllocationProp prop = allocation_prop(options.device, opened.exportable);
   std::size_t granularity_bytes = 0;
   check("cuMemGetAllocationGranularity",
         api.cuMemGetAllocationGranularity(&granularity_bytes, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
@@ -92,7 +101,7 @@ CudaBackend::CudaBackend(const CudaBackendOptions& options, OpenedDevice&& opene
       device_(options.device),
       cu_device_(opened.cu_device),
       device_granularity_bytes_(opened.granularity_bytes),
-      exportable_(options.exportable),
+      exportable_(opened.exportable),
       physical_limit_bytes_(options.physical_limit_bytes),
       context_(opened.context) {
   opened.context = nullptr;  // ours now: released by the destructor
@@ -102,6 +111,7 @@ CudaBackend::~CudaBackend() {
   const cuda::DriverApi& api = driver();  // loaded: the constructor succeeded
   try {
     const cuda::ScopedContext current(as_context(context_));
+    for (const auto& [handle, fd] : exported_fds_) close(fd);
     for (const auto& [addr, size_bytes] : mappings_) api.cuMemUnmap(addr, size_bytes);
     for (const std::uint64_t handle : chunks_) api.cuMemRelease(handle);
     for (const auto& [addr, size_bytes] : reservations_) api.cuMemAddressFree(addr, size_bytes);
@@ -147,9 +157,18 @@ ChunkHandle CudaBackend::do_create(std::uint64_t size_bytes) {
     throw OutOfMemoryError(size_bytes, live_bytes, 0, physical_limit_bytes_, "cuda backend physical limit");
   }
   const cuda::ScopedContext current(as_context(context_));
-  const CUmemAllocationProp prop = allocation_prop(device_, exportable_);
   CUmemGenericAllocationHandle handle = 0;
-  check_memory("cuMemCreate", driver().cuMemCreate(&handle, size_bytes, &prop, 0), size_bytes);
+  CUresult result = CUDA_ERROR_NOT_SUPPORTED;
+  if (exportable_) {
+    const CUmemAllocationProp prop = allocation_prop(device_, true);
+    result = driver().cuMemCreate(&handle, size_bytes, &prop, 0);
+    if (result == CUDA_ERROR_NOT_SUPPORTED) exportable_ = false;  // this driver cannot: no IPC, no error
+  }
+  if (!exportable_) {
+    const CUmemAllocationProp prop = allocation_prop(device_, false);
+    result = driver().cuMemCreate(&handle, size_bytes, &prop, 0);
+  }
+  check_memory("cuMemCreate", result, size_bytes);
   try {
     chunks_.insert(handle);
   } catch (...) {
@@ -163,6 +182,10 @@ void CudaBackend::do_release(ChunkHandle chunk, std::uint64_t) {
   const cuda::ScopedContext current(as_context(context_));
   check("cuMemRelease", driver().cuMemRelease(chunk.value));
   chunks_.erase(chunk.value);
+  if (const auto exported = exported_fds_.find(chunk.value); exported != exported_fds_.end()) {
+    close(exported->second);
+    exported_fds_.erase(exported);
+  }
 }
 
 void CudaBackend::do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) {
@@ -188,6 +211,53 @@ void CudaBackend::do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) {
   access.location.id = device_;
   access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
   check_memory("cuMemSetAccess", driver().cuMemSetAccess(addr, size_bytes, &access, 1), size_bytes);
+}
+
+ExportedChunk CudaBackend::do_export_chunk(ChunkHandle chunk) {
+  if (const auto exported = exported_fds_.find(chunk.value); exported != exported_fds_.end()) {
+    return ExportedChunk{exported->second, 0};
+  }
+  const auto entry = exported_fds_.emplace(chunk.value, -1).first;  // bad_alloc here leaves nothing behind
+  const cuda::ScopedContext current(as_context(context_));
+  int fd = -1;
+  const CUresult result = driver().cuMemExportToShareableHandle(&fd, chunk.value,
+                                                                CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR, 0);
+  if (result != CUDA_SUCCESS) {
+    exported_fds_.erase(entry);
+    throw BackendError("cuMemExportToShareableHandle",
+                       cuda::error_text(result) + " (was the chunk created exportable? ipc_handles:1, and a device "
+                                                  "with CU_DEVICE_ATTRIBUTE_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR_SUPPORTED)");
+  }
+  fcntl(fd, F_SETFD, FD_CLOEXEC);  // the chunk's fd is not for exec'd children
+  entry->second = fd;
+  return ExportedChunk{fd, 0};
+}
+
+ChunkHandle CudaBackend::do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t) {
+  if (fd_offset_bytes != 0) {
+    close(fd);
+    throw Error(ErrorCode::kInvalidArgument, "CudaBackend: import_chunk: a CUDA chunk's fd offset must be 0, not " +
+                                                 std::to_string(fd_offset_bytes));
+  }
+  CUmemGenericAllocationHandle handle = 0;
+  CUresult result = CUDA_SUCCESS;
+  try {
+    const cuda::ScopedContext current(as_context(context_));
+    result = driver().cuMemImportFromShareableHandle(
+        &handle, reinterpret_cast<void*>(static_cast<std::uintptr_t>(fd)), CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR);
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  close(fd);  // the imported handle holds the memory
+  check("cuMemImportFromShareableHandle", result);
+  try {
+    chunks_.insert(handle);
+  } catch (...) {
+    driver().cuMemRelease(handle);
+    throw;
+  }
+  return ChunkHandle{handle};
 }
 
 }  // namespace gmlake

@@ -54,7 +54,9 @@ struct CudaBackendOptions {
   int device = 0;                          // the device ordinal (cuDeviceGet)
   std::uint64_t chunk_bytes = kChunkBytes;  // granularity_bytes(): a power-of-two multiple of the device's
                                            // recommended allocation granularity (2 MiB on H100/H200)
-  bool exportable = false;                 // chunks exportable as POSIX file descriptors (IPC, later)
+  bool exportable = false;                 // chunks exportable as POSIX file descriptors (IPC, ipc.h) when the
+                                           // device supports them; else (attribute 0, or cuMemCreate answers
+                                           // CUDA_ERROR_NOT_SUPPORTED) chunks are made without, no error
   std::uint64_t physical_limit_bytes = 0;  // the most chunk bytes live at once, 0 for no limit but the device's
 };
 
@@ -64,7 +66,7 @@ class CudaBackend final : public Backend {
   // file descriptor handles when exportable), and retains its primary context. Throws:
   //   BackendError("cuInit", ...)                 no driver (libcuda.so.1 not found) or cuInit failed
   //   BackendError("cuDeviceGet", ...)            no such device ordinal
-  //   BackendError("cuDeviceGetAttribute", ...)   the device lacks virtual memory management (or fd export)
+  //   BackendError("cuDeviceGetAttribute", ...)   the device lacks virtual memory management
   //   Error(kInvalidArgument)                     chunk_bytes not a power-of-two multiple of the device's
   //                                               recommended granularity
   explicit CudaBackend(const CudaBackendOptions& options = {});
@@ -77,6 +79,7 @@ class CudaBackend final : public Backend {
   int device() const { return device_; }
   // What cuMemGetAllocationGranularity recommends for this device; granularity_bytes() is a multiple of it.
   std::uint64_t device_granularity_bytes() const { return device_granularity_bytes_; }
+  // True while chunks are created exportable (options.exportable, and the device and driver allow it).
   bool exportable() const { return exportable_; }
   // The retained primary context (a CUcontext), for other CUDA helpers of this device (CudaStreamEvents).
   void* context() const { return context_; }
@@ -91,6 +94,12 @@ class CudaBackend final : public Backend {
   void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) override;
   void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) override;
   void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) override;
+  // IPC: cuMemExportToShareableHandle(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) once per chunk (the fd is kept,
+  // FD_CLOEXEC, and closed when the chunk is released); cuMemImportFromShareableHandle, then the fd is closed
+  // (the imported handle holds the memory). CUDA driver API, "Virtual Memory Management":
+  // https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html
+  ExportedChunk do_export_chunk(ChunkHandle chunk) override;
+  ChunkHandle do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes) override;
 
  private:
   struct OpenedDevice;  // the device checked and its primary context retained, before the base class exists
@@ -109,6 +118,7 @@ class CudaBackend final : public Backend {
   std::map<std::uintptr_t, std::uint64_t> reservations_;  // start -> size
   std::map<std::uintptr_t, std::uint64_t> mappings_;      // start -> size
   std::set<std::uint64_t> chunks_;                        // live handles
+  std::map<std::uint64_t, int> exported_fds_;             // handle -> its exported fd, closed at release
 };
 
 }  // namespace gmlake

@@ -51,6 +51,7 @@ struct DriverApi {
   X(cuMemUnmap)                             \
   X(cuMemSetAccess)                         \
   X(cuMemExportToShareableHandle)           \
+  X(cuMemImportFromShareableHandle)         \
   X(cuMemsetD8)                             \
   X(cuMemsetD32)                            \
   X(cuMemcpyHtoD)                           \

@@ -5,6 +5,7 @@
 
 #include <fcntl.h>
 #include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cerrno>
@@ -94,6 +95,7 @@ HostBackend::HostBackend(std::uint64_t granularity_bytes, std::uint64_t physical
 
 HostBackend::~HostBackend() {
   for (const auto& [addr, size_bytes] : reservations_) munmap(as_pointer(addr), size_bytes);
+  for (const auto& [handle, imported] : imported_) close(imported.fd);
   close(memfd_);
 }
 
@@ -156,6 +158,11 @@ ChunkHandle HostBackend::do_create(std::uint64_t size_bytes) {
 }
 
 void HostBackend::do_release(ChunkHandle chunk, std::uint64_t size_bytes) {
+  if (const auto imported = imported_.find(chunk.value); imported != imported_.end()) {
+    close(imported->second.fd);  // the exporter's file is left as it is
+    imported_.erase(imported);
+    return;
+  }
   const auto entry = chunk_offsets_.find(chunk.value);
   std::vector<std::uint64_t>& released = free_offsets_[size_bytes];
   released.push_back(entry->second);  // before the hole is punched: bad_alloc here leaves nothing behind
@@ -169,8 +176,15 @@ void HostBackend::do_release(ChunkHandle chunk, std::uint64_t size_bytes) {
 }
 
 void HostBackend::do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) {
-  const auto offset = static_cast<off_t>(chunk_offsets_.at(chunk.value));
-  void* p = mmap(as_pointer(addr), size_bytes, PROT_NONE, MAP_SHARED | MAP_FIXED, memfd_, offset);
+  int fd = memfd_;
+  off_t offset = 0;
+  if (const auto imported = imported_.find(chunk.value); imported != imported_.end()) {
+    fd = imported->second.fd;
+    offset = static_cast<off_t>(imported->second.fd_offset_bytes);
+  } else {
+    offset = static_cast<off_t>(chunk_offsets_.at(chunk.value));
+  }
+  void* p = mmap(as_pointer(addr), size_bytes, PROT_NONE, MAP_SHARED | MAP_FIXED, fd, offset);
   if (p == MAP_FAILED) {
     const int error_number = errno;
     place_placeholder(addr, size_bytes);  // in case the kernel removed the old placeholder before failing
@@ -185,6 +199,41 @@ void HostBackend::do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
 
 void HostBackend::do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) {
   if (mprotect(as_pointer(addr), size_bytes, PROT_READ | PROT_WRITE) != 0) throw_os_error("mprotect", errno);
+}
+
+ExportedChunk HostBackend::do_export_chunk(ChunkHandle chunk) {
+  if (const auto imported = imported_.find(chunk.value); imported != imported_.end()) {
+    throw Error(ErrorCode::kInvalidArgument, "HostBackend: chunk " + std::to_string(chunk.value) +
+                                                 " was imported from another process: only its exporter exports it");
+  }
+  return ExportedChunk{memfd_, chunk_offsets_.at(chunk.value)};
+}
+
+ChunkHandle HostBackend::do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes) {
+  struct stat file {};
+  if (fstat(fd, &file) != 0) {
+    const int error_number = errno;
+    close(fd);
+    throw_os_error("fstat", error_number);
+  }
+  if (!S_ISREG(file.st_mode) || fd_offset_bytes % page_bytes() != 0 ||
+      fd_offset_bytes > static_cast<std::uint64_t>(file.st_size) ||
+      size_bytes > static_cast<std::uint64_t>(file.st_size) - fd_offset_bytes) {
+    close(fd);
+    throw Error(ErrorCode::kInvalidArgument,
+                "HostBackend: import_chunk: [" + std::to_string(fd_offset_bytes) + ", +" + std::to_string(size_bytes) +
+                    " bytes) is not a page-aligned range of the exported file (" +
+                    std::to_string(file.st_size) + " bytes)");
+  }
+  const ChunkHandle chunk{next_handle_};
+  try {
+    imported_.emplace(chunk.value, ImportedChunk{fd, fd_offset_bytes});
+  } catch (...) {
+    close(fd);
+    throw;
+  }
+  ++next_handle_;
+  return chunk;
 }
 
 }  // namespace gmlake

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <memory>
 #include <mutex>
 #include <new>
@@ -29,6 +30,7 @@
 #include "gmlake/backend_factory.h"
 #include "gmlake/config.h"
 #include "gmlake/error.h"
+#include "gmlake/ipc.h"
 #include "gmlake/pool.h"
 #include "gmlake/snapshot_writer.h"
 #include "gmlake/stats.h"
@@ -479,5 +481,90 @@ uint64_t gmlake_ignored_frees(void) { return runtime().ignored_frees.load(std::m
 int gmlake_last_error_code(void) { return t_last_error.code; }
 
 const char* gmlake_last_error(void) { return t_last_error.message; }
+
+}  // extern "C"
+
+// --- IPC (gmlake.h: gmlake_ipc_export / gmlake_ipc_import / gmlake_ipc_close; include/gmlake/ipc.h). Exports go
+// through the device's pool under its mutex. Imports live apart from the pools, each device's behind a mutex of
+// its own, through a backend of their own (made like the pool's from the session's backend and chunk_bytes), and
+// outlive gmlake_shutdown: an import stays mapped until gmlake_ipc_close.
+namespace gmlake::capi {
+namespace {
+
+struct DeviceImports {
+  std::mutex mutex;
+  std::string backend_name;           // guarded by mutex: what backend and imports were made for
+  std::uint64_t granularity_bytes = 0;
+  std::unique_ptr<Backend> backend;   // guarded by mutex
+  std::unique_ptr<IpcImports> imports;
+};
+
+std::array<DeviceImports, kDevices>& device_imports() {
+  static auto* const table = new std::array<DeviceImports, kDevices>();  // never destroyed (see the file comment)
+  return *table;
+}
+
+}  // namespace
+}  // namespace gmlake::capi
+
+extern "C" {
+
+int gmlake_ipc_export(void* ptr, int device, char* handle_out, size_t* handle_bytes, size_t* offset_bytes) {
+  return guarded_status([&] {
+    if (handle_bytes == nullptr || offset_bytes == nullptr) {
+      throw Error(ErrorCode::kInvalidArgument, "gmlake_ipc_export: handle_bytes or offset_bytes is NULL");
+    }
+    const IpcExport exported = with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+      return ipc_export(existing_pool(pool, device, "gmlake_ipc_export"), ptr);
+    });
+    const std::size_t capacity = *handle_bytes;
+    *handle_bytes = exported.handle.size();
+    *offset_bytes = exported.offset_bytes;
+    if (handle_out == nullptr) return;  // the size asked for
+    if (capacity < exported.handle.size()) {
+      throw Error(ErrorCode::kInvalidArgument, "gmlake_ipc_export: the handle needs " +
+                                                   std::to_string(exported.handle.size()) + " bytes, the buffer has " +
+                                                   std::to_string(capacity) + " (*handle_bytes now says how many)");
+    }
+    std::memcpy(handle_out, exported.handle.data(), exported.handle.size());
+  });
+}
+
+int gmlake_ipc_import(const char* handle, size_t handle_bytes, int device, void** ptr_out) {
+  return guarded_status([&] {
+    if (handle == nullptr || ptr_out == nullptr) {
+      throw Error(ErrorCode::kInvalidArgument, "gmlake_ipc_import: handle or ptr_out is NULL");
+    }
+    *ptr_out = nullptr;
+    const Config config = with_pool(device, OnUninitialized::kInitialize, kShutDownMessage, [&](DevicePool&) {
+      return runtime().session.load(std::memory_order_acquire)->config;
+    });
+    const std::string name = config.backend == "cuda" ? "cuda:" + std::to_string(device) : config.backend;
+    DeviceImports& entry = device_imports()[static_cast<std::size_t>(device)];
+    std::lock_guard lock(entry.mutex);
+    if (!entry.imports || (entry.imports->open_count() == 0 &&
+                           (entry.backend_name != name || entry.granularity_bytes != config.chunk_bytes))) {
+      entry.imports.reset();
+      entry.backend = make_backend(name, config.chunk_bytes);
+      entry.imports = std::make_unique<IpcImports>(*entry.backend);
+      entry.backend_name = name;
+      entry.granularity_bytes = config.chunk_bytes;
+    }
+    *ptr_out = entry.imports->open(std::string_view(handle, handle_bytes));
+  });
+}
+
+int gmlake_ipc_close(void* ptr, int device) {
+  return guarded_status([&] {
+    check_device(device);
+    DeviceImports& entry = device_imports()[static_cast<std::size_t>(device)];
+    std::lock_guard lock(entry.mutex);
+    if (!entry.imports) {
+      throw Error(ErrorCode::kInvalidPointer, "gmlake_ipc_close: nothing was ever imported on device " +
+                                                  std::to_string(device));
+    }
+    entry.imports->close(ptr);
+  });
+}
 
 }  // extern "C"
