@@ -202,6 +202,12 @@ int gmlake_set_tracing(int device, uint64_t max_events);
  * NULL with capacity > 0, count NULL), GMLAKE_ERROR_SHUT_DOWN. */
 int gmlake_drain_trace(int device, gmlake_trace_event* out, size_t capacity, size_t* count);
 
+/* A pool of a device: (0, 0) its main pool; any other value a private pool (PyTorch's MempoolId_t). */
+typedef struct gmlake_pool_id {
+  uint64_t first;
+  uint64_t second;
+} gmlake_pool_id;
+
 /* A segment (a contiguous mapped range: caching's cudaMalloc-like segments, expandable's mapped range, gmlake's
  * mapped runs of an arena, stitched from chunks) and its blocks blocks[first_block .. first_block + num_blocks),
  * in address order, covering it exactly. state: 0 active_allocated, 1 active_pending_free, 2 inactive. */
@@ -214,6 +220,7 @@ typedef struct gmlake_segment {
   uint64_t first_block;
   uint64_t num_blocks;
   uint64_t num_chunks; /* physical chunks behind it (more than one: stitched) */
+  gmlake_pool_id pool; /* the pool it belongs to */
 } gmlake_segment;
 typedef struct gmlake_block {
   uint64_t address;
@@ -228,6 +235,33 @@ typedef struct gmlake_block {
  * array with a capacity > 0), GMLAKE_ERROR_SHUT_DOWN. */
 int gmlake_get_segments(int device, gmlake_segment* segments, size_t segment_capacity, size_t* segment_count,
                         gmlake_block* blocks, size_t block_capacity, size_t* block_count);
+
+/* --- Private pools (PyTorch's torch.cuda.MemPool and CUDA graph pools: beginAllocateToPool, releasePool).
+ * A private pool is a pool of its own on the device, made by gmlake_pool_create and alive while its use count is
+ * above 0 or it still holds blocks. It runs the `caching` policy (blocks never move and its segments stay mapped
+ * while it lives, as a captured CUDA graph needs: gmlake's stitching would move pages), keeps its cached memory
+ * when memory runs out and uses no CUDA events (record_stream on its blocks only checks the pointer). Its blocks
+ * are freed with gmlake_free like any other (the device finds the pool that holds them); gmlake_get_stats,
+ * gmlake_get_segments, tracing and gmlake_empty_cache cover every pool of the device (empty_cache skips the
+ * private pools still in use). The cap (cap_bytes) applies to each pool separately. */
+
+/* Makes the private pool `pool_id` (not (0, 0)) on `device` with use count 1, or adds 1 to its use count.
+ * Returns GMLAKE_OK, GMLAKE_ERROR_INVALID_ARGUMENT (bad device, pool id (0, 0)), GMLAKE_ERROR_CONFIG (backend
+ * sim, whose pools would hand out the same addresses; or the pool could not be made), GMLAKE_ERROR_BACKEND,
+ * GMLAKE_ERROR_SHUT_DOWN. */
+int gmlake_pool_create(int device, gmlake_pool_id pool_id);
+/* Subtracts 1 from the use count; at 0 the pool goes as soon as it holds no block (its memory back to the
+ * backend). GMLAKE_ERROR_INVALID_ARGUMENT for an unknown pool or a use count already 0. */
+int gmlake_pool_release(int device, gmlake_pool_id pool_id);
+/* *count = the pool's use count (0 for a pool that does not exist). */
+int gmlake_pool_use_count(int device, gmlake_pool_id pool_id, int64_t* count);
+/* gmlake_malloc from the private pool `pool_id`, which must exist (GMLAKE_ERROR_INVALID_ARGUMENT otherwise). */
+void* gmlake_pool_malloc(size_t size_bytes, int device, uint64_t stream, gmlake_pool_id pool_id);
+/* Gives the private pool's free cached memory back (torch.cuda.empty_cache on a MemPool). */
+int gmlake_pool_empty_cache(int device, gmlake_pool_id pool_id);
+/* The live and pending blocks of a pool ((0, 0): the main pool), in address order: *count is their number;
+ * they are written only when *count <= capacity. state: 0 allocated, 1 pending free. */
+int gmlake_pool_blocks(int device, gmlake_pool_id pool_id, gmlake_block* blocks, size_t capacity, size_t* count);
 
 /* The names of gmlake_stats' fields, in its order, each with its kind: "allocated_bytes:gauge,...,num_ooms:counter,..."
  * (the tables of include/gmlake/stats.h), so that bindings (python/gmlake) lay the struct out from the library

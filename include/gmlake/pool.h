@@ -45,7 +45,10 @@ class Pool final : public Allocator {
   // `device`) and the stack over it. Throws Error(kConfig) when config.validate() fails or the policy cannot
   // run on that backend, Error(kInvalidArgument) for a backend this build does not have, BackendError when the
   // backend cannot start (cuda without a driver or device).
-  explicit Pool(const Config& config, int device = 0);
+  // stream_events false: no CUDA events even on cuda (record_stream then only checks its pointer, and frees
+  // complete in the block's stream order): for private pools, whose blocks a CUDA graph capture allocates and
+  // frees (an event query during capture is an error).
+  explicit Pool(const Config& config, int device = 0, bool stream_events = true);
   // The same stack over `backend` and `events` (null: none), which the caller owns and which must outlive the
   // pool; config.backend is not used. For tests and the replay, whose trace is in stream order already and
   // runs no kernels: it replays on cuda without events, as PyTorch recorded it.

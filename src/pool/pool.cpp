@@ -26,11 +26,11 @@ Config validated(const Config& config) {
 
 }  // namespace
 
-Pool::Pool(const Config& config, int device)
+Pool::Pool(const Config& config, int device, bool stream_events)
     : config_(validated(config)),
       owned_backend_(make_backend(backend_name(config_, device), config_.chunk_bytes, config_.ipc_handles)),
       backend_(owned_backend_.get()),
-      owned_events_(make_stream_events(*backend_)),
+      owned_events_(stream_events ? make_stream_events(*backend_) : nullptr),
       events_(owned_events_.get()) {
   assemble();
 }

@@ -15,6 +15,9 @@
 #include "gmlake/gmlake.h"
 
 #include <array>
+#include <map>
+#include <utility>
+#include <vector>
 #include <atomic>
 #include <cstdint>
 #include <cstdio>
@@ -151,10 +154,20 @@ struct Session {
   Config config;
 };
 
+// A private pool (PyTorch's MemPool, a CUDA graph's pool): its own Pool, alive while its use count is above 0
+// or it still holds blocks.
+struct PrivatePool {
+  std::unique_ptr<Pool> pool;
+  std::int64_t use_count = 0;
+};
+using PoolKey = std::pair<std::uint64_t, std::uint64_t>;  // PyTorch's MempoolId_t
+
 struct DevicePool {
   std::mutex mutex;
-  const Session* session = nullptr;  // guarded by mutex: the session the pool was made for
-  std::unique_ptr<Pool> pool;        // guarded by mutex
+  const Session* session = nullptr;          // guarded by mutex: the session the pools were made for
+  std::unique_ptr<Pool> pool;                // guarded by mutex: the device's main pool
+  std::map<PoolKey, PrivatePool> privates;   // guarded by mutex
+  std::uint64_t tracing_max_events = 0;      // guarded by mutex: applied to every pool, also those made later
 };
 
 struct Runtime {
@@ -218,11 +231,97 @@ auto with_pool(int device, OnUninitialized when_uninitialized, const char* shut_
 Pool& pool_of(DevicePool& device_pool, int device) {
   const Session* session = runtime().session.load(std::memory_order_acquire);
   if (!device_pool.pool || device_pool.session != session) {
-    device_pool.pool.reset();  // the old session's pool, before its replacement takes memory
+    device_pool.privates.clear();  // the old session's pools, before their replacement takes memory
+    device_pool.pool.reset();
     device_pool.pool = std::make_unique<Pool>(session->config, device);
+    device_pool.pool->set_tracing(device_pool.tracing_max_events);
     device_pool.session = session;
   }
   return *device_pool.pool;
+}
+
+// The private pool `key` (made on first use, with use count 0), after making the main pool. Private pools run
+// the `caching` policy (PyTorch's algorithm: blocks never move, a segment stays mapped until the pool goes, as
+// a captured CUDA graph needs), keep their cached memory when memory runs out (release_on_oom false) and use
+// no CUDA events (a capture cannot query them). Call with the device pool's mutex held and gmlake ready.
+PrivatePool& private_of(DevicePool& device_pool, int device, PoolKey key) {
+  pool_of(device_pool, device);
+  PrivatePool& p = device_pool.privates[key];
+  if (!p.pool) {
+    Config config = device_pool.session->config;
+    config.policy = Policy::kCaching;
+    config.release_on_oom = false;
+    try {
+      p.pool = std::make_unique<Pool>(config, device, /*stream_events=*/false);
+    } catch (...) {
+      device_pool.privates.erase(key);
+      throw;
+    }
+    p.pool->set_tracing(device_pool.tracing_max_events);
+  }
+  return p;
+}
+
+// Destroys the private pools released by every user (use count 0) that hold no block any more.
+void collect_released(DevicePool& device_pool) {
+  for (auto it = device_pool.privates.begin(); it != device_pool.privates.end();) {
+    if (it->second.use_count <= 0 && it->second.pool->stats().active_bytes.current == 0) {
+      it = device_pool.privates.erase(it);
+    } else {
+      ++it;
+    }
+  }
+}
+
+// The private pool `id` of a device, which must exist (`call` names the caller in the error).
+PrivatePool& existing_private(DevicePool& pool, gmlake_pool_id id, int device, const char* call) {
+  const auto it = pool.privates.find({id.first, id.second});
+  if (it == pool.privates.end()) {
+    throw Error(ErrorCode::kInvalidArgument, std::string(call) + ": device " + std::to_string(device) +
+                                                 " has no private pool (" + std::to_string(id.first) + ", " +
+                                                 std::to_string(id.second) + ")");
+  }
+  return it->second;
+}
+
+// The pool holding the live block at `ptr`: a private pool's, else the main pool (which also answers for
+// pointers nobody holds: it reports them). Only a find_block per pool when private pools exist.
+Pool& owner_of(DevicePool& device_pool, const void* ptr, int device, const char* call) {
+  if (!device_pool.privates.empty() && !(device_pool.pool && device_pool.pool->find_block(ptr))) {
+    for (auto& [key, p] : device_pool.privates) {
+      if (p.pool->find_block(ptr)) return *p.pool;
+    }
+  }
+  if (!device_pool.pool) {
+    throw Error(ErrorCode::kInvalidPointer,
+                std::string(call) + ": no block was ever allocated on device " + std::to_string(device));
+  }
+  return *device_pool.pool;
+}
+
+// Every pool of the device: the main pool first, then the private pools by id.
+template <typename F>
+void for_each_pool(DevicePool& device_pool, F&& f) {
+  if (device_pool.pool) f(*device_pool.pool, PoolKey{0, 0});
+  for (auto& [key, p] : device_pool.privates) f(*p.pool, key);
+}
+
+// The device's statistics: the sum over its pools (peaks: the sum of each pool's peak, an upper bound).
+Stats device_stats(DevicePool& device_pool) {
+  Stats total{};
+  for_each_pool(device_pool, [&](Pool& pool, PoolKey) {
+    const Stats s = pool.stats();
+#define GMLAKE_C_ADD_GAUGE(name)          \
+  total.name.current += s.name.current; \
+  total.name.peak += s.name.peak;
+#define GMLAKE_C_ADD_COUNTER(name) total.name += s.name;
+    GMLAKE_GAUGE_FIELDS(GMLAKE_C_ADD_GAUGE)
+    GMLAKE_COUNTER_FIELDS(GMLAKE_C_ADD_COUNTER)
+#undef GMLAKE_C_ADD_GAUGE
+#undef GMLAKE_C_ADD_COUNTER
+    total.backend_calls = s.backend_calls;  // the main pool's (used by no C field)
+  });
+  return total;
 }
 
 // The device's Pool for a call about a pointer it must have returned (`call` names it in the error): throws
@@ -315,7 +414,9 @@ void gmlake_free(void* ptr, size_t /*size_bytes*/, int device, uint64_t /*stream
     if (ptr == nullptr) return 0;
     try {
       with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
-        existing_pool(pool, device, "gmlake_free").deallocate(ptr);
+        Pool& owner = owner_of(pool, ptr, device, "gmlake_free");
+        owner.deallocate(ptr);
+        if (&owner != pool.pool.get()) collect_released(pool);
         return 0;
       });
     } catch (const ShutDownError&) {
@@ -330,7 +431,7 @@ int gmlake_record_stream(void* ptr, int device, uint64_t stream) {
   return guarded_status([&] {
     if (ptr == nullptr) return;
     with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
-      existing_pool(pool, device, "gmlake_record_stream").record_stream(ptr, stream);
+      owner_of(pool, ptr, device, "gmlake_record_stream").record_stream(ptr, stream);
       return 0;
     });
   });
@@ -340,6 +441,9 @@ int gmlake_empty_cache(int device) {
   return guarded_status([&] {
     with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
       if (pool.pool) pool.pool->empty_cache();
+      for (auto& [key, p] : pool.privates) {  // a private pool in use keeps its memory (a graph may use it)
+        if (p.use_count <= 0) p.pool->empty_cache();
+      }
       return 0;
     });
   });
@@ -349,7 +453,7 @@ int gmlake_get_stats(int device, gmlake_stats* out) {
   return guarded_status([&] {
     if (out == nullptr) throw Error(ErrorCode::kInvalidArgument, "gmlake_get_stats: out is NULL");
     const Stats stats = with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
-      return pool.pool ? pool.pool->stats() : Stats{};
+      return device_stats(pool);
     });
     fill(stats, out);
   });
@@ -358,7 +462,7 @@ int gmlake_get_stats(int device, gmlake_stats* out) {
 int gmlake_reset_peak_stats(int device) {
   return guarded_status([&] {
     with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
-      if (pool.pool) pool.pool->reset_peak_stats();
+      for_each_pool(pool, [](Pool& p, PoolKey) { p.reset_peak_stats(); });
       return 0;
     });
   });
@@ -389,7 +493,9 @@ void gmlake_shutdown(void) {
     r.state.store(State::kShutDown, std::memory_order_release);
     for (DevicePool& pool : r.pools) {  // one at a time: a call running on a pool finishes first
       std::lock_guard lock(pool.mutex);
-      pool.pool.reset();  // never throws: teardown retries and gives up quietly (teardown.h)
+      pool.privates.clear();  // never throws: teardown retries and gives up quietly (teardown.h)
+      pool.pool.reset();
+      pool.tracing_max_events = 0;
       pool.session = nullptr;
     }
   });
@@ -398,7 +504,8 @@ void gmlake_shutdown(void) {
 int gmlake_set_tracing(int device, uint64_t max_events) {
   return guarded_status([&] {
     with_pool(device, OnUninitialized::kInitialize, kShutDownMessage, [&](DevicePool& pool) {
-      pool_of(pool, device).set_tracing(max_events);
+      pool.tracing_max_events = max_events;  // a pool made later starts with it
+      for_each_pool(pool, [&](Pool& p, PoolKey) { p.set_tracing(max_events); });
       return 0;
     });
   });
@@ -411,7 +518,7 @@ int gmlake_drain_trace(int device, gmlake_trace_event* out, size_t capacity, siz
     }
     std::vector<SnapshotEvent> events;
     with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
-      if (pool.pool) pool.pool->drain_trace(&events, capacity);
+      for_each_pool(pool, [&](Pool& p, PoolKey) { p.drain_trace(&events, capacity - events.size()); });
       return 0;
     });
     for (std::size_t i = 0; i < events.size(); ++i) {
@@ -429,8 +536,16 @@ int gmlake_get_segments(int device, gmlake_segment* segments, size_t segment_cap
         (blocks == nullptr && block_capacity > 0)) {
       throw Error(ErrorCode::kInvalidArgument, "gmlake_get_segments: a NULL count, or a NULL array with a capacity");
     }
-    const std::vector<SegmentInfo> found = with_pool(device, OnUninitialized::kProceed, kShutDownMessage,
-        [&](DevicePool& pool) { return pool.pool ? pool.pool->segments() : std::vector<SegmentInfo>{}; });
+    std::vector<SegmentInfo> found;
+    std::vector<PoolKey> owners;  // found[i]'s pool
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+      for_each_pool(pool, [&](Pool& p, PoolKey key) {
+        std::vector<SegmentInfo> segments = p.segments();
+        owners.insert(owners.end(), segments.size(), key);
+        found.insert(found.end(), std::make_move_iterator(segments.begin()), std::make_move_iterator(segments.end()));
+      });
+      return 0;
+    });
     std::size_t total_blocks = 0;
     for (const SegmentInfo& segment : found) total_blocks += segment.blocks.size();
     *segment_count = found.size();
@@ -439,12 +554,95 @@ int gmlake_get_segments(int device, gmlake_segment* segments, size_t segment_cap
     std::size_t b = 0;
     for (std::size_t i = 0; i < found.size(); ++i) {
       const SegmentInfo& s = found[i];
-      segments[i] = gmlake_segment{s.address, s.size_bytes, s.stream, s.type == SegmentType::kLarge ? 1 : 0,
-                                   s.is_expandable ? 1 : 0, b, s.blocks.size(), s.chunks.size()};
+      segments[i] = gmlake_segment{s.address,   s.size_bytes,          s.stream,
+                                   s.type == SegmentType::kLarge ? 1 : 0, s.is_expandable ? 1 : 0,
+                                   b,           s.blocks.size(),       s.chunks.size(),
+                                   gmlake_pool_id{owners[i].first, owners[i].second}};
       for (const SegmentBlock& block : s.blocks) {
         blocks[b++] = gmlake_block{block.address, block.size_bytes, block.requested_bytes,
                                    static_cast<int32_t>(block.state)};
       }
+    }
+  });
+}
+
+int gmlake_pool_create(int device, gmlake_pool_id pool_id) {
+  return guarded_status([&] {
+    if (pool_id.first == 0 && pool_id.second == 0) {
+      throw Error(ErrorCode::kInvalidArgument, "gmlake_pool_create: pool id (0, 0) is the main pool's");
+    }
+    with_pool(device, OnUninitialized::kInitialize, kShutDownMessage, [&](DevicePool& pool) {
+      if (backend_base_name(pool_of(pool, device).config().backend) == "sim") {
+        // Each sim backend counts addresses from the same base: two pools could hand out the same address.
+        throw Error(ErrorCode::kConfig, "gmlake_pool_create: private pools need a backend with real addresses "
+                                        "(host or cuda), not sim");
+      }
+      ++private_of(pool, device, {pool_id.first, pool_id.second}).use_count;
+      return 0;
+    });
+  });
+}
+
+int gmlake_pool_release(int device, gmlake_pool_id pool_id) {
+  return guarded_status([&] {
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+      PrivatePool& p = existing_private(pool, pool_id, device, "gmlake_pool_release");
+      if (p.use_count <= 0) throw Error(ErrorCode::kInvalidArgument, "gmlake_pool_release: released more than made");
+      --p.use_count;
+      collect_released(pool);
+      return 0;
+    });
+  });
+}
+
+int gmlake_pool_use_count(int device, gmlake_pool_id pool_id, int64_t* count) {
+  return guarded_status([&] {
+    if (count == nullptr) throw Error(ErrorCode::kInvalidArgument, "gmlake_pool_use_count: count is NULL");
+    *count = with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) -> std::int64_t {
+      const auto it = pool.privates.find({pool_id.first, pool_id.second});
+      return it == pool.privates.end() ? 0 : it->second.use_count;
+    });
+  });
+}
+
+void* gmlake_pool_malloc(size_t size_bytes, int device, uint64_t stream, gmlake_pool_id pool_id) {
+  return guarded(static_cast<void*>(nullptr), [&]() -> void* {
+    if (size_bytes > kMaxSizeBytes) {
+      throw Error(ErrorCode::kInvalidArgument, "gmlake_pool_malloc: size " + std::to_string(size_bytes) +
+                                                   " bytes is >= 2^63");
+    }
+    return with_pool(device, OnUninitialized::kInitialize, kShutDownMessage, [&](DevicePool& pool) {
+      return existing_private(pool, pool_id, device, "gmlake_pool_malloc").pool->allocate(size_bytes, stream);
+    });
+  });
+}
+
+int gmlake_pool_empty_cache(int device, gmlake_pool_id pool_id) {
+  return guarded_status([&] {
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+      existing_private(pool, pool_id, device, "gmlake_pool_empty_cache").pool->empty_cache();
+      return 0;
+    });
+  });
+}
+
+int gmlake_pool_blocks(int device, gmlake_pool_id pool_id, gmlake_block* blocks, size_t capacity, size_t* count) {
+  return guarded_status([&] {
+    if (count == nullptr || (blocks == nullptr && capacity > 0)) {
+      throw Error(ErrorCode::kInvalidArgument, "gmlake_pool_blocks: count is NULL, or blocks is NULL with a capacity");
+    }
+    const std::vector<BlockInfo> live = with_pool(device, OnUninitialized::kProceed, kShutDownMessage,
+        [&](DevicePool& pool) {
+          if (pool_id.first == 0 && pool_id.second == 0) {
+            return pool.pool ? pool.pool->blocks() : std::vector<BlockInfo>{};
+          }
+          return existing_private(pool, pool_id, device, "gmlake_pool_blocks").pool->blocks();
+        });
+    *count = live.size();
+    if (live.size() > capacity) return;
+    for (std::size_t i = 0; i < live.size(); ++i) {
+      blocks[i] = gmlake_block{live[i].address, live[i].size_bytes, live[i].requested_bytes,
+                               live[i].pending_free ? 1 : 0};
     }
   });
 }
