@@ -99,7 +99,9 @@ TEST_F(CApiPoolsTest, BadPoolCallsAreRefusedAndChangeNothing) {
   EXPECT_NE(std::string(gmlake_last_error()).find("no private pool"), std::string::npos) << gmlake_last_error();
   ASSERT_EQ(gmlake_pool_create(0, kPool), GMLAKE_OK);
   ASSERT_EQ(gmlake_pool_release(0, kPool), GMLAKE_OK);
-  EXPECT_EQ(gmlake_pool_empty_cache(0, kPool), GMLAKE_ERROR_INVALID_ARGUMENT) << "released and empty: gone";
+  EXPECT_EQ(gmlake_pool_malloc(kMiB, 0, 0, kPool), nullptr) << "released and empty: gone";
+  EXPECT_EQ(gmlake_last_error_code(), GMLAKE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(gmlake_pool_empty_cache(0, kPool), GMLAKE_OK) << "a pool gone has nothing cached";
   EXPECT_EQ(gmlake_pool_use_count(0, kPool, nullptr), GMLAKE_ERROR_INVALID_ARGUMENT);
   EXPECT_NE(gmlake_malloc(kMiB, 0, 0), nullptr) << "the device stays usable";
 }

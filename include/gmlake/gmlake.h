@@ -257,7 +257,8 @@ int gmlake_pool_release(int device, gmlake_pool_id pool_id);
 int gmlake_pool_use_count(int device, gmlake_pool_id pool_id, int64_t* count);
 /* gmlake_malloc from the private pool `pool_id`, which must exist (GMLAKE_ERROR_INVALID_ARGUMENT otherwise). */
 void* gmlake_pool_malloc(size_t size_bytes, int device, uint64_t stream, gmlake_pool_id pool_id);
-/* Gives the private pool's free cached memory back (torch.cuda.empty_cache on a MemPool). */
+/* Gives the private pool's free cached memory back (torch.cuda.empty_cache on a MemPool); a pool that does not
+ * exist (any more) has nothing cached: GMLAKE_OK. */
 int gmlake_pool_empty_cache(int device, gmlake_pool_id pool_id);
 /* The live and pending blocks of a pool ((0, 0): the main pool), in address order: *count is their number;
  * they are written only when *count <= capacity. state: 0 allocated, 1 pending free. */

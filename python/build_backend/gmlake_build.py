@@ -64,20 +64,35 @@ def _build_library():
         raise RuntimeError("gmlake build: cmake not found: install it (apt-get install cmake, or pip install cmake)")
     build = pathlib.Path(os.environ.get("GMLAKE_BUILD_DIR", ROOT / "build-wheel"))
     extra = shlex.split(os.environ.get("GMLAKE_CMAKE_ARGS", ""))
+    # CMake runs outside pip's isolation: a pip-installed cmake is a Python script that needs its own package.
+    env = _outside_env()
     _run(["cmake", "-S", str(ROOT), "-B", str(build), "-DCMAKE_BUILD_TYPE=Release", "-DGMLAKE_LIBRARY_ONLY=ON",
-          *extra])
-    _run(["cmake", "--build", str(build), "--target", "gmlake_c", "-j", str(os.cpu_count() or 2)])
+          *extra], env=env)
+    _run(["cmake", "--build", str(build), "--target", "gmlake_c", "-j", str(os.cpu_count() or 2)], env=env)
     return build / "libgmlake_c.so"
 
 
 def _dependencies(library):
-    """The shared libraries `library` needs beyond those every Linux machine has (ldd)."""
-    out = _run(["ldd", str(library)])
-    found = []
+    """The shared libraries `library` needs beyond those every Linux machine has (ldd), looked up also in the
+    lib folders of CMAKE_PREFIX_PATH (where CMake found them). Raises RuntimeError naming any not found."""
+    folders = []
+    for prefix in filter(None, os.environ.get("CMAKE_PREFIX_PATH", "").split(os.pathsep)):
+        folders += [os.path.join(prefix, "lib", "x86_64-linux-gnu"), os.path.join(prefix, "lib"),
+                    os.path.join(prefix, "lib64")]
+    env = dict(os.environ)
+    env["LD_LIBRARY_PATH"] = os.pathsep.join(folders + [env.get("LD_LIBRARY_PATH", "")])
+    out = _run(["ldd", str(library)], env=env)
+    found, missing = [], []
     for line in out.splitlines():
+        if "not found" in line:
+            missing.append(line.split()[0])
+            continue
         match = re.search(r"=>\s+(/\S+)", line)
         if match and not _SYSTEM_LIBRARY.search(match.group(1)):
             found.append(pathlib.Path(match.group(1)))
+    if missing:
+        raise RuntimeError("gmlake build: libgmlake_c.so needs libraries not found: " + ", ".join(missing) +
+                           " (set CMAKE_PREFIX_PATH to where fmt and abseil are installed)")
     return found
 
 

@@ -42,11 +42,18 @@ def _compile(include, build_directory=None, verbose=False):
     from torch.utils import cpp_extension
 
     kwargs = {"build_directory": str(build_directory)} if build_directory else {}
+    # torch's cache keys on the .cpp and the flags: the headers' hash goes into the flags, so that a change to
+    # csrc/*.h or to gmlake.h rebuilds the extension.
+    import hashlib
+
+    digest = hashlib.sha256()
+    for header in sorted((_HERE / "csrc").glob("*.h")) + [pathlib.Path(include) / "gmlake" / "gmlake.h"]:
+        digest.update(header.read_bytes())
     return cpp_extension.load(
         name=_NAME,
         sources=[str(_HERE / "csrc" / "torch_allocator.cpp")],
         extra_include_paths=[include],
-        extra_cflags=["-O2"],
+        extra_cflags=["-O2", f"-DGMLAKE_HEADERS_SHA256={digest.hexdigest()[:16]}"],
         with_cuda=True,
         verbose=verbose,
         **kwargs,

@@ -76,9 +76,31 @@ def library_path():
                       + ", ".join(str(c) for c in candidates))
 
 
+def _preload_shipped_libraries(path):
+    """Loads the shared libraries a wheel ships beside libgmlake_c.so (fmt, abseil: python/build_backend) first,
+    process-wide: its RUNPATH ($ORIGIN) finds its own direct needs, but not theirs (abseil's libraries need each
+    other), and the loader matches a need against libraries loaded already by name. Nothing to do for a library
+    in a build folder, whose needs the system has."""
+    folder = pathlib.Path(path).parent
+    pending = [p for p in sorted(folder.glob("lib*.so*")) if p.name != "libgmlake_c.so" and
+               not p.name.startswith("gmlake_torch_allocator")]
+    while pending:  # in dependency order, found by retrying: a library loads once what it needs is loaded
+        failed = []
+        for p in pending:
+            try:
+                ctypes.CDLL(str(p), mode=ctypes.RTLD_GLOBAL)
+            except OSError:
+                failed.append(p)
+        if len(failed) == len(pending):
+            return  # what is left fails on its own: loading libgmlake_c.so reports it
+        pending = failed
+
+
 def _load():
     global _lib
     if _lib is None:
+        if (pathlib.Path(__file__).resolve().parent / "lib") == pathlib.Path(library_path()).resolve().parent:
+            _preload_shipped_libraries(library_path())
         lib = ctypes.CDLL(library_path())
         # Every function of include/gmlake/gmlake.h, with its C types: without them ctypes would pass and return
         # a C int (a 64-bit count truncated, a pointer or a stream id cut to 32 bits).

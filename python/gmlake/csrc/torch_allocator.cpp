@@ -37,10 +37,16 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <optional>
 #include <unordered_map>
+#include <unordered_set>
+#include <vector>
 #include <utility>
 
+#include "c_api_table.h"
 #include "gmlake/gmlake.h"
+#include "memory_history.h"
+#include "private_pools.h"
 
 namespace gmlake_torch {
 namespace {
@@ -55,58 +61,25 @@ cca::CUDAAllocator* g_native = nullptr;
 std::atomic<bool> g_route_native{false};
 std::atomic<bool> g_native_used{false};  // set once anything was routed: only then do frees and caches look there
 
-// The C API's entry points, resolved by name in the loaded libgmlake_c.so.
-struct CApi {
-  decltype(&gmlake_malloc) malloc = nullptr;
-  decltype(&gmlake_free) free = nullptr;
-  decltype(&gmlake_record_stream) record_stream = nullptr;
-  decltype(&gmlake_empty_cache) empty_cache = nullptr;
-  decltype(&gmlake_get_stats) get_stats = nullptr;
-  decltype(&gmlake_reset_peak_stats) reset_peak_stats = nullptr;
-  decltype(&gmlake_last_error_code) last_error_code = nullptr;
-  decltype(&gmlake_last_error) last_error = nullptr;
-};
-CApi g_api;
-
-template <typename F>
-void resolve(void* library, const char* name, F* out) {
-  void* symbol = dlsym(library, name);
-  TORCH_CHECK(symbol != nullptr, "gmlake: the loaded libgmlake_c.so has no ", name,
-              " (built from an older gmlake? rebuild it)");
-  *out = reinterpret_cast<F>(symbol);
-}
-
-void load_api(const std::string& library_path) {
-  void* library = dlopen(library_path.c_str(), RTLD_NOW | RTLD_GLOBAL);
-  TORCH_CHECK(library != nullptr, "gmlake: cannot load ", library_path, ": ", dlerror());
-  resolve(library, "gmlake_malloc", &g_api.malloc);
-  resolve(library, "gmlake_free", &g_api.free);
-  resolve(library, "gmlake_record_stream", &g_api.record_stream);
-  resolve(library, "gmlake_empty_cache", &g_api.empty_cache);
-  resolve(library, "gmlake_get_stats", &g_api.get_stats);
-  resolve(library, "gmlake_reset_peak_stats", &g_api.reset_peak_stats);
-  resolve(library, "gmlake_last_error_code", &g_api.last_error_code);
-  resolve(library, "gmlake_last_error", &g_api.last_error);
-}
-
-// Raises the C API's last error as PyTorch's error of that kind (OutOfMemoryError for out of memory).
-[[noreturn]] void raise_last_error(const char* what) {
-  const int code = g_api.last_error_code();
-  const std::string message = g_api.last_error();
-  if (code == GMLAKE_ERROR_OUT_OF_MEMORY) {
-    TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (gmlake, ", what, "): ", message);
-  }
-  TORCH_CHECK(false, "gmlake ", what, " failed: ", message);
-}
-
-void check(int status, const char* what) {
-  if (status != GMLAKE_OK) raise_last_error(what);
-}
-
 // One deleter per device, since a DataPtr's deleter receives only its context (the block's address).
+// With the memory history on, the call's entries are drained and its stack attached (memory_history.h).
 template <int kDevice>
 void free_on_device(void* ptr) {
-  g_api.free(ptr, 0, kDevice, 0);
+  MemoryHistory& history = MemoryHistory::instance();
+  if (!history.enabled()) {
+    g_api.free(ptr, 0, kDevice, 0);
+  } else {
+    std::shared_ptr<c10::GatheredContext> context;
+    try {
+      context = history.context_for_free();
+    } catch (...) {  // a deleter must not throw: the free goes on without a stack
+    }
+    g_api.free(ptr, 0, kDevice, 0);
+    try {
+      history.after_call(kDevice, ptr, /*allocated=*/false, std::move(context));
+    } catch (...) {
+    }
+  }
   if (g_api.last_error_code() != GMLAKE_OK) {  // a deleter must not throw: report and go on
     std::fprintf(stderr, "gmlake: freeing a tensor's block failed: %s\n", g_api.last_error());
   }
@@ -133,11 +106,27 @@ c10::DeviceIndex current_device() {
 
 std::uint64_t stream_id(cudaStream_t stream) { return reinterpret_cast<std::uintptr_t>(stream); }
 
+// A block from the device's main pool, or from the private pool an active beginAllocateToPool routes this stream
+// to (private_pools.h); with the memory history on, the call's entries are kept with its stack.
 void* allocate_raw(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t stream) {
   TORCH_CHECK(device >= 0 && device < GMLAKE_MAX_DEVICES, "gmlake: device ", static_cast<int>(device),
               " is beyond the ", GMLAKE_MAX_DEVICES, " devices gmlake serves");
   if (size_bytes == 0) return nullptr;
-  void* ptr = g_api.malloc(size_bytes, device, stream_id(stream));
+  MemoryHistory& history = MemoryHistory::instance();
+  const bool traced = history.enabled();
+  auto context = traced ? history.context_for_alloc() : nullptr;
+  void* ptr = nullptr;
+  if (const std::optional<MempoolId> pool = PrivatePools::instance().route(device, stream)) {
+    try {
+      ptr = PrivatePools::instance().allocate(size_bytes, device, stream, *pool);
+    } catch (...) {
+      if (traced) history.after_call(device, nullptr, true, nullptr);  // the oom entry
+      throw;
+    }
+  } else {
+    ptr = g_api.malloc(size_bytes, device, stream_id(stream));
+  }
+  if (traced) history.after_call(device, ptr, /*allocated=*/true, std::move(context));
   if (ptr == nullptr) raise_last_error("malloc");
   return ptr;
 }
@@ -212,8 +201,94 @@ class GmlakeAllocator final : public PluggableBase {
 
   void emptyCache(c10::cuda::MempoolId_t mempool_id) override {
     if (g_native_used.load()) g_native->emptyCache(mempool_id);
+    MemoryHistory& history = MemoryHistory::instance();
+    if (mempool_id.first != 0 || mempool_id.second != 0) {  // one private pool (a MemPool's empty_cache)
+      const c10::DeviceIndex device = current_device();
+      PrivatePools::instance().empty_cache(device, mempool_id);
+      if (history.enabled()) history.after_call(device, nullptr, false, nullptr);
+      return;
+    }
     const int devices = static_cast<int>(c10::cuda::device_count());
-    for (int d = 0; d < devices && d < GMLAKE_MAX_DEVICES; ++d) check(g_api.empty_cache(d), "empty_cache");
+    for (int d = 0; d < devices && d < GMLAKE_MAX_DEVICES; ++d) {
+      check(g_api.empty_cache(d), "empty_cache");
+      if (history.enabled()) history.after_call(d, nullptr, false, nullptr);
+    }
+  }
+
+  // --- Memory history and snapshots (memory_history.h): torch.cuda.memory._record_memory_history(),
+  // _snapshot(), _dump_snapshot(), and what memory_viz reads.
+  void recordHistory(bool enabled, cca::CreateContextFn context_recorder, std::size_t alloc_trace_max_entries,
+                     cca::RecordContext when, bool clear_history,
+                     const std::vector<std::string>& skip_actions) override {
+    MemoryHistory::instance().record(enabled, context_recorder, alloc_trace_max_entries, when, clear_history,
+                                     skip_actions);
+  }
+
+  bool isHistoryEnabled() override { return MemoryHistory::instance().enabled(); }
+
+  cca::SnapshotInfo snapshot(c10::cuda::MempoolId_t mempool_id, bool include_traces) override {
+    return gmlake_snapshot(mempool_id, include_traces);
+  }
+
+  // --- Private pools (private_pools.h): torch.cuda.MemPool, torch.cuda.graph and CUDA graph trees.
+  void createOrIncrefPool(c10::DeviceIndex device, c10::cuda::MempoolId_t mempool_id,
+                          std::shared_ptr<cca::CUDAAllocator> allocator) override {
+    TORCH_CHECK(allocator == nullptr || allocator.get() == this,
+                "gmlake: a MemPool with an allocator of its own is not served by gmlake (create it without one)");
+    PrivatePools::instance().create_or_incref(device, mempool_id);
+  }
+
+  // MemPool(use_on_oom=True) lets the main pool take a MemPool's free memory when it runs out: not done by
+  // gmlake yet. False (what MemPool's destructor sets) is what gmlake does.
+  void setUseOnOOM(c10::DeviceIndex /*device*/, c10::cuda::MempoolId_t /*mempool_id*/, bool use_on_oom) override {
+    TORCH_CHECK(!use_on_oom, "gmlake: MemPool(use_on_oom=True) is not supported yet (its free memory stays its own)");
+  }
+
+  void beginAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t mempool_id,
+                           std::function<bool(cudaStream_t)> filter) override {
+    PrivatePools::instance().begin_allocate_to(device, mempool_id, std::move(filter));
+  }
+
+  void endAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t mempool_id) override {
+    PrivatePools::instance().end_allocate_to(device, mempool_id);
+  }
+
+  void releasePool(c10::DeviceIndex device, c10::cuda::MempoolId_t mempool_id) override {
+    PrivatePools::instance().release(device, mempool_id);
+  }
+
+  int getPoolUseCount(c10::DeviceIndex device, c10::cuda::MempoolId_t mempool_id) override {
+    return PrivatePools::instance().use_count(device, mempool_id);
+  }
+
+  bool checkPoolLiveAllocations(c10::DeviceIndex device, c10::cuda::MempoolId_t mempool_id,
+                                const std::unordered_set<void*>& expected_live_allocations) override {
+    return PrivatePools::instance().live_allocations_are(device, mempool_id, expected_live_allocations);
+  }
+
+  // The pool's live blocks now: what cudagraph trees keep at the end of each recording.
+  std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex device,
+                                                          c10::cuda::MempoolId_t id) override {
+    auto state = std::make_shared<GmlakePoolState>();
+    state->device = device;
+    state->pool = id;
+    std::size_t count = 0;
+    for (;;) {
+      check(g_api.pool_blocks(device, pool_id_of(id), state->blocks.data(), state->blocks.size(), &count),
+            "pool_blocks");
+      if (count <= state->blocks.size()) break;
+      state->blocks.resize(count + 16);
+    }
+    state->blocks.resize(count);
+    return state;
+  }
+
+  cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex /*device*/,
+                                              std::shared_ptr<cca::AllocatorState> /*pps*/) override {
+    TORCH_CHECK(false,
+                "gmlake does not yet restore a private pool to a checkpoint (setCheckpointPoolState: CUDA graph "
+                "trees recording a second graph after replaying a first). Wrap that code in "
+                "`with gmlake.torch.native():` or compile one graph per path");
   }
 
   void cacheInfo(c10::DeviceIndex /*device*/, std::size_t* largest_block) override {

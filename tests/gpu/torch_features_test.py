@@ -1,0 +1,159 @@
+"""What a PyTorch user reaches for, with gmlake as the allocator (issue 11), on a GPU machine:
+
+  history    torch.cuda.memory._record_memory_history() + _snapshot() / _dump_snapshot(): segments whose blocks
+             cover them, device traces with alloc / free_requested / free_completed / segment_map entries and
+             Python frames; torch.cuda._memory_viz.segsum and trace accept the dump; `gmlake replay` replays it
+             (when GMLAKE_CLI names the gmlake program)
+  mempool    torch.cuda.MemPool + use_mem_pool: the pool's blocks are its own (MemPool.snapshot), freed into it
+  graph      torch.cuda.graph(g, pool=...): capture into a private pool, replay with new inputs == eager
+  compile    torch.compile(mode="reduce-overhead") (CUDA graph trees) on a small transformer: outputs == eager
+
+Run: python3 tests/gpu/torch_features_test.py [feature ...] (default: all). Prints one line per check and exits 1
+when any fails; every feature runs even when an earlier one failed. Needs torch with CUDA and gmlake's
+extension (GMLAKE_LIBRARY / PYTHONPATH as tests/gpu/torch_allocator_test.py).
+"""
+
+import os
+import pickle
+import subprocess
+import sys
+import tempfile
+import traceback
+
+import torch
+
+import gmlake
+
+failures = []
+
+
+def check(ok, what):
+    print(("ok   " if ok else "FAIL ") + what, flush=True)
+    if not ok:
+        failures.append(what)
+
+
+def feature_history():
+    torch.cuda.memory._record_memory_history(max_entries=100000, stacks="python")
+    a = torch.randn(1024, 1024, device="cuda")
+    b = torch.randn(4096, 1024, device="cuda")
+    c = (a @ b.t()).relu()
+    del b
+    s = torch.cuda.Stream()
+    with torch.cuda.stream(s):
+        d = torch.ones(3 << 20, device="cuda")
+    d.record_stream(torch.cuda.current_stream())
+    del d
+    torch.cuda.synchronize()
+    snapshot = torch.cuda.memory._snapshot()
+    segments, traces = snapshot["segments"], snapshot["device_traces"]
+    check(len(segments) > 0, f"snapshot has segments ({len(segments)})")
+    covered = all(sum(b["size"] for b in seg["blocks"]) == seg["total_size"] for seg in segments)
+    check(covered, "every segment's blocks add up to its total_size")
+    live = {b["address"] for seg in segments for b in seg["blocks"] if b["state"] == "active_allocated"}
+    blocks_in = {seg["address"]: seg for seg in segments}
+    check(len(live) >= 2, f"live blocks in the snapshot ({len(live)})")
+    actions = {e["action"] for e in traces[0]}
+    for action in ("alloc", "free_requested", "free_completed", "segment_map"):
+        check(action in actions, f"device trace has {action} entries")
+    framed = [e for e in traces[0] if e["action"] == "alloc" and e.get("frames")]
+    check(len(framed) > 0, f"alloc entries carry Python frames ({len(framed)})")
+    reserved = sum(seg["total_size"] for seg in segments)
+    check(reserved <= torch.cuda.memory_reserved(), f"segments {reserved} <= memory_reserved {torch.cuda.memory_reserved()}")
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "snapshot.pickle")
+        torch.cuda.memory._dump_snapshot(path)
+        with open(path, "rb") as f:
+            dumped = pickle.load(f)
+        from torch.cuda import _memory_viz
+
+        summary = _memory_viz.segsum(dumped)
+        check("total_reserved" in summary, "_memory_viz.segsum accepts the dump")
+        lines = _memory_viz.trace(dumped)
+        check(len(lines.splitlines()) > 10, f"_memory_viz.trace accepts the dump ({len(lines.splitlines())} lines)")
+        cli = os.environ.get("GMLAKE_CLI")
+        if cli:
+            done = subprocess.run([cli, "replay", path, "--policy", "all"], capture_output=True, text=True)
+            check(done.returncode == 0 and "gmlake" in done.stdout, f"gmlake replay reads the dump: {done.stderr.strip()[:200]}")
+            if done.returncode == 0:
+                print(done.stdout)
+    torch.cuda.memory._record_memory_history(enabled=None)
+    del a, c
+    del blocks_in
+
+
+def feature_mempool():
+    pool = torch.cuda.MemPool()
+    with torch.cuda.use_mem_pool(pool):
+        x = torch.randn(2048, 2048, device="cuda")
+        y = x * 2
+    z = torch.randn(1024, device="cuda")  # the main pool again
+    pool_segments = pool.snapshot()
+    pool_blocks = {b["address"] for seg in pool_segments for b in seg["blocks"] if b["state"] == "active_allocated"}
+    check(x.data_ptr() in pool_blocks and y.data_ptr() in pool_blocks, "MemPool holds the blocks made inside use_mem_pool")
+    check(z.data_ptr() not in pool_blocks, "a block made outside is not in the MemPool")
+    check(pool.use_count() >= 1, f"MemPool.use_count() {pool.use_count()}")
+    check(torch.equal(y, x * 2), "MemPool tensors compute")
+    del x, y, z
+    torch.cuda.synchronize()
+    live_after = {b["address"] for seg in pool.snapshot() for b in seg["blocks"] if b["state"] == "active_allocated"}
+    check(len(live_after) == 0, "freed blocks went back into the MemPool")
+    del pool
+    torch.cuda.empty_cache()
+
+
+def feature_graph():
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(512, 1024), torch.nn.GELU(), torch.nn.Linear(1024, 512)).cuda()
+    static_in = torch.randn(64, 512, device="cuda")
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        for _ in range(3):
+            model(static_in)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    pool = torch.cuda.graph_pool_handle()
+    with torch.cuda.graph(g, pool=pool):
+        static_out = model(static_in)
+    ok = True
+    for _ in range(5):
+        new_in = torch.randn(64, 512, device="cuda")
+        static_in.copy_(new_in)
+        g.replay()
+        torch.cuda.synchronize()
+        ok = ok and torch.allclose(static_out, model(new_in), atol=1e-5)
+    check(ok, "CUDA graph captured into a private pool replays equal to eager (5 inputs)")
+    del g, static_out
+
+
+def feature_compile():
+    torch.manual_seed(0)
+    layer = torch.nn.TransformerEncoderLayer(d_model=256, nhead=4, dim_feedforward=512, batch_first=True).cuda().eval()
+    compiled = torch.compile(layer, mode="reduce-overhead")
+    ok = True
+    with torch.no_grad():
+        for step in range(4):
+            x = torch.randn(8, 64, 256, device="cuda")
+            out = compiled(x).clone()
+            ok = ok and torch.allclose(out, layer(x), atol=1e-4, rtol=1e-4)
+    check(ok, "torch.compile(mode='reduce-overhead') on a transformer layer equals eager (4 steps)")
+
+
+def main():
+    gmlake.torch.enable()
+    check(gmlake.torch.mode() == "extension", f"gmlake in extension mode ({gmlake.torch.mode()})")
+    wanted = sys.argv[1:] or ["history", "mempool", "graph", "compile"]
+    for name in wanted:
+        try:
+            globals()["feature_" + name]()
+        except Exception:  # noqa: BLE001 (each feature reports and the next runs)
+            check(False, f"{name} raised:\n{traceback.format_exc()}")
+    check(torch.cuda.memory_stats()["allocated_bytes.all.current"] == gmlake.torch.memory_stats()["allocated_bytes.all.current"],
+          "torch.cuda.memory_stats() is still gmlake's")
+    print(f"{'PASSED' if not failures else 'FAILED'}: {len(failures)} failure(s)")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
