@@ -195,6 +195,7 @@ class Backend {
   using MappingTable = absl::btree_map<std::uintptr_t, Mapping>;      // start -> mapping
 
   void count(BackendCall c) { ++counters_.calls[static_cast<std::size_t>(c)]; }
+  void track_new_chunk(const char* call, ChunkHandle chunk, std::uint64_t size_bytes);
   // Runs `call` (a do_* call of kind `c`), adding its wall time to counters_ unless the backend is untimed.
   template <typename Call>
   decltype(auto) timed(BackendCall c, Call&& call);

@@ -30,20 +30,20 @@ void PoisoningAllocator::abort_on_violation(const PoisonViolation& v) {
 }
 
 PoisoningAllocator::PoisoningAllocator(std::unique_ptr<Allocator> inner, ViolationHandler on_violation)
-    : inner_(std::move(inner)), on_violation_(on_violation) {
-  if (!inner_->backend().host_accessible()) {
+    : ForwardingAllocator(std::move(inner)), on_violation_(on_violation) {
+  if (!backend().host_accessible()) {
     throw Error(ErrorCode::kConfig, "gmlake config: debug: needs a backend the CPU can touch (host), not " +
-                                        std::string(inner_->backend().name()));
+                                        std::string(backend().name()));
   }
 }
 
 void* PoisoningAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
-  void* p = inner_->allocate(size_bytes, stream);
+  void* p = inner().allocate(size_bytes, stream);
   if (p == nullptr) return p;
   try {
     live_.emplace(address(p), Live{size_bytes, false});
   } catch (...) {
-    inner_->deallocate(p);
+    inner().deallocate(p);
     throw;
   }
   check(p, size_bytes);
@@ -71,16 +71,16 @@ void PoisoningAllocator::check(void* ptr, std::uint64_t size_bytes) const {
 void PoisoningAllocator::deallocate(void* ptr) {
   const auto it = live_.find(address(ptr));
   if (it == live_.end() || it->second.pending_free) {
-    inner_->deallocate(ptr);  // throws Error(kInvalidPointer) (or does nothing for nullptr)
+    inner().deallocate(ptr);  // throws Error(kInvalidPointer) (or does nothing for nullptr)
     return;
   }
   std::memset(ptr, kPoisonByte, it->second.size_bytes);
-  inner_->deallocate(ptr);
+  inner().deallocate(ptr);
   live_.erase(it);
 }
 
 void PoisoningAllocator::begin_deferred_free(void* ptr) {
-  inner_->begin_deferred_free(ptr);  // the stream may still use the memory: poisoned when the free completes
+  inner().begin_deferred_free(ptr);  // the stream may still use the memory: poisoned when the free completes
   const auto it = live_.find(address(ptr));
   if (it != live_.end()) it->second.pending_free = true;
 }
@@ -88,11 +88,11 @@ void PoisoningAllocator::begin_deferred_free(void* ptr) {
 void PoisoningAllocator::end_deferred_free(void* ptr) {
   const auto it = live_.find(address(ptr));
   if (it == live_.end() || !it->second.pending_free) {
-    inner_->end_deferred_free(ptr);  // throws Error(kInvalidPointer)
+    inner().end_deferred_free(ptr);  // throws Error(kInvalidPointer)
     return;
   }
   std::memset(ptr, kPoisonByte, it->second.size_bytes);
-  inner_->end_deferred_free(ptr);
+  inner().end_deferred_free(ptr);
   live_.erase(it);
 }
 

@@ -18,6 +18,7 @@
 #include <memory>
 #include <unordered_map>
 
+#include "forwarding_allocator.h"
 #include "gmlake/allocator.h"
 
 namespace gmlake {
@@ -31,7 +32,7 @@ struct PoisonViolation {
   unsigned char value;         // that byte
 };
 
-class PoisoningAllocator final : public Allocator {
+class PoisoningAllocator final : public ForwardingAllocator {
  public:
   using ViolationHandler = void (*)(const PoisonViolation&);
   // Prints the violation to stderr and aborts.
@@ -44,16 +45,6 @@ class PoisoningAllocator final : public Allocator {
   void deallocate(void* ptr) override;
   void begin_deferred_free(void* ptr) override;
   void end_deferred_free(void* ptr) override;
-  void empty_cache() override { inner_->empty_cache(); }
-  void set_cap_bytes(std::uint64_t cap_bytes) override { inner_->set_cap_bytes(cap_bytes); }
-  Stats stats() const override { return inner_->stats(); }
-  void reset_peak_stats() override { inner_->reset_peak_stats(); }
-  std::vector<BlockInfo> blocks() const override { return inner_->blocks(); }
-  std::vector<SegmentInfo> segments() const override { return inner_->segments(); }
-  std::optional<BlockInfo> find_block(const void* ptr) const override { return inner_->find_block(ptr); }
-  void check_invariants() const override { inner_->check_invariants(); }
-  Policy policy() const override { return inner_->policy(); }
-  const Backend& backend() const override { return inner_->backend(); }
 
  private:
   struct Live {
@@ -62,7 +53,6 @@ class PoisoningAllocator final : public Allocator {
   };
   void check(void* ptr, std::uint64_t size_bytes) const;
 
-  std::unique_ptr<Allocator> inner_;
   ViolationHandler on_violation_;
   std::unordered_map<std::uintptr_t, Live> live_;
 };

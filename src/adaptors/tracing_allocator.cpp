@@ -44,10 +44,10 @@ void TracingAllocator::record(SnapshotAction action, std::uint64_t addr, std::ui
 }
 
 void* TracingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
-  if (max_events_ == 0) return inner_->allocate(size_bytes, stream);
+  if (max_events_ == 0) return inner().allocate(size_bytes, stream);
   void* ptr = nullptr;
   try {
-    ptr = inner_->allocate(size_bytes, stream);
+    ptr = inner().allocate(size_bytes, stream);
   } catch (const OutOfMemoryError&) {
     record(SnapshotAction::kOom, 0, size_bytes, stream);
     throw;
@@ -57,9 +57,9 @@ void* TracingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
 }
 
 void TracingAllocator::deallocate(void* ptr) {
-  if (max_events_ == 0) return inner_->deallocate(ptr);
-  const std::optional<BlockInfo> block = inner_->find_block(ptr);
-  inner_->deallocate(ptr);  // throws for a bad pointer: nothing recorded
+  if (max_events_ == 0) return inner().deallocate(ptr);
+  const std::optional<BlockInfo> block = inner().find_block(ptr);
+  inner().deallocate(ptr);  // throws for a bad pointer: nothing recorded
   if (!block) return;
   const auto addr = reinterpret_cast<std::uintptr_t>(ptr);
   record(SnapshotAction::kFreeRequested, addr, block->requested_bytes, block->stream);
@@ -67,17 +67,17 @@ void TracingAllocator::deallocate(void* ptr) {
 }
 
 void TracingAllocator::begin_deferred_free(void* ptr) {
-  if (max_events_ == 0) return inner_->begin_deferred_free(ptr);
-  const std::optional<BlockInfo> block = inner_->find_block(ptr);
-  inner_->begin_deferred_free(ptr);
+  if (max_events_ == 0) return inner().begin_deferred_free(ptr);
+  const std::optional<BlockInfo> block = inner().find_block(ptr);
+  inner().begin_deferred_free(ptr);
   if (!block) return;
   record(SnapshotAction::kFreeRequested, reinterpret_cast<std::uintptr_t>(ptr), block->requested_bytes, block->stream);
 }
 
 void TracingAllocator::end_deferred_free(void* ptr) {
-  if (max_events_ == 0) return inner_->end_deferred_free(ptr);
-  const std::optional<BlockInfo> block = inner_->find_block(ptr);
-  inner_->end_deferred_free(ptr);
+  if (max_events_ == 0) return inner().end_deferred_free(ptr);
+  const std::optional<BlockInfo> block = inner().find_block(ptr);
+  inner().end_deferred_free(ptr);
   if (!block) return;
   record(SnapshotAction::kFreeCompleted, reinterpret_cast<std::uintptr_t>(ptr), block->requested_bytes, block->stream);
 }

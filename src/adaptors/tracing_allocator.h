@@ -22,15 +22,16 @@
 #include <memory>
 #include <vector>
 
+#include "forwarding_allocator.h"
 #include "gmlake/allocator.h"
 #include "gmlake/backend.h"
 #include "gmlake/snapshot_writer.h"
 
 namespace gmlake {
 
-class TracingAllocator final : public Allocator, public BackendObserver {
+class TracingAllocator final : public ForwardingAllocator, public BackendObserver {
  public:
-  explicit TracingAllocator(std::unique_ptr<Allocator> inner) : inner_(std::move(inner)) {}
+  explicit TracingAllocator(std::unique_ptr<Allocator> inner) : ForwardingAllocator(std::move(inner)) {}
 
   // Starts tracing (max_events >= 1 undrained events kept), or stops it (max_events = 0: events not yet drained
   // stay drainable). Starting again keeps what is there and applies the new bound.
@@ -45,16 +46,6 @@ class TracingAllocator final : public Allocator, public BackendObserver {
   void deallocate(void* ptr) override;
   void begin_deferred_free(void* ptr) override;
   void end_deferred_free(void* ptr) override;
-  void empty_cache() override { inner_->empty_cache(); }
-  void set_cap_bytes(std::uint64_t cap_bytes) override { inner_->set_cap_bytes(cap_bytes); }
-  Stats stats() const override { return inner_->stats(); }
-  void reset_peak_stats() override { inner_->reset_peak_stats(); }
-  std::vector<BlockInfo> blocks() const override { return inner_->blocks(); }
-  std::vector<SegmentInfo> segments() const override { return inner_->segments(); }
-  std::optional<BlockInfo> find_block(const void* ptr) const override { return inner_->find_block(ptr); }
-  void check_invariants() const override { inner_->check_invariants(); }
-  Policy policy() const override { return inner_->policy(); }
-  const Backend& backend() const override { return inner_->backend(); }
 
   void on_map(std::uintptr_t addr, std::uint64_t size_bytes) noexcept override;
   void on_unmap(std::uintptr_t addr, std::uint64_t size_bytes) noexcept override;
@@ -62,7 +53,6 @@ class TracingAllocator final : public Allocator, public BackendObserver {
  private:
   void record(SnapshotAction action, std::uint64_t addr, std::uint64_t size_bytes, StreamId stream) noexcept;
 
-  std::unique_ptr<Allocator> inner_;
   std::uint64_t max_events_ = 0;  // 0: not tracing
   std::deque<SnapshotEvent> events_;
   std::uint64_t dropped_ = 0;

@@ -191,10 +191,16 @@ ChunkHandle Backend::create(std::uint64_t size_bytes) {
   count(BackendCall::kCreate);
   const ChunkHandle chunk =
       timed(BackendCall::kCreate, [&] { return do_create(size_bytes); });
-  // A bad handle is a bug in the backend; it is not released, since it may name a live chunk.
+  track_new_chunk("create", chunk, size_bytes);
+  return chunk;
+}
+
+// Records a chunk the backend just made (create, import_chunk). A bad handle is a bug in the backend; it is not
+// released, since it may name a live chunk. When the table cannot take it (bad_alloc) the chunk is released.
+void Backend::track_new_chunk(const char* call, ChunkHandle chunk, std::uint64_t size_bytes) {
   auto bad_handle = [&] {
-    return BackendError("create", std::string(name()) + " backend returned handle " + std::to_string(chunk.value) +
-                                      ", which is 0 or already live");
+    return BackendError(call, std::string(name()) + " backend returned handle " + std::to_string(chunk.value) +
+                                  ", which is 0 or already live");
   };
   if (chunk.value == 0) throw bad_handle();
   bool inserted = false;
@@ -206,7 +212,6 @@ ChunkHandle Backend::create(std::uint64_t size_bytes) {
   }
   if (!inserted) throw bad_handle();  // the live chunk's entry is left as it was
   live_chunk_bytes_ += size_bytes;
-  return chunk;
 }
 
 void Backend::release(ChunkHandle chunk) {
@@ -309,20 +314,7 @@ ChunkHandle Backend::import_chunk(int fd, std::uint64_t fd_offset_bytes, std::ui
     throw;
   }
   const ChunkHandle chunk = do_import_chunk(fd, fd_offset_bytes, size_bytes);  // owns fd from here on
-  auto bad_handle = [&] {
-    return BackendError("import_chunk", std::string(name()) + " backend returned handle " +
-                                            std::to_string(chunk.value) + ", which is 0 or already live");
-  };
-  if (chunk.value == 0) throw bad_handle();
-  bool inserted = false;
-  try {
-    inserted = chunks_.try_emplace(chunk.value, Chunk{size_bytes, 0}).second;
-  } catch (...) {
-    undo_quietly([&] { do_release(chunk, size_bytes); });
-    throw;
-  }
-  if (!inserted) throw bad_handle();
-  live_chunk_bytes_ += size_bytes;
+  track_new_chunk("import_chunk", chunk, size_bytes);
   return chunk;
 }
 

@@ -151,6 +151,17 @@ void CudaBackend::do_address_free(std::uintptr_t addr, std::uint64_t size_bytes)
   reservations_.erase(addr);
 }
 
+// Records a handle the driver just made in chunks_ (released again when the set cannot take it).
+ChunkHandle CudaBackend::tracked(std::uint64_t handle) {
+  try {
+    chunks_.insert(handle);
+  } catch (...) {
+    driver().cuMemRelease(handle);
+    throw;
+  }
+  return ChunkHandle{handle};
+}
+
 ChunkHandle CudaBackend::do_create(std::uint64_t size_bytes) {
   const std::uint64_t live_bytes = live_chunk_bytes();
   if (physical_limit_bytes_ != 0 && size_bytes > physical_limit_bytes_ - live_bytes) {
@@ -169,13 +180,7 @@ ChunkHandle CudaBackend::do_create(std::uint64_t size_bytes) {
     result = driver().cuMemCreate(&handle, size_bytes, &prop, 0);
   }
   check_memory("cuMemCreate", result, size_bytes);
-  try {
-    chunks_.insert(handle);
-  } catch (...) {
-    driver().cuMemRelease(handle);
-    throw;
-  }
-  return ChunkHandle{handle};
+  return tracked(handle);
 }
 
 void CudaBackend::do_release(ChunkHandle chunk, std::uint64_t) {
@@ -251,13 +256,7 @@ ChunkHandle CudaBackend::do_import_chunk(int fd, std::uint64_t fd_offset_bytes, 
   }
   close(fd);  // the imported handle holds the memory
   check("cuMemImportFromShareableHandle", result);
-  try {
-    chunks_.insert(handle);
-  } catch (...) {
-    driver().cuMemRelease(handle);
-    throw;
-  }
-  return ChunkHandle{handle};
+  return tracked(handle);
 }
 
 }  // namespace gmlake

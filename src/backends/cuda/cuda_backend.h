@@ -107,6 +107,8 @@ class CudaBackend final : public Backend {
   CudaBackend(const CudaBackendOptions& options, OpenedDevice&& opened);
   // Throws OutOfMemoryError for CUDA_ERROR_OUT_OF_MEMORY, BackendError for any other failure of `call`.
   void check_memory(const char* call, int result, std::uint64_t size_bytes) const;
+  // Records a handle (CUmemGenericAllocationHandle) the driver just made; releases it when that fails.
+  ChunkHandle tracked(std::uint64_t handle);
 
   int device_;
   int cu_device_;  // the CUdevice of device_
