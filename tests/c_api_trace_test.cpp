@@ -47,6 +47,19 @@ TEST_F(CApiTraceTest, TracedCallsComeBackInOrderAndDrainedEntriesGoAway) {
   EXPECT_TRUE(drain(3).empty()) << "a device with no pool has no entries";
 }
 
+TEST_F(CApiTraceTest, TracingSetBeforeThePoolExistsMakesNoPoolAndAppliesWhenItIsMade) {
+  ASSERT_EQ(gmlake_set_tracing(2, 100), GMLAKE_OK) << gmlake_last_error();
+  std::size_t n_segments = 7, n_blocks = 7;
+  ASSERT_EQ(gmlake_get_segments(2, nullptr, 0, &n_segments, nullptr, 0, &n_blocks), GMLAKE_OK);
+  EXPECT_EQ(n_segments, 0u) << "no pool was made";
+  void* p = gmlake_malloc(kMiB, 2, 0);
+  ASSERT_NE(p, nullptr);
+  const std::vector<gmlake_trace_event> events = drain(2);
+  ASSERT_FALSE(events.empty());
+  EXPECT_EQ(events.back().action, GMLAKE_TRACE_ALLOC);
+  gmlake_free(p, 0, 2, 0);
+}
+
 TEST_F(CApiTraceTest, ASmallCapacityTakesTheOldestAndLeavesTheRest) {
   ASSERT_EQ(gmlake_set_tracing(0, 1000), GMLAKE_OK);
   void* p = gmlake_malloc(kMiB, 0, 0);

@@ -191,10 +191,11 @@ typedef struct gmlake_trace_event {
   int64_t time_us;
 } gmlake_trace_event;
 
-/* max_events >= 1: the device's pool records its trace entries from now on (at most max_events not yet
- * drained; older ones are dropped first); 0: stops recording (entries not drained stay). Creates the device's
- * pool when it has none yet. Returns GMLAKE_OK, GMLAKE_ERROR_INVALID_ARGUMENT (bad device),
- * GMLAKE_ERROR_CONFIG / GMLAKE_ERROR_BACKEND (the pool could not be made), GMLAKE_ERROR_SHUT_DOWN. */
+/* max_events >= 1: the device's pools record their trace entries from now on (at most max_events not yet
+ * drained per pool; older ones are dropped first); 0: stops recording (entries not drained stay). Applies to
+ * the pools the device has and to those made later; makes none. Returns GMLAKE_OK,
+ * GMLAKE_ERROR_INVALID_ARGUMENT (bad device), GMLAKE_ERROR_CONFIG (a bad GMLAKE_CONF on the first call),
+ * GMLAKE_ERROR_SHUT_DOWN. */
 int gmlake_set_tracing(int device, uint64_t max_events);
 
 /* Moves up to `capacity` of the oldest entries recorded since the last drain into out[0 .. *count); the rest
