@@ -206,6 +206,14 @@ void check_device(int device) {
   }
 }
 
+// A malloc's size: below 2^63, so that a negative ssize_t from a signed caller is refused, not taken as huge.
+void check_size(std::size_t size_bytes, const char* call) {
+  if (size_bytes > kMaxSizeBytes) {
+    throw Error(ErrorCode::kInvalidArgument, std::string(call) + ": size " + std::to_string(size_bytes) +
+                                                 " bytes is >= 2^63 (a negative size from a signed caller?)");
+  }
+}
+
 enum class OnUninitialized { kInitialize, kProceed };
 
 // Runs body(pool) on `device`'s pool under its mutex once gmlake is ready (initializing it from GMLAKE_CONF
@@ -399,11 +407,7 @@ int gmlake_init_defaults(const char* defaults) {
 
 void* gmlake_malloc(size_t size_bytes, int device, uint64_t stream) {
   return guarded(static_cast<void*>(nullptr), [&]() -> void* {
-    if (size_bytes > kMaxSizeBytes) {
-      throw Error(ErrorCode::kInvalidArgument,
-                  "gmlake_malloc: size " + std::to_string(size_bytes) +
-                      " bytes is >= 2^63 (a negative size from a signed caller?)");
-    }
+    check_size(size_bytes, "gmlake_malloc");
     return with_pool(device, OnUninitialized::kInitialize, kShutDownMessage,
                      [&](DevicePool& pool) { return pool_of(pool, device).allocate(size_bytes, stream); });
   });
@@ -607,10 +611,7 @@ int gmlake_pool_use_count(int device, gmlake_pool_id pool_id, int64_t* count) {
 
 void* gmlake_pool_malloc(size_t size_bytes, int device, uint64_t stream, gmlake_pool_id pool_id) {
   return guarded(static_cast<void*>(nullptr), [&]() -> void* {
-    if (size_bytes > kMaxSizeBytes) {
-      throw Error(ErrorCode::kInvalidArgument, "gmlake_pool_malloc: size " + std::to_string(size_bytes) +
-                                                   " bytes is >= 2^63");
-    }
+    check_size(size_bytes, "gmlake_pool_malloc");
     return with_pool(device, OnUninitialized::kInitialize, kShutDownMessage, [&](DevicePool& pool) {
       return existing_private(pool, pool_id, device, "gmlake_pool_malloc").pool->allocate(size_bytes, stream);
     });
