@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <memory>
+#include <random>
 #include <vector>
 
 #include "gmlake/error.h"
@@ -355,6 +356,99 @@ TEST(CachingAllocatorSegments, EachCudaMallocLikeSegmentIsOneSegmentOfOneChunkCu
   alloc.deallocate(large);
   alloc.empty_cache();
   EXPECT_TRUE(alloc.segments().empty());
+}
+
+}  // namespace
+}  // namespace gmlake
+
+// allocate_at: a block re-made at its address (PyTorch's setCheckpointPoolState, through Pool::restore).
+namespace gmlake {
+namespace {
+
+TEST_F(CachingAllocatorTest, AllocateAtRemakesEveryBlockOfAnAllocateFreeSequenceAtItsAddress) {
+  std::mt19937_64 rng(11);
+  const std::uint64_t sizes[] = {kRoundBytes, 3 * kKiB, 600 * kKiB, kMiB, 2 * kMiB, 5 * kMiB, 13 * kMiB - 7};
+  std::vector<void*> live;
+  for (int step = 0; step < 200; ++step) {
+    if (!live.empty() && rng() % 3 == 0) {
+      const std::size_t i = rng() % live.size();
+      alloc.deallocate(live[i]);
+      live.erase(live.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      live.push_back(alloc.allocate(sizes[rng() % std::size(sizes)], static_cast<StreamId>(rng() % 2)));
+    }
+    alloc.check_invariants();
+  }
+  const std::vector<BlockInfo> checkpoint = alloc.blocks();
+  const Stats before = alloc.stats();
+  ASSERT_GT(checkpoint.size(), 10u);
+  for (void* p : live) alloc.deallocate(p);
+  alloc.check_invariants();
+  for (const BlockInfo& b : checkpoint) {
+    EXPECT_EQ(alloc.allocate_at(b.address, b.size_bytes, b.requested_bytes), reinterpret_cast<void*>(b.address));
+    alloc.check_invariants();
+  }
+  EXPECT_TRUE(testing::same_blocks(alloc.blocks(), checkpoint)) << "same addresses, sizes, requests and streams";
+  EXPECT_EQ(alloc.stats().allocated_bytes.current, before.allocated_bytes.current);
+  EXPECT_EQ(alloc.stats().requested_bytes.current, before.requested_bytes.current);
+  EXPECT_EQ(alloc.stats().reserved_bytes.current, before.reserved_bytes.current) << "no segment made or released";
+  for (const BlockInfo& b : checkpoint) alloc.deallocate(reinterpret_cast<void*>(b.address));
+  alloc.check_invariants();
+  EXPECT_EQ(alloc.stats().allocated_bytes.current, 0);
+}
+
+TEST_F(CachingAllocatorTest, AllocateAtCutsTheRangeOutOfAFreeBlockAndLeavesBothSidesFree) {
+  void* whole = alloc.allocate(20 * kMiB, 4);  // one 20 MiB segment of stream 4
+  alloc.deallocate(whole);
+  void* mid = alloc.allocate_at(addr(whole) + 3 * kMiB, 2 * kMiB, kMiB + 1);
+  alloc.check_invariants();
+  EXPECT_EQ(mid, offset(whole, 3 * kMiB));
+  ASSERT_EQ(alloc.blocks().size(), 1u);
+  EXPECT_EQ(alloc.blocks()[0].stream, 4u) << "the segment's stream";
+  EXPECT_EQ(alloc.blocks()[0].requested_bytes, kMiB + 1);
+  EXPECT_EQ(inactive_split(), static_cast<std::int64_t>(18 * kMiB));
+  EXPECT_EQ(alloc.allocate(3 * kMiB, 4), whole) << "the free piece before it serves requests";
+  EXPECT_EQ(alloc.allocate(15 * kMiB, 4), offset(whole, 5 * kMiB)) << "and the one after it";
+  EXPECT_EQ(reserved(), static_cast<std::int64_t>(20 * kMiB));
+  alloc.check_invariants();
+}
+
+TEST_F(CachingAllocatorTest, AllocateAtRefusesARangeNotWhollyInsideOneFreeBlockAndChangesNothing) {
+  void* a = alloc.allocate(4 * kKiB, 0);  // small segment: a, b, then free
+  void* b = alloc.allocate(4 * kKiB, 0);
+  alloc.deallocate(a);                    // free 4 KiB, b live, free tail
+  const Snapshot before = Snapshot::of(alloc);
+  const std::uintptr_t base = addr(a);
+  struct Case {
+    std::uintptr_t address;
+    std::uint64_t size_bytes;
+    std::uint64_t requested_bytes;
+    const char* why;
+  };
+  const Case cases[] = {
+      {base, 8 * kKiB, 1, "not wholly inside one free block"},              // the free hole and live b
+      {addr(b), 4 * kKiB, 1, "not wholly inside one free block"},           // live b itself
+      {base + 2 * kKiB, 4 * kKiB, 1, "not wholly inside one free block"},  // into b
+      {base + 2 * kMiB - kKiB, 2 * kKiB, 1, "not wholly inside one free block"},  // past the segment's end
+      {kRoundBytes, 4 * kKiB, 1, "not wholly inside one free block"},  // in no segment
+      {base, 0, 1, "not a positive multiple of 512 B"},
+      {base, 1000, 1, "not a positive multiple of 512 B"},
+      {base, 4 * kKiB, 0, "requested size is not 1 .. size"},
+      {base, 4 * kKiB, 4 * kKiB + 1, "requested size is not 1 .. size"},
+  };
+  for (const Case& c : cases) {
+    try {
+      alloc.allocate_at(c.address, c.size_bytes, c.requested_bytes);
+      ADD_FAILURE() << "no error for " << c.address - base << " + " << c.size_bytes;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find(c.why), std::string::npos) << e.what();
+    }
+    testing::expect_unchanged(before, alloc);
+    alloc.check_invariants();
+  }
+  EXPECT_EQ(alloc.allocate_at(base + kKiB, 3 * kKiB, 10), offset(a, kKiB)) << "the hole's tail part fits";
+  alloc.check_invariants();
 }
 
 }  // namespace

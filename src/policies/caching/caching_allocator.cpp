@@ -2,9 +2,11 @@
 
 #include <fmt/format.h>
 
+#include <iterator>
 #include <optional>
 
 #include "gmlake/error.h"
+#include "gmlake/units.h"
 #include "../common/request_sizing.h"
 
 namespace gmlake {
@@ -39,6 +41,39 @@ void* CachingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   }
   const bool split = policy::caching_should_split(config(), pool, b->size_bytes, rounded_bytes);
   return hand_out(b, rounded_bytes, size_bytes, split);
+}
+
+void* CachingAllocator::allocate_at(std::uintptr_t address, std::uint64_t size_bytes,
+                                    std::uint64_t requested_bytes) {
+  auto refuse = [&](const char* why) {
+    throw Error(ErrorCode::kInvalidArgument, fmt::format("gmlake caching: allocate_at({:#x}, {} bytes, {} requested): {}",
+                                                         address, size_bytes, requested_bytes, why));
+  };
+  if (size_bytes == 0 || size_bytes % kRoundBytes != 0) refuse("the size is not a positive multiple of 512 B");
+  if (requested_bytes == 0 || requested_bytes > size_bytes) refuse("the requested size is not 1 .. size");
+  Block* b = free_block_holding(address, size_bytes);
+  if (b == nullptr) refuse("the range is not wholly inside one free block of a segment");
+  erase_free(b);
+  if (b->address < address) {
+    Block* head = b;
+    b = split_block(head, address - head->address);
+    insert_free(head);
+  }
+  return hand_out(b, size_bytes, requested_bytes, /*split=*/b->size_bytes > size_bytes);
+}
+
+// The kFree block that holds [address, address + size_bytes) whole, or nullptr.
+Block* CachingAllocator::free_block_holding(std::uintptr_t address, std::uint64_t size_bytes) const {
+  auto it = segment_map().upper_bound(address);
+  if (it == segment_map().begin()) return nullptr;
+  const Segment& segment = *std::prev(it)->second;
+  if (address >= segment.end() || size_bytes > segment.end() - address) return nullptr;
+  for (Block* b = segment.first; b != nullptr; b = b->next) {
+    if (b->end() <= address) continue;
+    const bool holds = b->state == BlockState::kFree && b->address <= address && address + size_bytes <= b->end();
+    return holds ? b : nullptr;
+  }
+  return nullptr;
 }
 
 void CachingAllocator::empty_cache() {

@@ -17,6 +17,8 @@
 //   - The cap (Config::cap_bytes, set_cap_bytes) fails a segment that would take reserved bytes past it,
 //     like cudaMalloc failing under set_per_process_memory_fraction.
 //   - inactive_split_bytes (PyTorch's meaning): free blocks that are not their segment's only block.
+//   - allocate_at re-makes a block at a given address (PyTorch's setCheckpointPoolState, for CUDA graph trees):
+//     the range is cut out of the free block that holds it, whatever the split rules above would do.
 //
 // Thread safety: none (wrap in SynchronizedAllocator to share).
 #pragma once
@@ -39,6 +41,12 @@ class CachingAllocator final : public policy::BlockAllocator {
   // Returns a block of at least `size_bytes`, 512 B-aligned, on `stream`; nullptr for 0. Throws
   // OutOfMemoryError when no segment can be had even after releasing the cached ones.
   void* allocate(std::uint64_t size_bytes, StreamId stream) override;
+  // Allocates exactly [address, address + size_bytes), on its segment's stream, counting requested_bytes as
+  // asked: the block a checkpoint recorded, made again at its address (Pool::restore). The range is cut out of
+  // the free block that holds it; the free pieces left before and after it stay free. size_bytes: a multiple of
+  // 512 B, > 0; requested_bytes: 1 .. size_bytes. Throws Error(kInvalidArgument), changing nothing, when the
+  // sizes are not so or the range is not wholly inside one free block of a segment. O(blocks of the segment).
+  void* allocate_at(std::uintptr_t address, std::uint64_t size_bytes, std::uint64_t requested_bytes);
   // Releases every segment that is one whole free block.
   void empty_cache() override;
   Policy policy() const override { return Policy::kCaching; }
@@ -47,6 +55,7 @@ class CachingAllocator final : public policy::BlockAllocator {
   std::uint64_t inactive_split_share(const policy::Block& free_block) const override;
   SegmentTally check_segment(const policy::Segment& segment) const override;
 
+  policy::Block* free_block_holding(std::uintptr_t address, std::uint64_t size_bytes) const;
   policy::Block* take_best_fit(policy::PoolKind pool, StreamId stream, std::uint64_t rounded_bytes);
   policy::Block* new_segment(policy::PoolKind pool, StreamId stream, std::uint64_t segment_bytes);
   void release_segment(policy::Segment* segment);
