@@ -5,8 +5,10 @@
 
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "gmlake/error.h"
+#include "gmlake/snapshot_writer.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
 
@@ -146,6 +148,104 @@ TEST(PoolConfigTest, AnUnknownBackendOrABadConfigMakesNoPool) {
     FAIL() << "an invalid config made a pool";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kConfig);
+  }
+}
+
+// restore: PyTorch's setCheckpointPoolState on a private pool's stack (caching, no stream events).
+class PoolRestoreTest : public ::testing::Test {
+ protected:
+  static Config caching(const std::string& text = "backend:host") {
+    Config c = parse_config(text);
+    c.policy = Policy::kCaching;
+    c.release_on_oom = false;
+    return c;
+  }
+  static void* at(const BlockInfo& b) { return reinterpret_cast<void*>(b.address); }
+};
+
+TEST_F(PoolRestoreTest, FreesTheLiveBlocksAndMakesTheCheckpointsBlocksAgainWithTheirBytes) {
+  Pool pool(caching());
+  auto* a = static_cast<unsigned char*>(pool.allocate(3 * kMiB, 0));
+  void* b = pool.allocate(64 * kKiB, 0);
+  auto* c = static_cast<unsigned char*>(pool.allocate(5 * kMiB + 1, 0));
+  std::memset(a, 0x3C, 3 * kMiB);
+  std::memset(c, 0x7E, 5 * kMiB + 1);
+  const std::vector<BlockInfo> checkpoint = pool.blocks();
+  pool.deallocate(b);
+  void* d = pool.allocate(7 * kMiB, 0);  // after the checkpoint: freed by the restore
+  pool.set_tracing(1000);
+  pool.check_invariants();
+
+  pool.restore(checkpoint);
+  pool.check_invariants();
+  const std::vector<BlockInfo> now = pool.blocks();
+  ASSERT_EQ(now.size(), checkpoint.size());
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    EXPECT_EQ(now[i].address, checkpoint[i].address);
+    EXPECT_EQ(now[i].size_bytes, checkpoint[i].size_bytes);
+    EXPECT_EQ(now[i].requested_bytes, checkpoint[i].requested_bytes);
+  }
+  EXPECT_FALSE(pool.find_block(d).has_value()) << "d was not in the checkpoint";
+  EXPECT_EQ(a[3 * kMiB - 1], 0x3C) << "a block freed and made again keeps its bytes";
+  EXPECT_EQ(c[0], 0x7E);
+  std::vector<SnapshotEvent> events;
+  pool.drain_trace(&events);
+  int freed = 0, allocated = 0;
+  for (const SnapshotEvent& e : events) {
+    freed += e.action == SnapshotAction::kFreeCompleted;
+    allocated += e.action == SnapshotAction::kAlloc;
+  }
+  EXPECT_EQ(freed, 3) << "a, c and d";
+  EXPECT_EQ(allocated, 3) << "a, b and c";
+  for (const BlockInfo& x : checkpoint) pool.deallocate(at(x));
+  pool.check_invariants();
+  EXPECT_EQ(pool.stats().allocated_bytes.current, 0);
+}
+
+TEST_F(PoolRestoreTest, RefusesWhatItCannotMakeAndChangesNothing) {
+  Pool pool(caching());
+  void* a = pool.allocate(kMiB, 0);  // a 2 MiB small segment
+  void* b = pool.allocate(4 * kMiB, 0);  // a 20 MiB large segment
+  const std::uintptr_t base = reinterpret_cast<std::uintptr_t>(a);
+  const std::vector<BlockInfo> cases[] = {
+      {{base, 2 * kKiB, 1, 0, false}, {base + kKiB, kKiB, 1, 0, false}},  // overlapping
+      {{base + kMiB, 2 * kMiB, 1, 0, false}},                             // past its segment's end
+      {{kRoundBytes, kRoundBytes, 1, 0, false}},                          // in no segment
+      {{base, 1000, 1, 0, false}},                                        // not a multiple of 512 B
+      {{base, kKiB, 2 * kKiB, 0, false}},                                 // asks more than its size
+      {{base, kKiB, 1, 0, true}},                                         // pending
+  };
+  for (const std::vector<BlockInfo>& wanted : cases) {
+    try {
+      pool.restore(wanted);
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+    }
+    ASSERT_EQ(pool.blocks().size(), 2u) << "nothing freed";
+    pool.check_invariants();
+  }
+  pool.restore({});  // the empty checkpoint: every block freed
+  EXPECT_TRUE(pool.blocks().empty());
+  EXPECT_FALSE(pool.find_block(b).has_value());
+  pool.check_invariants();
+}
+
+TEST_F(PoolRestoreTest, OnlyAPrivatePoolsStackRestores) {
+  Config gmlake_policy = caching();
+  gmlake_policy.policy = Policy::kGmlake;
+  const Config refused[] = {gmlake_policy, caching("backend:host,debug:1")};
+  for (const Config& config : refused) {
+    Pool pool(config);
+    void* p = pool.allocate(kMiB, 0);
+    try {
+      pool.restore({});
+      ADD_FAILURE() << "no error";
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
+      EXPECT_NE(std::string(e.what()).find("needs the caching policy"), std::string::npos) << e.what();
+    }
+    EXPECT_TRUE(pool.find_block(p).has_value());
   }
 }
 

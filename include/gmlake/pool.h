@@ -36,6 +36,7 @@
 
 namespace gmlake {
 
+class CachingAllocator;
 class StreamUses;
 class TracingAllocator;
 
@@ -77,6 +78,17 @@ class Pool final : public Allocator {
   Policy policy() const override;
   const Backend& backend() const override { return *backend_; }
 
+  // PyTorch's setCheckpointPoolState (CUDA graph trees recording a graph after replaying others): frees every
+  // live block, then allocates each of `blocks` again at its address: exactly [address, address + size_bytes),
+  // requested_bytes as asked, on its segment's stream (`stream` is not used). Only the caching policy places
+  // blocks by address (private pools run it). The bytes are left as they were (a block freed and made again
+  // keeps its contents). Frees and allocations are traced as usual. All or nothing: throws
+  // Error(kInvalidArgument), changing nothing, when the policy is not caching, the pool has stream events or
+  // debug on (a free could be deferred; the poison would overwrite the blocks), or one of `blocks` is pending
+  // free, is not a positive multiple of 512 B, asks 0 or more than its size, lies outside every segment or
+  // overlaps another. O((live + blocks) log(live + blocks) + segments' blocks).
+  void restore(std::vector<BlockInfo> blocks);
+
   // Tensor.record_stream: the live block at `ptr` is also used by `stream` (stream_uses.h). nullptr: nothing.
   // Throws Error(kInvalidPointer) for anything but a live block's start, changing nothing.
   void record_stream(void* ptr, StreamId stream);
@@ -104,6 +116,7 @@ class Pool final : public Allocator {
   StreamEvents* events_ = nullptr;             // used by policy_ and uses_
   std::unique_ptr<Allocator> policy_;       // TracingAllocator over [PoisoningAllocator over] the policy
   TracingAllocator* tracing_ = nullptr;     // policy_ itself; the backend's observer
+  CachingAllocator* caching_ = nullptr;     // the policy under the adaptors, when it is caching (restore)
   std::unique_ptr<StreamUses> uses_;        // the top; uses policy_ and events_, so it is destroyed first
 };
 

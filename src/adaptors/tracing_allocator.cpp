@@ -56,6 +56,12 @@ void* TracingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   return ptr;
 }
 
+void TracingAllocator::record_placed(void* ptr) noexcept {
+  if (max_events_ == 0) return;
+  const std::optional<BlockInfo> block = inner().find_block(ptr);
+  if (block) record(SnapshotAction::kAlloc, block->address, block->requested_bytes, block->stream);
+}
+
 void TracingAllocator::deallocate(void* ptr) {
   if (max_events_ == 0) return inner().deallocate(ptr);
   const std::optional<BlockInfo> block = inner().find_block(ptr);

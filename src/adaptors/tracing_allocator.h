@@ -47,6 +47,10 @@ class TracingAllocator final : public ForwardingAllocator, public BackendObserve
   void begin_deferred_free(void* ptr) override;
   void end_deferred_free(void* ptr) override;
 
+  // Records an alloc entry for the live block at `ptr`, which a layer below made without an allocate call
+  // (Pool::restore's allocate_at). Nothing for a pointer that is not a live block's start.
+  void record_placed(void* ptr) noexcept;
+
   void on_map(std::uintptr_t addr, std::uint64_t size_bytes) noexcept override;
   void on_unmap(std::uintptr_t addr, std::uint64_t size_bytes) noexcept override;
 

@@ -2,13 +2,19 @@
 // that puts the backends, the policies and the adaptors together.
 #include "gmlake/pool.h"
 
+#include <algorithm>
 #include <string>
 #include <utility>
+
+#include <fmt/format.h>
 
 #include "adaptors/poisoning_allocator.h"
 #include "adaptors/stream_uses.h"
 #include "adaptors/tracing_allocator.h"
 #include "gmlake/backend_factory.h"
+#include "gmlake/error.h"
+#include "gmlake/units.h"
+#include "policies/caching/caching_allocator.h"
 
 namespace gmlake {
 namespace {
@@ -22,6 +28,29 @@ std::string backend_name(const Config& config, int device) {
 Config validated(const Config& config) {
   config.validate();
   return config;
+}
+
+// Throws Error(kInvalidArgument) unless every block of `wanted` (sorted by address) can be made again once every
+// live block is freed: each a positive multiple of 512 B asking 1 .. its size, inside one segment, apart.
+void check_restorable(const std::vector<BlockInfo>& wanted, const std::vector<SegmentInfo>& segments) {
+  std::uintptr_t taken_until = 0;
+  auto segment = segments.begin();
+  for (const BlockInfo& b : wanted) {
+    auto refuse = [&](const char* why) {
+      throw Error(ErrorCode::kInvalidArgument, fmt::format("gmlake restore: block {:#x} ({} bytes, {} requested): {}",
+                                                           b.address, b.size_bytes, b.requested_bytes, why));
+    };
+    if (b.pending_free) refuse("a pending free is not a block to make");
+    if (b.size_bytes == 0 || b.size_bytes % kRoundBytes != 0) refuse("the size is not a positive multiple of 512 B");
+    if (b.requested_bytes == 0 || b.requested_bytes > b.size_bytes) refuse("the requested size is not 1 .. size");
+    if (b.address < taken_until) refuse("it overlaps the block before it");
+    while (segment != segments.end() && segment->address + segment->size_bytes <= b.address) ++segment;
+    if (segment == segments.end() || b.address < segment->address ||
+        b.size_bytes > segment->address + segment->size_bytes - b.address) {
+      refuse("it is not inside one segment of the pool");
+    }
+    taken_until = b.address + b.size_bytes;
+  }
 }
 
 }  // namespace
@@ -45,6 +74,7 @@ void Pool::assemble() {
   // out-of-memory retry: empty_cache synchronizes the device first for them.
   StreamEvents* policy_events = config_.policy == Policy::kGmlake ? events_ : nullptr;
   policy_ = make_allocator(config_, *backend_, policy_events);
+  caching_ = dynamic_cast<CachingAllocator*>(policy_.get());
   if (config_.debug) policy_ = std::make_unique<PoisoningAllocator>(std::move(policy_));
   auto tracing = std::make_unique<TracingAllocator>(std::move(policy_));
   tracing_ = tracing.get();
@@ -82,6 +112,27 @@ std::vector<SegmentInfo> Pool::segments() const { return uses_->segments(); }
 std::optional<BlockInfo> Pool::find_block(const void* ptr) const { return uses_->find_block(ptr); }
 void Pool::check_invariants() const { uses_->check_invariants(); }
 Policy Pool::policy() const { return config_.policy; }
+void Pool::restore(std::vector<BlockInfo> blocks) {
+  if (caching_ == nullptr || events_ != nullptr || config_.debug) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("gmlake restore: needs the caching policy, no stream events and debug off (this pool: "
+                            "policy {}, stream events {}, debug {}): private pools are made so",
+                            to_string(config_.policy), events_ != nullptr ? "on" : "off", config_.debug ? 1 : 0));
+  }
+  std::sort(blocks.begin(), blocks.end(), [](const BlockInfo& x, const BlockInfo& y) { return x.address < y.address; });
+  check_restorable(blocks, uses_->segments());
+  const std::vector<BlockInfo> live = uses_->blocks();
+  for (const BlockInfo& b : live) {
+    if (b.pending_free) throw Error(ErrorCode::kInvalidArgument, "gmlake restore: the pool has a pending free");
+  }
+  // Nothing throws from here on: with no stream events and no pending free, each free completes at once and
+  // leaves every segment one free block, and check_restorable placed each wanted block inside one.
+  for (const BlockInfo& b : live) uses_->deallocate(reinterpret_cast<void*>(b.address));
+  for (const BlockInfo& b : blocks) {
+    tracing_->record_placed(caching_->allocate_at(b.address, b.size_bytes, b.requested_bytes));
+  }
+}
+
 void Pool::record_stream(void* ptr, StreamId stream) { uses_->record_stream(ptr, stream); }
 void Pool::set_tracing(std::uint64_t max_events) { tracing_->set_tracing(max_events); }
 void Pool::drain_trace(std::vector<SnapshotEvent>* out, std::size_t max) { tracing_->drain(out, max); }
