@@ -127,5 +127,68 @@ TEST_F(CApiPoolsTest, TracingCoversPrivatePools) {
   gmlake_free(p, 0, 0, 0);
 }
 
+// What the PyTorch extension's setCheckpointPoolState does: checkpoint = gmlake_pool_blocks, later
+// gmlake_pool_restore(checkpoint), then each block made again is freed with gmlake_free.
+TEST_F(CApiPoolsTest, RestoreFreesThePoolsBlocksAndMakesTheCheckpointsBlocksAgainAtTheirAddresses) {
+  ASSERT_EQ(gmlake_pool_create(0, kPool), GMLAKE_OK);
+  std::vector<void*> first;
+  for (std::uint64_t size : {3 * kMiB, 64 * kKiB, 5 * kMiB + 1, kKiB}) first.push_back(gmlake_pool_malloc(size, 0, 0, kPool));
+  gmlake_free(first[1], 0, 0, 0);
+  const std::vector<gmlake_block> checkpoint = pool_blocks(kPool);
+  ASSERT_EQ(checkpoint.size(), 3u);
+  gmlake_free(first[0], 0, 0, 0);  // died after the checkpoint: made again by the restore
+  void* later = gmlake_pool_malloc(7 * kMiB, 0, 0, kPool);  // made after it: freed by the restore
+  void* main_block = gmlake_malloc(kMiB, 0, 0);
+  const gmlake_stats before = stats();
+
+  ASSERT_EQ(gmlake_pool_restore(0, kPool, checkpoint.data(), checkpoint.size()), GMLAKE_OK) << gmlake_last_error();
+  const std::vector<gmlake_block> now = pool_blocks(kPool);
+  ASSERT_EQ(now.size(), checkpoint.size());
+  for (std::size_t i = 0; i < now.size(); ++i) {
+    EXPECT_EQ(now[i].address, checkpoint[i].address);
+    EXPECT_EQ(now[i].size_bytes, checkpoint[i].size_bytes);
+    EXPECT_EQ(now[i].requested_bytes, checkpoint[i].requested_bytes);
+  }
+  EXPECT_EQ(stats().reserved_bytes.current, before.reserved_bytes.current) << "no memory made or given back";
+  ASSERT_EQ(pool_blocks({0, 0}).size(), 1u) << "the main pool is not touched";
+  gmlake_free(later, 0, 0, 0);
+  EXPECT_EQ(gmlake_last_error_code(), GMLAKE_ERROR_INVALID_POINTER) << "later was freed by the restore";
+  for (const gmlake_block& b : checkpoint) {
+    gmlake_free(reinterpret_cast<void*>(b.address), 0, 0, 0);
+    EXPECT_EQ(gmlake_last_error_code(), GMLAKE_OK) << gmlake_last_error();
+  }
+  EXPECT_TRUE(pool_blocks(kPool).empty());
+  gmlake_free(main_block, 0, 0, 0);
+  ASSERT_EQ(gmlake_pool_release(0, kPool), GMLAKE_OK);
+}
+
+TEST_F(CApiPoolsTest, BadRestoresAreRefusedAndChangeNothing) {
+  ASSERT_EQ(gmlake_pool_create(0, kPool), GMLAKE_OK);
+  void* p = gmlake_pool_malloc(kMiB, 0, 0, kPool);
+  ASSERT_NE(p, nullptr);
+  const std::uint64_t a = reinterpret_cast<std::uintptr_t>(p);
+  const gmlake_block pending{a, kMiB, kMiB, 1};
+  const gmlake_block overlapping[] = {{a, kMiB, kMiB, 0}, {a + kKiB, kKiB, kKiB, 0}};
+  const gmlake_block outside{a + kMiB, 4 * kMiB, kMiB, 0};  // past the 2 MiB segment
+  const gmlake_block unaligned{a, 1000, 1000, 0};
+  EXPECT_EQ(gmlake_pool_restore(0, kPool, &pending, 1), GMLAKE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gmlake_last_error()).find("only allocated blocks"), std::string::npos) << gmlake_last_error();
+  EXPECT_EQ(gmlake_pool_restore(0, kPool, overlapping, 2), GMLAKE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gmlake_last_error()).find("overlaps"), std::string::npos) << gmlake_last_error();
+  EXPECT_EQ(gmlake_pool_restore(0, kPool, &outside, 1), GMLAKE_ERROR_INVALID_ARGUMENT);
+  EXPECT_NE(std::string(gmlake_last_error()).find("not inside one segment"), std::string::npos) << gmlake_last_error();
+  EXPECT_EQ(gmlake_pool_restore(0, kPool, &unaligned, 1), GMLAKE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(gmlake_pool_restore(0, kPool, nullptr, 1), GMLAKE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(gmlake_pool_restore(0, gmlake_pool_id{0, 0}, nullptr, 0), GMLAKE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(gmlake_pool_restore(0, gmlake_pool_id{0, 8}, nullptr, 0), GMLAKE_ERROR_INVALID_ARGUMENT);
+  EXPECT_EQ(gmlake_pool_restore(-1, kPool, nullptr, 0), GMLAKE_ERROR_INVALID_ARGUMENT);
+  const std::vector<gmlake_block> live = pool_blocks(kPool);
+  ASSERT_EQ(live.size(), 1u) << "nothing freed";
+  EXPECT_EQ(live[0].address, a);
+  ASSERT_EQ(gmlake_pool_restore(0, kPool, nullptr, 0), GMLAKE_OK) << "the empty checkpoint frees every block";
+  EXPECT_TRUE(pool_blocks(kPool).empty());
+  ASSERT_EQ(gmlake_pool_release(0, kPool), GMLAKE_OK);
+}
+
 }  // namespace
 }  // namespace gmlake

@@ -264,6 +264,20 @@ int gmlake_pool_empty_cache(int device, gmlake_pool_id pool_id);
 /* The live and pending blocks of a pool ((0, 0): the main pool), in address order: *count is their number;
  * they are written only when *count <= capacity. state: 0 allocated, 1 pending free. */
 int gmlake_pool_blocks(int device, gmlake_pool_id pool_id, gmlake_block* blocks, size_t capacity, size_t* count);
+/* Restores the private pool `pool_id` to a checkpoint (PyTorch's setCheckpointPoolState: CUDA graph trees
+ * recording a graph after replaying others): frees every live block of the pool, then allocates each of
+ * blocks[0 .. count) again at its address: exactly [address, address + size_bytes), requested_bytes counted as
+ * asked, on its segment's stream. blocks: what gmlake_pool_blocks returned when the checkpoint was taken (state 0),
+ * in any order; count 0 frees every block. The blocks freed are those gmlake_pool_blocks lists just before the
+ * call (unless another thread changes the pool in between); each block made must be freed with gmlake_free as
+ * any other. Memory is neither written nor mapped: a block freed and made again keeps its bytes. Traced as the
+ * frees and allocations it is. All or nothing: checked before anything changes. Returns GMLAKE_OK;
+ * GMLAKE_ERROR_INVALID_ARGUMENT, the pool unchanged: bad device, pool id (0, 0) or a pool that does not exist (any
+ * more), blocks NULL with count > 0, a block whose state is not 0, whose size_bytes is not a positive multiple of
+ * 512, whose requested_bytes is 0 or above size_bytes, that lies outside every segment of the pool (its segment
+ * was released: gmlake_pool_empty_cache since the checkpoint) or overlaps another, and a pool made with debug:1;
+ * GMLAKE_ERROR_SHUT_DOWN. O((live + count) log(live + count) + the pool's blocks). */
+int gmlake_pool_restore(int device, gmlake_pool_id pool_id, const gmlake_block* blocks, size_t count);
 
 /* The names of gmlake_stats' fields, in its order, each with its kind: "allocated_bytes:gauge,...,num_ooms:counter,..."
  * (the tables of include/gmlake/stats.h), so that bindings (python/gmlake) lay the struct out from the library

@@ -649,6 +649,32 @@ int gmlake_pool_blocks(int device, gmlake_pool_id pool_id, gmlake_block* blocks,
   });
 }
 
+int gmlake_pool_restore(int device, gmlake_pool_id pool_id, const gmlake_block* blocks, size_t count) {
+  return guarded_status([&] {
+    if (blocks == nullptr && count > 0) {
+      throw Error(ErrorCode::kInvalidArgument, "gmlake_pool_restore: blocks is NULL with a count");
+    }
+    std::vector<BlockInfo> wanted;
+    wanted.reserve(count);
+    for (std::size_t i = 0; i < count; ++i) {
+      if (blocks[i].state != 0) {
+        throw Error(ErrorCode::kInvalidArgument, "gmlake_pool_restore: block " + std::to_string(i) + " has state " +
+                                                     std::to_string(blocks[i].state) + ": only allocated blocks (0)");
+      }
+      wanted.push_back(BlockInfo{blocks[i].address, blocks[i].size_bytes, blocks[i].requested_bytes, 0, false});
+    }
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+      if (pool_id.first == 0 && pool_id.second == 0) {
+        throw Error(ErrorCode::kInvalidArgument, "gmlake_pool_restore: pool id (0, 0) is the main pool's: only "
+                                                 "private pools are restored");
+      }
+      existing_private(pool, pool_id, device, "gmlake_pool_restore").pool->restore(std::move(wanted));
+      collect_released(pool);
+      return 0;
+    });
+  });
+}
+
 const char* gmlake_stat_names(void) {
   static const std::string names = [] {
     std::string text;
