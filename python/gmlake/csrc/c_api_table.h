@@ -35,6 +35,7 @@ struct CApi {
   decltype(&gmlake_pool_malloc) pool_malloc = nullptr;
   decltype(&gmlake_pool_empty_cache) pool_empty_cache = nullptr;
   decltype(&gmlake_pool_blocks) pool_blocks = nullptr;
+  decltype(&gmlake_pool_restore) pool_restore = nullptr;
 };
 inline CApi g_api;
 
@@ -66,6 +67,7 @@ inline void load_api(const std::string& library_path) {
   resolve(library, "gmlake_pool_malloc", &g_api.pool_malloc);
   resolve(library, "gmlake_pool_empty_cache", &g_api.pool_empty_cache);
   resolve(library, "gmlake_pool_blocks", &g_api.pool_blocks);
+  resolve(library, "gmlake_pool_restore", &g_api.pool_restore);
 }
 
 // Raises the C API's last error as PyTorch's error of that kind (OutOfMemoryError for out of memory).

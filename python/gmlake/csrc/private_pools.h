@@ -1,6 +1,6 @@
 // PyTorch's private pools with gmlake: torch.cuda.MemPool / use_mem_pool, torch.cuda.graph(pool=...) and the
 // pools of CUDA graph captures (c10's createOrIncrefPool, beginAllocateToPool, endAllocateToPool, releasePool,
-// getPoolUseCount, checkPoolLiveAllocations, emptyCache(pool)), served by the library's private pools
+// getPoolUseCount, checkPoolLiveAllocations, emptyCache(pool), getCheckpointState, setCheckpointPoolState), served by the library's private pools
 // (gmlake_pool_*: each its own pool on the device, running the `caching` policy so that no block moves and no
 // segment is unmapped while the pool lives, as a captured graph replays into the addresses it captured).
 //
@@ -87,8 +87,8 @@ class PrivatePools {
     return ptr;
   }
 
-  // True when the pool's allocated blocks are exactly `expected` (cudagraph trees' check).
-  bool live_allocations_are(c10::DeviceIndex device, MempoolId id, const std::unordered_set<void*>& expected) {
+  // The pool's allocated blocks (gmlake_pool_blocks' state 0), in address order.
+  std::vector<gmlake_block> allocated_blocks(c10::DeviceIndex device, MempoolId id) {
     std::vector<gmlake_block> blocks;
     std::size_t count = 0;
     for (;;) {
@@ -96,13 +96,28 @@ class PrivatePools {
       if (count <= blocks.size()) break;
       blocks.resize(count + 16);
     }
-    std::size_t allocated = 0;
-    for (std::size_t i = 0; i < count; ++i) {
-      if (blocks[i].state != 0) continue;
-      ++allocated;
-      if (expected.count(reinterpret_cast<void*>(blocks[i].address)) == 0) return false;
+    blocks.resize(count);
+    blocks.erase(std::remove_if(blocks.begin(), blocks.end(), [](const gmlake_block& b) { return b.state != 0; }),
+                 blocks.end());
+    return blocks;
+  }
+
+  // True when the pool's allocated blocks are exactly `expected` (cudagraph trees' check).
+  bool live_allocations_are(c10::DeviceIndex device, MempoolId id, const std::unordered_set<void*>& expected) {
+    const std::vector<gmlake_block> blocks = allocated_blocks(device, id);
+    for (const gmlake_block& b : blocks) {
+      if (expected.count(reinterpret_cast<void*>(b.address)) == 0) return false;
     }
-    return allocated == expected.size();
+    return blocks.size() == expected.size();
+  }
+
+  // setCheckpointPoolState: frees the pool's allocated blocks and makes `checkpoint`'s again at their addresses
+  // (gmlake_pool_restore, all or nothing). Returns the blocks freed. The pool's other users are CUDA graph trees'
+  // recordings on this thread: nothing allocates into it between the two calls.
+  std::vector<gmlake_block> restore(c10::DeviceIndex device, MempoolId id, const std::vector<gmlake_block>& checkpoint) {
+    std::vector<gmlake_block> freed = allocated_blocks(device, id);
+    check(g_api.pool_restore(device, pool_id_of(id), checkpoint.data(), checkpoint.size()), "setCheckpointPoolState");
+    return freed;
   }
 
  private:
@@ -116,8 +131,8 @@ class PrivatePools {
   std::atomic<int> active_{0};
 };
 
-// What getCheckpointState returns: the pool's live blocks when the state was taken (cudagraph trees keep it and
-// hand it back to setCheckpointPoolState).
+// What getCheckpointState returns: the pool's allocated blocks when the state was taken (address, size as placed,
+// size requested); cudagraph trees keep it and hand it back to setCheckpointPoolState.
 struct GmlakePoolState final : c10::cuda::CUDACachingAllocator::AllocatorState {
   c10::DeviceIndex device = 0;
   MempoolId pool{0, 0};

@@ -91,6 +91,13 @@ constexpr std::array<c10::DeleterFnPtr, sizeof...(kDevices)> make_deleters(std::
 }
 constexpr auto kDeleters = make_deleters(std::make_index_sequence<GMLAKE_MAX_DEVICES>{});
 
+// The deleter of `device`'s blocks.
+c10::DeleterFnPtr deleter_of(int device) {
+  TORCH_CHECK(device >= 0 && device < GMLAKE_MAX_DEVICES, "gmlake: device ", device, " is beyond the ",
+              GMLAKE_MAX_DEVICES, " devices gmlake serves");
+  return kDeleters[static_cast<std::size_t>(device)];
+}
+
 bool is_ours(c10::DeleterFnPtr deleter) {
   for (c10::DeleterFnPtr d : kDeleters) {
     if (d == deleter) return true;
@@ -174,16 +181,21 @@ class GmlakeAllocator final : public PluggableBase {
     return {ptr, ptr, kDeleters[static_cast<std::size_t>(device)], c10::Device(c10::DeviceType::CUDA, device)};
   }
 
-  c10::DeleterFnPtr raw_deleter() const override { return &raw_delete_any; }
+  // The deleter of the current device's blocks, as allocate() gives them: PyTorch compares a storage's deleter
+  // with it (CUDA graph trees' _free_And_Remove_DeleterFn, _has_Standard_Deleter; Allocator::raw_deallocate
+  // frees raw_allocate's blocks with it).
+  c10::DeleterFnPtr raw_deleter() const override { return deleter_of(current_device()); }
 
   void* raw_alloc(std::size_t size_bytes) override {
-    if (g_route_native.load(std::memory_order_relaxed)) return g_native->raw_alloc(size_bytes);
+    if (g_route_native.load(std::memory_order_relaxed)) return remember(g_native->raw_alloc(size_bytes), kNative);
     const c10::DeviceIndex device = current_device();
     return raw_alloc_on(size_bytes, device, c10::cuda::getCurrentCUDAStream(device).stream());
   }
 
   void* raw_alloc_with_stream(std::size_t size_bytes, cudaStream_t stream) override {
-    if (g_route_native.load(std::memory_order_relaxed)) return g_native->raw_alloc_with_stream(size_bytes, stream);
+    if (g_route_native.load(std::memory_order_relaxed)) {
+      return remember(g_native->raw_alloc_with_stream(size_bytes, stream), kNative);
+    }
     return raw_alloc_on(size_bytes, current_device(), stream);
   }
 
@@ -266,29 +278,44 @@ class GmlakeAllocator final : public PluggableBase {
     return PrivatePools::instance().live_allocations_are(device, mempool_id, expected_live_allocations);
   }
 
-  // The pool's live blocks now: what cudagraph trees keep at the end of each recording.
+  // The pool's allocated blocks now: what cudagraph trees keep at the end of each recording.
   std::shared_ptr<cca::AllocatorState> getCheckpointState(c10::DeviceIndex device,
                                                           c10::cuda::MempoolId_t id) override {
     auto state = std::make_shared<GmlakePoolState>();
     state->device = device;
     state->pool = id;
-    std::size_t count = 0;
-    for (;;) {
-      check(g_api.pool_blocks(device, pool_id_of(id), state->blocks.data(), state->blocks.size(), &count),
-            "pool_blocks");
-      if (count <= state->blocks.size()) break;
-      state->blocks.resize(count + 16);
-    }
-    state->blocks.resize(count);
+    state->blocks = PrivatePools::instance().allocated_blocks(device, id);
     return state;
   }
 
-  cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex /*device*/,
-                                              std::shared_ptr<cca::AllocatorState> /*pps*/) override {
-    TORCH_CHECK(false,
-                "gmlake does not yet restore a private pool to a checkpoint (setCheckpointPoolState: CUDA graph "
-                "trees recording a second graph after replaying a first). Wrap that code in "
-                "`with gmlake.torch.native():` or compile one graph per path");
+  // CUDA graph trees, before recording a graph after replaying others (PyTorch's semantics): every block allocated
+  // in the pool now is freed (ptrs_freed) and every block allocated at the checkpoint is made again at its address
+  // (dataptrs_allocd, with this allocator's deleter; PyTorch gives each to the storage that still lives, releases
+  // the others' and raw_deletes those whose tensors died). A pointer may be in both lists.
+  cca::CheckpointDelta setCheckpointPoolState(c10::DeviceIndex device,
+                                              std::shared_ptr<cca::AllocatorState> pps) override {
+    const auto* state = dynamic_cast<const GmlakePoolState*>(pps.get());
+    TORCH_CHECK(state != nullptr, "gmlake: setCheckpointPoolState of a state gmlake's getCheckpointState did not make");
+    TORCH_CHECK(state->device == device, "gmlake: setCheckpointPoolState on device ", static_cast<int>(device),
+                " of a checkpoint taken on device ", static_cast<int>(state->device));
+    cca::CheckpointDelta delta;
+    for (const gmlake_block& b : PrivatePools::instance().restore(device, state->pool, state->blocks)) {
+      delta.ptrs_freed.push_back(reinterpret_cast<void*>(b.address));
+    }
+    for (const gmlake_block& b : state->blocks) {
+      void* ptr = reinterpret_cast<void*>(b.address);
+      delta.dataptrs_allocd.emplace_back(ptr, ptr, deleter_of(device), c10::Device(c10::DeviceType::CUDA, device));
+    }
+    MemoryHistory& history = MemoryHistory::instance();
+    if (history.enabled()) {  // drains the restore's entries; the stacks of the blocks not made again go
+      history.after_call(device, nullptr, false, nullptr);
+      std::unordered_set<void*> remade;
+      for (const c10::DataPtr& p : delta.dataptrs_allocd) remade.insert(p.get());
+      for (void* ptr : delta.ptrs_freed) {
+        if (remade.count(ptr) == 0) history.after_call(device, ptr, false, nullptr);
+      }
+    }
+    return delta;
   }
 
   void cacheInfo(c10::DeviceIndex /*device*/, std::size_t* largest_block) override {
@@ -360,8 +387,13 @@ class GmlakeAllocator final : public PluggableBase {
   }
 
  private:
+  static constexpr int kNative = -1;  // the raw_alloc table's device for a block of PyTorch's own allocator
+
   void* raw_alloc_on(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t stream) {
-    void* ptr = allocate_raw(size_bytes, device, stream);
+    return remember(allocate_raw(size_bytes, device, stream), device);
+  }
+
+  static void* remember(void* ptr, int device) {
     if (ptr != nullptr) {
       std::lock_guard lock(raw_mutex());
       raw_devices()[ptr] = device;
@@ -370,9 +402,11 @@ class GmlakeAllocator final : public PluggableBase {
   }
 
   // raw_delete receives no device: raw_alloc remembers it (raw_alloc serves workspaces: rare, not per tensor).
+  // A pointer raw_alloc did not return is a block allocate() made on the current device: CUDA graph trees free
+  // the blocks of a restored checkpoint whose tensors died this way (and _free_And_Remove_DeleterFn's).
   static void raw_delete_any(void* ptr) {
     if (ptr == nullptr) return;
-    int device = -1;
+    std::optional<int> device;
     {
       std::lock_guard lock(raw_mutex());
       auto it = raw_devices().find(ptr);
@@ -381,15 +415,11 @@ class GmlakeAllocator final : public PluggableBase {
         raw_devices().erase(it);
       }
     }
-    if (device < 0 && g_native_used.load()) {  // raw_alloc routed to the native allocator
+    if (device == kNative) {
       g_native->raw_delete(ptr);
       return;
     }
-    if (device < 0) {
-      std::fprintf(stderr, "gmlake: raw_delete of %p, which raw_alloc did not return: ignored\n", ptr);
-      return;
-    }
-    kDeleters[static_cast<std::size_t>(device)](ptr);
+    deleter_of(device ? *device : current_device())(ptr);
   }
 
   static std::mutex& raw_mutex() {
