@@ -7,6 +7,12 @@
   mempool    torch.cuda.MemPool + use_mem_pool: the pool's blocks are its own (MemPool.snapshot), freed into it
   graph      torch.cuda.graph(g, pool=...): capture into a private pool, replay with new inputs == eager
   compile    torch.compile(mode="reduce-overhead") (CUDA graph trees) on a small transformer: outputs == eager
+  checkpoint CUDA graph trees recording a graph after replaying others, which restores the private pool to a
+             checkpoint (setCheckpointPoolState): a compiled training step (forward + backward + SGD, the backward
+             first run one step after the forward, so that it is recorded after the forward's replay) gives
+             eager's losses; two compiled functions in a row, the second given a new shape after both replay,
+             give eager's outputs; each calls torch._C._cuda_setCheckpointPoolState at least once (counted by a
+             wrapper: cudagraph_trees.py looks it up on torch._C at each call)
 
 Run: python3 tests/gpu/torch_features_test.py [feature ...] (default: all). Prints one line per check and exits 1
 when any fails; every feature runs even when an earlier one failed. Needs torch with CUDA and gmlake's
@@ -140,10 +146,74 @@ def feature_compile():
     check(ok, "torch.compile(mode='reduce-overhead') on a transformer layer equals eager (4 steps)")
 
 
+class CountCheckpointRestores:
+    """Counts the calls of torch._C._cuda_setCheckpointPoolState (CUDA graph trees look it up at each call)."""
+
+    def __enter__(self):
+        self.calls = 0
+        self.real = torch._C._cuda_setCheckpointPoolState
+
+        def counting(*args, **kwargs):
+            self.calls += 1
+            return self.real(*args, **kwargs)
+
+        torch._C._cuda_setCheckpointPoolState = counting
+        return self
+
+    def __exit__(self, *exc):
+        torch._C._cuda_setCheckpointPoolState = self.real
+
+
+def train_losses(compiled, steps=8):
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.GELU(), torch.nn.Linear(256, 64)).cuda()
+    opt = torch.optim.SGD(model.parameters(), lr=0.05)
+    run = torch.compile(model, mode="reduce-overhead") if compiled else model
+    torch.manual_seed(1)
+    batches = [(torch.randn(32, 64, device="cuda"), torch.randn(32, 64, device="cuda")) for _ in range(steps)]
+    losses = []
+    for step, (x, y) in enumerate(batches):
+        if compiled:
+            torch.compiler.cudagraph_mark_step_begin()
+        loss = torch.nn.functional.mse_loss(run(x), y)
+        if step > 0:  # step 0: the forward alone, so that the backward is recorded after the forward replays
+            opt.zero_grad(set_to_none=True)
+            loss.backward()
+            opt.step()
+        losses.append(loss.item())
+    return losses
+
+
+def feature_checkpoint():
+    torch._dynamo.reset()
+    eager = train_losses(compiled=False)
+    with CountCheckpointRestores() as restores:
+        compiled = train_losses(compiled=True)
+    close = all(abs(c - e) <= 1e-3 * max(1.0, abs(e)) for c, e in zip(compiled, eager))
+    check(close, f"compiled training step (reduce-overhead) gives eager's losses: {compiled} vs {eager}")
+    check(restores.calls >= 1, f"the training step restored the private pool to a checkpoint ({restores.calls} calls)")
+
+    torch._dynamo.reset()
+    torch.manual_seed(2)
+    w = torch.randn(128, 128, device="cuda")
+    f = torch.compile(lambda x: (x @ w).relu(), mode="reduce-overhead")
+    g = torch.compile(lambda h: (h * 2).sum(dim=0), mode="reduce-overhead")
+    ok = True
+    with CountCheckpointRestores() as restores, torch.no_grad():
+        for step in range(8):
+            torch.compiler.cudagraph_mark_step_begin()
+            x = torch.randn(64, 128, device="cuda")
+            rows = 64 if step < 5 else 48  # g sees a new shape after f and g were recorded and replayed
+            out = g(f(x)[:rows]).clone()
+            ok = ok and torch.allclose(out, ((x @ w).relu()[:rows] * 2).sum(dim=0), atol=1e-3, rtol=1e-4)
+    check(ok, "two compiled functions, the second re-recorded on a new shape after replays, equal eager (8 steps)")
+    check(restores.calls >= 1, f"the new shape restored the private pool to a checkpoint ({restores.calls} calls)")
+
+
 def main():
     gmlake.torch.enable()
     check(gmlake.torch.mode() == "extension", f"gmlake in extension mode ({gmlake.torch.mode()})")
-    wanted = sys.argv[1:] or ["history", "mempool", "graph", "compile"]
+    wanted = sys.argv[1:] or ["history", "mempool", "graph", "compile", "checkpoint"]
     for name in wanted:
         try:
             globals()["feature_" + name]()
