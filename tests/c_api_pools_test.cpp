@@ -132,7 +132,9 @@ TEST_F(CApiPoolsTest, TracingCoversPrivatePools) {
 TEST_F(CApiPoolsTest, RestoreFreesThePoolsBlocksAndMakesTheCheckpointsBlocksAgainAtTheirAddresses) {
   ASSERT_EQ(gmlake_pool_create(0, kPool), GMLAKE_OK);
   std::vector<void*> first;
-  for (std::uint64_t size : {3 * kMiB, 64 * kKiB, 5 * kMiB + 1, kKiB}) first.push_back(gmlake_pool_malloc(size, 0, 0, kPool));
+  for (std::uint64_t size : {3 * kMiB, 64 * kKiB, 5 * kMiB + 1, kKiB}) {
+    first.push_back(gmlake_pool_malloc(size, 0, 0, kPool));
+  }
   gmlake_free(first[1], 0, 0, 0);
   const std::vector<gmlake_block> checkpoint = pool_blocks(kPool);
   ASSERT_EQ(checkpoint.size(), 3u);

@@ -1,8 +1,9 @@
 // PyTorch's private pools with gmlake: torch.cuda.MemPool / use_mem_pool, torch.cuda.graph(pool=...) and the
 // pools of CUDA graph captures (c10's createOrIncrefPool, beginAllocateToPool, endAllocateToPool, releasePool,
-// getPoolUseCount, checkPoolLiveAllocations, emptyCache(pool), getCheckpointState, setCheckpointPoolState), served by the library's private pools
-// (gmlake_pool_*: each its own pool on the device, running the `caching` policy so that no block moves and no
-// segment is unmapped while the pool lives, as a captured graph replays into the addresses it captured).
+// getPoolUseCount, checkPoolLiveAllocations, emptyCache(pool), getCheckpointState, setCheckpointPoolState), served
+// by the library's private pools (gmlake_pool_*: each its own pool on the device, running the `caching` policy so
+// that no block moves and no segment is unmapped while the pool lives, as a captured graph replays into the
+// addresses it captured; gmlake_pool_restore puts one back to a checkpoint).
 //
 // Routing: between beginAllocateToPool(device, pool, filter) and endAllocateToPool(device, pool), an allocation
 // on `device` whose stream passes `filter` comes from `pool` (the latest such route first, as PyTorch's
@@ -114,7 +115,8 @@ class PrivatePools {
   // setCheckpointPoolState: frees the pool's allocated blocks and makes `checkpoint`'s again at their addresses
   // (gmlake_pool_restore, all or nothing). Returns the blocks freed. The pool's other users are CUDA graph trees'
   // recordings on this thread: nothing allocates into it between the two calls.
-  std::vector<gmlake_block> restore(c10::DeviceIndex device, MempoolId id, const std::vector<gmlake_block>& checkpoint) {
+  std::vector<gmlake_block> restore(c10::DeviceIndex device, MempoolId id,
+                                    const std::vector<gmlake_block>& checkpoint) {
     std::vector<gmlake_block> freed = allocated_blocks(device, id);
     check(g_api.pool_restore(device, pool_id_of(id), checkpoint.data(), checkpoint.size()), "setCheckpointPoolState");
     return freed;

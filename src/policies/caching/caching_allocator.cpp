@@ -46,8 +46,9 @@ void* CachingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
 void* CachingAllocator::allocate_at(std::uintptr_t address, std::uint64_t size_bytes,
                                     std::uint64_t requested_bytes) {
   auto refuse = [&](const char* why) {
-    throw Error(ErrorCode::kInvalidArgument, fmt::format("gmlake caching: allocate_at({:#x}, {} bytes, {} requested): {}",
-                                                         address, size_bytes, requested_bytes, why));
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("gmlake caching: allocate_at({:#x}, {} bytes, {} requested): {}", address, size_bytes,
+                            requested_bytes, why));
   };
   if (size_bytes == 0 || size_bytes % kRoundBytes != 0) refuse("the size is not a positive multiple of 512 B");
   if (requested_bytes == 0 || requested_bytes > size_bytes) refuse("the requested size is not 1 .. size");
