@@ -199,14 +199,20 @@ def feature_checkpoint():
     f = torch.compile(lambda x: (x @ w).relu(), mode="reduce-overhead")
     g = torch.compile(lambda h: (h * 2).sum(dim=0), mode="reduce-overhead")
     ok = True
-    with CountCheckpointRestores() as restores, torch.no_grad():
+    # slow_path_cudagraph_asserts: after each restore, CUDA graph trees also check that the pool's allocated blocks
+    # are exactly the live tensors' (checkPoolLiveAllocations, then the snapshot's segments on a mismatch).
+    import torch._inductor.config as inductor_config
+
+    slow_asserts = inductor_config.patch({"triton.slow_path_cudagraph_asserts": True})
+    with CountCheckpointRestores() as restores, torch.no_grad(), slow_asserts:
         for step in range(8):
             torch.compiler.cudagraph_mark_step_begin()
             x = torch.randn(64, 128, device="cuda")
             rows = 64 if step < 5 else 48  # g sees a new shape after f and g were recorded and replayed
             out = g(f(x)[:rows]).clone()
-            ok = ok and torch.allclose(out, ((x @ w).relu()[:rows] * 2).sum(dim=0), atol=1e-3, rtol=1e-4)
-    check(ok, "two compiled functions, the second re-recorded on a new shape after replays, equal eager (8 steps)")
+            ok = ok and torch.allclose(out, ((x @ w).relu()[:rows] * 2).sum(dim=0), atol=1e-3, rtol=1e-3)
+    check(ok, "two compiled functions, the second re-recorded on a new shape after replays, equal eager (8 steps; "
+          "CUDA graph trees' slow-path pool asserts on)")
     check(restores.calls >= 1, f"the new shape restored the private pool to a checkpoint ({restores.calls} calls)")
 
 
