@@ -1,0 +1,173 @@
+// The lake in the engine (policies/gmlake/peer_chunks.*, stitching_allocator_lake.cpp): large-pool pages backed by
+// chunks of a peer device, on a sim backend of two devices. Every test checks the invariants after each step.
+#include "policies/gmlake/peer_chunks.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "expect_error.h"
+#include "gmlake/error.h"
+#include "gmlake/sim_backend.h"
+#include "policies/gmlake/stitching_allocator.h"
+
+namespace gmlake::engine {
+namespace {
+
+// Page-granular, no headroom: every byte is accounted for by the test.
+const std::string kBase = "max_chunk_bytes:2M,grow_bytes:2M,headroom_permille:0";
+
+class PeerChunksTest : public ::testing::Test {
+ protected:
+  // Device 0 (own): 8 MiB of HBM; device 1 (peer): 64 MiB over NVLink.
+  PeerChunksTest()
+      : backend_(kChunkBytes, {SimDevice{8 * kMiB, kH100HbmBytesPerS}, SimDevice{64 * kMiB, kH100NvlinkBytesPerS}}) {}
+  StitchingAllocator& make(const std::string& conf) {
+    alloc_ = std::make_unique<StitchingAllocator>(parse_config(kBase + "," + conf), backend_);
+    return *alloc_;
+  }
+  std::uint64_t peer_bytes() const { return static_cast<std::uint64_t>(alloc_->stats().peer_reserved_bytes.current); }
+  std::uint64_t reserved() const { return static_cast<std::uint64_t>(alloc_->stats().reserved_bytes.current); }
+
+  SimBackend backend_;
+  std::unique_ptr<StitchingAllocator> alloc_;
+};
+
+TEST_F(PeerChunksTest, ALargeBlockBorrowsFromThePeerOnlyOnceTheOwnDeviceIsFull) {
+  StitchingAllocator& a = make("peer_devices:1");
+  void* p = a.allocate(4 * kMiB, 0);
+  void* q = a.allocate(4 * kMiB, 0);
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 0u) << "the own device had room";
+  EXPECT_EQ(backend_.live_chunk_bytes(0), 8 * kMiB);
+  void* r = a.allocate(4 * kMiB, 0);
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 4 * kMiB);
+  EXPECT_EQ(backend_.live_chunk_bytes(1), 4 * kMiB);
+  EXPECT_EQ(reserved(), 12 * kMiB) << "reserved counts both devices";
+  EXPECT_TRUE(backend_.is_accessible(reinterpret_cast<std::uintptr_t>(r), 4 * kMiB));
+  a.deallocate(p);
+  a.deallocate(q);
+  a.deallocate(r);
+  a.check_invariants();
+}
+
+TEST_F(PeerChunksTest, IdleMemoryOfTheOwnDeviceIsUsedBeforeAnyPeerChunk) {
+  StitchingAllocator& a = make("peer_devices:1");
+  void* p = a.allocate(4 * kMiB, 0);
+  void* q = a.allocate(4 * kMiB, 0);
+  a.deallocate(p);  // its 4 MiB stay mapped and idle
+  void* r = a.allocate(6 * kMiB, 0);  // a range that needs the idle pages moved: evicted, not borrowed
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 2 * kMiB) << "4 MiB came from the idle chunks, only the 2 MiB beyond the device";
+  EXPECT_GE(a.stats().evictions + a.stats().stitch_reuses, 1u);
+  a.deallocate(q);
+  a.deallocate(r);
+  a.check_invariants();
+}
+
+TEST_F(PeerChunksTest, WithoutPeerDevicesAFullDeviceIsOutOfMemoryAsBefore) {
+  StitchingAllocator& a = make("peer_budget_bytes:0");
+  void* p = a.allocate(8 * kMiB, 0);
+  test::expect_error([&] { a.allocate(2 * kMiB, 0); }, ErrorCode::kOutOfMemory, "no physical memory left");
+  a.check_invariants();
+  EXPECT_EQ(backend_.live_chunk_bytes(1), 0u);
+  a.deallocate(p);
+}
+
+TEST_F(PeerChunksTest, SmallPoolBlocksNeverLandOnAPeer) {
+  StitchingAllocator& a = make("peer_devices:1");
+  void* big = a.allocate(8 * kMiB, 0);
+  test::expect_error([&] { a.allocate(4 * kKiB, 0); }, ErrorCode::kOutOfMemory, "no physical memory left");
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 0u);
+  a.deallocate(big);
+  void* small = a.allocate(4 * kKiB, 0);  // still usable: the small pool takes the freed memory
+  EXPECT_NE(small, nullptr);
+  a.check_invariants();
+  a.deallocate(small);
+}
+
+TEST_F(PeerChunksTest, TheBudgetBoundsPeerBytesAndAFailedBorrowLeavesTheAllocatorUsable) {
+  StitchingAllocator& a = make("peer_devices:1,peer_budget_bytes:4M");
+  void* p = a.allocate(8 * kMiB, 0);
+  void* q = a.allocate(4 * kMiB, 0);
+  EXPECT_EQ(peer_bytes(), 4 * kMiB);
+  test::expect_error([&] { a.allocate(2 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 4 * kMiB) << "nothing borrowed past the budget";
+  a.deallocate(q);
+  void* r = a.allocate(4 * kMiB, 0);  // the idle peer pages serve it again
+  a.check_invariants();
+  a.deallocate(r);
+  a.deallocate(p);
+  a.check_invariants();
+}
+
+TEST_F(PeerChunksTest, APeerChunkThatTurnsFreeGoesBackToItsDeviceAtOnce) {
+  // max_idle_mapped_bytes: idle chunks beyond 2 MiB are unmapped at once (trim), oldest first, so they turn free.
+  StitchingAllocator& a = make("peer_devices:1,max_idle_mapped_bytes:2M");
+  void* p = a.allocate(8 * kMiB, 0);
+  void* q = a.allocate(4 * kMiB, 0);  // two 2 MiB chunks on the peer
+  ASSERT_EQ(peer_bytes(), 4 * kMiB);
+  a.deallocate(q);  // 4 MiB idle: one chunk trimmed
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 2 * kMiB);
+  EXPECT_EQ(backend_.live_chunk_bytes(1), 2 * kMiB);
+  EXPECT_EQ(a.free_chunks(), 0u) << "the trimmed peer chunk was released, not kept in the free chunks";
+  a.deallocate(p);  // the other peer chunk is the oldest idle: trimmed and released too
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 0u);
+  EXPECT_EQ(backend_.live_chunk_bytes(0), 8 * kMiB) << "the own device's chunks stay cached";
+  EXPECT_GT(a.free_chunks(), 0u) << "own chunks trimmed are kept free";
+}
+
+TEST_F(PeerChunksTest, TheCapBoundsTheOwnDeviceOnlySoPeersServeWhatLiesBeyondIt) {
+  StitchingAllocator& a = make("peer_devices:1,cap_bytes:4M");
+  void* p = a.allocate(4 * kMiB, 0);
+  void* q = a.allocate(6 * kMiB, 0);
+  a.check_invariants();
+  EXPECT_EQ(backend_.live_chunk_bytes(0), 4 * kMiB);
+  EXPECT_EQ(peer_bytes(), 6 * kMiB);
+  a.deallocate(p);
+  a.deallocate(q);
+  a.empty_cache();
+  a.check_invariants();
+  EXPECT_EQ(reserved(), 0u);
+}
+
+TEST_F(PeerChunksTest, BothDevicesFullIsOutOfMemoryAndFreeingMakesRoomAgain) {
+  StitchingAllocator& a = make("peer_devices:1");
+  std::vector<void*> blocks;
+  for (int i = 0; i < 9; ++i) blocks.push_back(a.allocate(8 * kMiB, 0));  // 8 MiB own + 64 MiB peer
+  test::expect_error([&] { a.allocate(2 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 64 * kMiB);
+  a.deallocate(blocks.back());
+  blocks.pop_back();
+  blocks.push_back(a.allocate(2 * kMiB, 0));
+  a.check_invariants();
+  for (void* b : blocks) a.deallocate(b);
+  a.empty_cache();
+  a.check_invariants();
+  EXPECT_EQ(backend_.live_chunks(), 0u);
+}
+
+TEST_F(PeerChunksTest, PeerDevicesThatAreNotPeersAreRefusedAtConstruction) {
+  test::expect_error([&] { make("peer_devices:0"); }, ErrorCode::kConfig, "is the pool's own device");
+  test::expect_error([&] { make("peer_devices:2"); }, ErrorCode::kConfig, "not a device of the sim backend");
+  test::expect_error([&] { make("peer_devices:1;1"); }, ErrorCode::kConfig, "listed twice");
+}
+
+TEST(PeerChunks, RoomIsTheBudgetLeftOrUnboundedWithoutOne) {
+  SimBackend backend(kChunkBytes, {SimDevice{}, SimDevice{}});
+  EXPECT_EQ(PeerChunks(backend, {1}, 0).room_bytes(123 * kMiB), UINT64_MAX);
+  EXPECT_EQ(PeerChunks(backend, {1}, 8 * kMiB).room_bytes(6 * kMiB), 2 * kMiB);
+  EXPECT_EQ(PeerChunks(backend, {1}, 8 * kMiB).room_bytes(10 * kMiB), 0u);
+  EXPECT_EQ(PeerChunks(backend, {}, 8 * kMiB).room_bytes(0), 0u) << "no peers: nothing to borrow";
+}
+
+}  // namespace
+}  // namespace gmlake::engine
