@@ -68,8 +68,8 @@ namespace gmlake {
     "steady state (a repeating step keeps its pages mapped: ResNet-50's step time went from 1.033x to 1.000x "  \
     "native's on the H200, docs/benchmarks.md); 0 = evict whenever any page is idle")                           \
   X(string, peer_devices, "none", "",                                                                           \
-    "gmlake, the lake: devices whose memory the large pool may borrow when its own device is full and no idle "  \
-    "or free memory is left, tried in order, as device ids separated by ';' (\"1;2\"); none = own device only. "    \
+    "gmlake, the lake: devices whose memory the pool may borrow when its own device (or cap_bytes) is full and "  \
+    "no idle or free memory is left, tried in order, as device ids separated by ';' (\"1;2\"); none = own device only. "    \
     "Their chunks are given back first (docs/design.md, The lake); caching and expandable ignore it")             \
   X(u64, peer_budget_bytes, 0, "bytes",                                                                          \
     "gmlake, the lake: the most bytes held on peer devices at once, all peers together; 0 = no bound but the "    \

@@ -1,7 +1,7 @@
 // PeerChunks: the engine's side of the lake (docs/design.md, "The lake"): chunks borrowed from peer devices when
 // the own device is full.
 //
-// A pool with peer_devices set may back large-pool pages with chunks created on a peer device (cuMemCreate with
+// A pool with peer_devices set may back a block's pages with chunks created on a peer device (cuMemCreate with
 // the peer's location, mapped into the pool's arena and accessed over the peer link), within peer_budget_bytes
 // for all peers together. What it does not do: decide when to borrow (StitchingAllocator::obtain_or_borrow does:
 // only once obtain() found nothing idle, nothing free and the own device or the cap refused a page), or move a

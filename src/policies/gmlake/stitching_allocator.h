@@ -20,8 +20,8 @@
 //     (IdleChunks): unmapped, then mapped here if its size suits the run, or released and made anew at the run's
 //     size. One set_access covers the whole run. So the backend calls of a stitch follow the number of runs and
 //     chunks, not bytes, and reserved bytes grow only when no idle or free memory is left (or within headroom).
-//   - The lake (peer_devices; peer_chunks.h): a large-pool run that obtain() cannot back (nothing idle, nothing
-//     free, the own device or the cap refuses a page) gets a chunk borrowed from a peer device, within
+//   - The lake (peer_devices; peer_chunks.h): a run that obtain() cannot back (nothing idle, nothing free, the
+//     own device or the cap refuses a page) gets a chunk borrowed from a peer device, within
 //     peer_budget_bytes, for the block's own pages only (no grow-ahead while peers hold memory). A peer chunk
 //     that turns free is given back at once; cap_bytes and the headroom count the own device's bytes only.
 //   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
@@ -37,7 +37,7 @@
 //   reserved_bytes = sum of c.pages x chunk_bytes over all chunks = backend.live_chunk_bytes()
 //   peer_reserved_bytes = same over chunks on peers = sum over peer devices d of backend.live_chunk_bytes(d)
 //                       <= peer_budget_bytes (when set);  reserved_bytes - peer_reserved_bytes =
-//                       backend.live_chunk_bytes(backend.device());  a mapped peer chunk lies in a large arena
+//                       backend.live_chunk_bytes(backend.device())
 //   backend.live_mappings() = #mapped chunks;   idle c  <=>  IdleChunks holds c at c.idle_since
 //   allocated / active / requested bytes = the sums over live (and pending, for active) blocks
 //   inactive_split_bytes = used_pages x chunk_bytes - active_bytes
@@ -157,10 +157,10 @@ class StitchingAllocator final : public Allocator {
   bool is_small_arena(const Arena& arena) const { return arena_small_[arena.id]; }
   // A chunk of 1..`pages` pages, free and out of the free index, for a run of that many pages (see above).
   ChunkId obtain(std::uint64_t pages, std::uint64_t requested);
-  // obtain(), and in a large arena with peer_devices, a chunk of at most `block_pages` pages (the block's own
+  // obtain(), and with peer_devices, a chunk of at most `block_pages` pages (the block's own
   // pages left in the run; 0 for pages grown ahead) borrowed from a peer when obtain() runs out of memory
   // (stitching_allocator_lake.cpp). Throws obtain()'s OutOfMemoryError when no peer has room either.
-  ChunkId obtain_or_borrow(const Arena& arena, std::uint64_t pages, std::uint64_t block_pages, std::uint64_t requested);
+  ChunkId obtain_or_borrow(std::uint64_t pages, std::uint64_t block_pages, std::uint64_t requested);
   // Pages the lake may still add beyond the own device's cap (UINT64_MAX without a budget, 0 without peers).
   std::uint64_t peer_room_pages() const;
   // The lake's equations of the header comment (stitching_allocator_lake.cpp).

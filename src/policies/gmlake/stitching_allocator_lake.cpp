@@ -9,11 +9,9 @@
 
 namespace gmlake::engine {
 
-ChunkId StitchingAllocator::obtain_or_borrow(const Arena& arena, std::uint64_t pages, std::uint64_t block_pages,
-                                             std::uint64_t requested) {
-  // Small-pool runs never borrow: small blocks are many, short-lived and touched often (a peer's memory is
-  // several times slower to reach: NVLink vs HBM). Nor do pages grown ahead of a block (block_pages 0).
-  if (!peers_.enabled() || is_small_arena(arena) || block_pages == 0) return obtain(pages, requested);
+ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t block_pages, std::uint64_t requested) {
+  // Pages grown ahead of a block (block_pages 0) never borrow: a peer holds only what blocks need.
+  if (!peers_.enabled() || block_pages == 0) return obtain(pages, requested);
   try {
     return obtain(pages, requested);  // the own device's idle, free and new memory, in its order
   } catch (const OutOfMemoryError&) {
@@ -38,9 +36,6 @@ void StitchingAllocator::check_lake_invariants() const {
   if (backend_.live_chunk_bytes(backend_.device()) != reserved - peer)
     broken("reserved - peer_reserved differs from the backend's bytes on its own device");
   if (peers_.budget_bytes() != 0 && peer > peers_.budget_bytes()) broken("peer chunks exceed peer_budget_bytes");
-  pool_.for_each([&](ChunkId, const Chunk& c) {
-    if (c.on_peer && c.mapped() && is_small_arena(*arenas_[c.arena])) broken("a peer chunk backs the small pool");
-  });
 }
 
 }  // namespace gmlake::engine
