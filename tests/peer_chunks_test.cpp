@@ -11,6 +11,7 @@
 #include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
+#include "backends/fault/fault_backend.h"
 #include "policies/gmlake/stitching_allocator.h"
 
 namespace gmlake::engine {
@@ -153,6 +154,23 @@ TEST_F(PeerChunksTest, BothDevicesFullIsOutOfMemoryAndFreeingMakesRoomAgain) {
   a.empty_cache();
   a.check_invariants();
   EXPECT_EQ(backend_.live_chunks(), 0u);
+}
+
+TEST_F(PeerChunksTest, APeerCreateThatFailsLeavesTheAllocatorConsistentAndUsable) {
+  FaultBackend faulty(backend_);  // forwards the two devices
+  StitchingAllocator a(parse_config(kBase + ",peer_devices:1"), faulty);
+  void* p = a.allocate(8 * kMiB, 0);
+  // The next creates: the own device's (refused: full), then the peer's, failed as a driver error would.
+  faulty.arm(Fault{BackendCall::kCreate, 2, 1, FaultError::kBackendError});
+  EXPECT_THROW(a.allocate(2 * kMiB, 0), BackendError);
+  a.check_invariants();
+  EXPECT_EQ(a.stats().peer_reserved_bytes.current, 0);
+  EXPECT_EQ(faulty.injected_faults(), 1u);
+  void* q = a.allocate(2 * kMiB, 0);  // the fault is spent: borrowed this time
+  a.check_invariants();
+  EXPECT_EQ(a.stats().peer_reserved_bytes.current, static_cast<std::int64_t>(2 * kMiB));
+  a.deallocate(q);
+  a.deallocate(p);
 }
 
 TEST_F(PeerChunksTest, PeerDevicesThatAreNotPeersAreRefusedAtConstruction) {
