@@ -4,12 +4,15 @@
 
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "expect_error.h"
 #include "gmlake/error.h"
+#include "gmlake/host_backend.h"
 #include "gmlake/sim_backend.h"
 #include "backends/fault/fault_backend.h"
 #include "policies/gmlake/stitching_allocator.h"
@@ -177,6 +180,43 @@ TEST_F(PeerChunksTest, PeerDevicesThatAreNotPeersAreRefusedAtConstruction) {
   test::expect_error([&] { make("peer_devices:0"); }, ErrorCode::kConfig, "is the pool's own device");
   test::expect_error([&] { make("peer_devices:2"); }, ErrorCode::kConfig, "not a device of the sim backend");
   test::expect_error([&] { make("peer_devices:1;1"); }, ErrorCode::kConfig, "listed twice");
+}
+
+TEST(PeerChunksOnHost, BlocksOnPeerChunksKeepTheirBytesWhileTheEngineMovesMemoryAround) {
+  // Two host nodes: 8 MiB own, 64 MiB peer; real memory, so every block's bytes are checked.
+  HostBackend backend(kChunkBytes, std::vector<std::uint64_t>{8 * kMiB, 64 * kMiB});
+  StitchingAllocator a(parse_config(kBase + ",peer_devices:1"), backend);
+  std::vector<std::pair<unsigned char*, std::uint64_t>> live;
+  auto allocate = [&](std::uint64_t size, unsigned char value) {
+    auto* p = static_cast<unsigned char*>(a.allocate(size, 0));
+    std::memset(p, value, size);
+    live.emplace_back(p, size);
+  };
+  auto holds = [](const std::pair<unsigned char*, std::uint64_t>& b, unsigned char value) {
+    for (std::uint64_t i = 0; i < b.second; i += 4096) {
+      if (b.first[i] != value) return false;
+    }
+    return b.first[b.second - 1] == value;
+  };
+  for (unsigned char i = 0; i < 6; ++i) allocate((i % 3 + 1) * 2 * kMiB, static_cast<unsigned char>(i + 1));
+  a.check_invariants();
+  EXPECT_GT(a.stats().peer_reserved_bytes.current, 0) << "24 MiB of blocks on an 8 MiB device";
+  a.deallocate(live[1].first);  // frees in the middle: pages go idle, are evicted, reused
+  a.deallocate(live[3].first);
+  allocate(6 * kMiB, 0x77);
+  allocate(kMiB / 2, 0x66);  // a small block
+  a.check_invariants();
+  for (const std::size_t i : {std::size_t{0}, std::size_t{2}, std::size_t{4}, std::size_t{5}}) {
+    EXPECT_TRUE(holds(live[i], static_cast<unsigned char>(i + 1))) << "block " << i;
+  }
+  EXPECT_TRUE(holds(live[6], 0x77));
+  EXPECT_TRUE(holds(live[7], 0x66));
+  for (const std::size_t i : {std::size_t{0}, std::size_t{2}, std::size_t{4}, std::size_t{5}, std::size_t{6}, std::size_t{7}}) {
+    a.deallocate(live[i].first);
+  }
+  a.empty_cache();
+  a.check_invariants();
+  EXPECT_EQ(backend.live_chunks(), 0u);
 }
 
 TEST(PeerChunks, RoomIsTheBudgetLeftOrUnboundedWithoutOne) {
