@@ -125,6 +125,29 @@ TEST_F(LakeLenderTest, ARecallPastItsDeadlineCutsTheBorrowerOffAndKeepsItsChunkU
   EXPECT_EQ(backend_.live_chunks(), 0u) << "released once the borrower exited";
 }
 
+TEST_F(LakeLenderTest, ARecallThatArrivesWhileTheBorrowerWaitsForALoanIsReportedByItsNextPoll) {
+  ForkedChild child = borrower_child([](LakeBorrower& borrower, HostBackend&, int up, int down) {
+    const Loan first = borrower.borrow(kLoanBytes);
+    if (receive_message(down) != "recalled") return 30;
+    const Loan second = borrower.borrow(kLoanBytes);  // the recall of `first` comes before this grant
+    if (!borrower.loans().at(first.id).recalled) return 31;
+    const std::vector<std::uint64_t> recalled = borrower.poll(0);
+    if (recalled != std::vector<std::uint64_t>{first.id}) return 32;
+    if (!borrower.poll(0).empty()) return 33;  // reported once
+    borrower.give_back(first.id);
+    borrower.give_back(second.id);
+    send_message(up, "done");
+    return 0;
+  });
+  serve_until([&] { return lender_.lent_bytes() == kLoanBytes; });
+  EXPECT_EQ(lender_.recall_all(/*deadline_ns=*/1000), 1u);
+  ASSERT_TRUE(child.send("recalled"));
+  serve_until([&] { return lender_.borrowers() == 0; });
+  EXPECT_EQ(child.receive(), "done");
+  EXPECT_EQ(child.wait(), 0);
+  EXPECT_EQ(backend_.live_chunks(), 0u);
+}
+
 TEST_F(LakeLenderTest, AListenerAtAnAddressInUseIsABackendError) {
   try {
     LakeLender second(backend_, address_, 0);

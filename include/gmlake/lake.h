@@ -78,13 +78,17 @@ class LakeLender {
   // Asks for every loan back by `deadline_ns` (the caller's clock). Returns how many loans were recalled.
   std::uint64_t recall_all(std::uint64_t deadline_ns);
 
-  std::uint64_t lent_bytes() const;       // bytes on loan to connected borrowers, recalled or not
-  std::uint64_t stranded_bytes() const;   // bytes held for cut-off borrowers until they exit
-  std::uint64_t borrowers() const;        // connected borrowers
+  // Bytes on loan to connected borrowers, recalled or not.
+  std::uint64_t lent_bytes() const;
+  // Bytes held for cut-off borrowers until they exit.
+  std::uint64_t stranded_bytes() const;
+  // Borrowers connected now.
+  std::uint64_t borrowers() const;
   // The lender's chunk behind loan `loan_id` (map it in the lender's backend to see the bytes the borrower
   // sees; unmap it before the loan comes back, else its release is retried at each poll). Throws
   // Error(kInvalidArgument) for a loan not out to a connected borrower.
   ChunkHandle loan_chunk(std::uint64_t loan_id) const;
+  // Requests answered REFUSE so far (out of memory, budget, bad size, export failed).
   std::uint64_t refused_requests() const { return refused_; }
 
  private:
@@ -105,21 +109,25 @@ class LakeBorrower {
   LakeBorrower& operator=(const LakeBorrower&) = delete;
 
   // Asks for a chunk of `size_bytes` (a non-zero multiple of the backend's granularity, else
-  // Error(kInvalidArgument)) and waits for the answer; recalls that arrive meanwhile are recorded (see poll).
+  // Error(kInvalidArgument)) and waits for the answer; recalls that arrive meanwhile are kept for the next poll.
   // Throws OutOfMemoryError when the lender refuses for memory or budget, Error(kInvalidArgument) when it
   // refuses the size, Error(kBackend) "lender gone" once the lender has exited or cut this borrower off, and
   // what import_chunk throws. Nothing changes on either side when it throws.
   Loan borrow(std::uint64_t size_bytes);
   // Reads what has arrived: recalls (the loan is marked recalled) and the lender's exit (lender_gone()). Waits up
-  // to timeout_ms for the first message (0: not at all; -1: until one comes or the lender goes). Returns the ids
-  // of loans recalled by this call: the caller evicts them (unmaps every mapping) and calls give_back.
+  // to timeout_ms for the first message (0: not at all; -1: until one comes or the lender goes; no wait when
+  // recalls seen by borrow() are pending). Returns the ids of loans recalled since the last poll, each once: the
+  // caller evicts them (unmaps every mapping) and calls give_back.
   std::vector<std::uint64_t> poll(int timeout_ms);
   // Releases loan `id`'s chunk (mapped nowhere: else the backend's Error(kInvalidArgument), and nothing changes)
   // and tells the lender, if it is still there. Throws Error(kInvalidArgument) for an id not held.
   void give_back(std::uint64_t id);
 
+  // True once the lender exited, closed the connection (cut this borrower off) or sent garbage.
   bool lender_gone() const { return lender_gone_; }
+  // The loans held, by id.
   const std::map<std::uint64_t, Loan>& loans() const { return loans_; }
+  // Bytes of the loans held.
   std::uint64_t borrowed_bytes() const;
 
  private:
@@ -130,6 +138,7 @@ class LakeBorrower {
   int socket_ = -1;
   bool lender_gone_ = false;
   std::map<std::uint64_t, Loan> loans_;
+  std::vector<std::uint64_t> pending_recalls_;  // seen while borrow() waited, not yet returned by poll
 };
 
 }  // namespace gmlake

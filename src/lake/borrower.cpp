@@ -101,11 +101,10 @@ Loan LakeBorrower::borrow(std::uint64_t size_bytes) {
     lender_gone_ = true;
     lender_gone_error();
   }
-  std::vector<std::uint64_t> recalled;  // marked on the loans; the next poll does not report them again
   Loan granted;
   bool answered = false;
-  while (!answered) {
-    if (!receive_one(-1, &recalled, &granted, &answered)) lender_gone_error();
+  while (!answered) {  // recalls that come first are kept for the next poll
+    if (!receive_one(-1, &pending_recalls_, &granted, &answered)) lender_gone_error();
   }
   loans_.emplace(granted.id, granted);
   return granted;
@@ -113,7 +112,8 @@ Loan LakeBorrower::borrow(std::uint64_t size_bytes) {
 
 std::vector<std::uint64_t> LakeBorrower::poll(int timeout_ms) {
   std::vector<std::uint64_t> recalled;
-  int wait = timeout_ms;
+  recalled.swap(pending_recalls_);  // those that came while borrow() waited
+  int wait = recalled.empty() ? timeout_ms : 0;
   while (!lender_gone_ && lake::wait_readable(socket_, wait)) {
     if (!receive_one(0, &recalled, nullptr, nullptr)) break;
     wait = 0;
