@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <string>
+#include <vector>
 
 #include "expect_error.h"
 #include "gmlake/error.h"
@@ -100,5 +102,25 @@ TEST(ConfigTest, EnvironmentConfIsGmlakeConfOrEmpty) {
   EXPECT_EQ(environment_conf(), "");
 }
 
+
+TEST(ConfigTest, PeerDevicesAreNoneOrDistinctDeviceIdsSeparatedBySemicolons) {
+  EXPECT_TRUE(parse_peer_devices("none").empty());
+  EXPECT_EQ(parse_peer_devices("1"), std::vector<int>{1});
+  EXPECT_EQ(parse_peer_devices("3; 1;2"), (std::vector<int>{3, 1, 2}));
+  const Config c = parse_config("peer_devices:1;2,peer_budget_bytes:4G");
+  EXPECT_EQ(c.peer_devices, "1;2");
+  EXPECT_EQ(c.peer_budget_bytes, 4 * kGiB);
+  EXPECT_EQ(parse_config(c.to_string()).peer_devices, "1;2") << "round trip";
+  for (const char* bad : {"peer_devices:x", "peer_devices:1;1", "peer_devices:-1", "peer_devices:1;", "peer_devices:4096"}) {
+    try {
+      parse_config(bad);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kConfig);
+      EXPECT_NE(std::string(e.what()).find("peer_devices"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_THROW(parse_config("peer_budget_bytes:3M"), Error) << "not a multiple of chunk_bytes";
+}
 }  // namespace
 }  // namespace gmlake

@@ -11,6 +11,7 @@
 #include <optional>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include "gmlake/error.h"
 #include "gmlake/units.h"
@@ -222,6 +223,31 @@ TEST(HostBackendDeathTest, TouchingMemoryWithoutAccessFaults) {
   EXPECT_DEATH(poke(addr), "");  // the placeholder is back
   b.release(chunk);
   b.address_free(addr, kGranule);
+}
+
+TEST(HostBackendTest, NodesEachHoldTheirOwnLimitAndTheirChunksHoldRealBytes) {
+  HostBackend b(kChunkBytes, std::vector<std::uint64_t>{kChunkBytes, 2 * kChunkBytes});
+  EXPECT_EQ(b.device_count(), 2u);
+  EXPECT_EQ(b.physical_limit_bytes(), kChunkBytes);
+  const ChunkHandle own = b.create(kChunkBytes);
+  EXPECT_THROW(b.create(kChunkBytes), OutOfMemoryError) << "node 0 is full";
+  const ChunkHandle peer = b.create(2 * kChunkBytes, 1);
+  EXPECT_THROW(b.create(kChunkBytes, 1), OutOfMemoryError) << "node 1 is full";
+  EXPECT_EQ(b.chunk_device(peer), 1);
+  EXPECT_EQ(b.live_chunk_bytes(1), 2 * kChunkBytes);
+  const std::uintptr_t at = b.reserve(2 * kChunkBytes);
+  b.map(at, 2 * kChunkBytes, peer);
+  b.set_access(at, 2 * kChunkBytes);
+  auto* bytes = reinterpret_cast<unsigned char*>(at);
+  bytes[0] = 0x42;
+  bytes[2 * kChunkBytes - 1] = 0x24;
+  EXPECT_EQ(bytes[0] + bytes[2 * kChunkBytes - 1], 0x66);
+  b.unmap(at, 2 * kChunkBytes);
+  b.address_free(at, 2 * kChunkBytes);
+  b.release(peer);
+  b.release(own);
+  EXPECT_EQ(b.live_chunk_bytes(1), 0u);
+  EXPECT_THROW(HostBackend(kChunkBytes, std::vector<std::uint64_t>{}), Error);
 }
 
 }  // namespace

@@ -5,6 +5,8 @@
 #include <gtest/gtest.h>
 
 #include <cstdint>
+#include <string>
+#include <vector>
 
 #include "gmlake/error.h"
 #include "gmlake/units.h"
@@ -60,6 +62,54 @@ TEST(SimBackendTest, APhysicalLimitCountsLiveChunkBytesOnly) {
   b.release(chunk);
   EXPECT_NO_THROW(b.create(4 * kChunkBytes));
   b.address_free(addr, 64 * kChunkBytes);
+}
+
+TEST(SimBackendTest, SeveralDevicesEachEnforceTheirOwnCapacityAndCountTheirOwnBytes) {
+  SimBackend b(kChunkBytes, {SimDevice{4 * kMiB, kH100HbmBytesPerS}, SimDevice{2 * kMiB, kH100NvlinkBytesPerS}});
+  EXPECT_EQ(b.device_count(), 2u);
+  EXPECT_EQ(b.device(), 0);
+  const ChunkHandle own = b.create(4 * kMiB);
+  EXPECT_THROW(b.create(2 * kMiB), OutOfMemoryError) << "device 0 is full";
+  const ChunkHandle peer = b.create(2 * kMiB, 1);  // device 1 has its own room
+  EXPECT_EQ(b.chunk_device(own), 0);
+  EXPECT_EQ(b.chunk_device(peer), 1);
+  EXPECT_EQ(b.live_chunk_bytes(0), 4 * kMiB);
+  EXPECT_EQ(b.live_chunk_bytes(1), 2 * kMiB);
+  EXPECT_EQ(b.live_chunk_bytes(), 6 * kMiB);
+  try {
+    b.create(2 * kMiB, 1);
+    ADD_FAILURE() << "device 1 is full";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_NE(std::string(e.what()).find("device 1"), std::string::npos) << e.what();
+  }
+  const std::uintptr_t at = b.reserve(2 * kMiB);
+  b.map(at, 2 * kMiB, peer);  // a peer chunk maps and gets access like any other
+  b.set_access(at, 2 * kMiB);
+  EXPECT_TRUE(b.is_accessible(at, 2 * kMiB));
+  b.unmap(at, 2 * kMiB);
+  b.address_free(at, 2 * kMiB);
+  b.release(peer);
+  EXPECT_EQ(b.live_chunk_bytes(1), 0u);
+  b.release(own);
+}
+
+TEST(SimBackendTest, AccessCostFollowsEachDevicesLinkBandwidth) {
+  SimBackend b(kChunkBytes, {SimDevice{0, kH100HbmBytesPerS}, SimDevice{0, kH100NvlinkBytesPerS}, SimDevice{}});
+  EXPECT_EQ(b.access_ns(0, 3'350'000'000), 1'000'000u) << "3.35 GB at 3.35 TB/s: 1 ms";
+  EXPECT_EQ(b.access_ns(1, 450'000'000), 1'000'000u) << "450 MB over NVLink: 1 ms";
+  EXPECT_GT(b.access_ns(1, kGiB), 7 * b.access_ns(0, kGiB));
+  EXPECT_EQ(b.access_ns(2, kGiB), 0u) << "not modelled";
+  EXPECT_THROW(b.access_ns(3, kGiB), Error);
+  EXPECT_THROW(SimBackend(kChunkBytes, std::vector<SimDevice>{}), Error);
+}
+
+TEST(SimBackendTest, CreateOnADeviceItDoesNotHaveIsRefusedUncounted) {
+  SimBackend one(kChunkBytes);
+  EXPECT_EQ(one.device_count(), 1u);
+  EXPECT_THROW(one.create(kChunkBytes, 1), Error);
+  EXPECT_THROW(one.create(kChunkBytes, -1), Error);
+  EXPECT_EQ(one.counters()[BackendCall::kCreate], 0u);
+  EXPECT_EQ(one.live_chunk_bytes(5), 0u);
 }
 
 }  // namespace

@@ -38,6 +38,11 @@
 // The live chunks, mappings and reservations are kept in this class, so tests can ask, for any backend,
 // whether a byte range is mapped with access (is_accessible) and whether anything leaked (live_chunks() == 0
 // after teardown).
+// Devices (the lake, docs/design.md): a chunk's memory lives on one device, DeviceId 0 .. device_count() - 1.
+// create(size) makes it on device(), the backend's own device, which is also the one set_access gives access
+// to; create(size, device) on any device of the backend (cuda: cuMemCreate with that location, mapped and
+// accessed from the own device over the peer link). The base class keeps each live chunk's device and the live
+// bytes per device. Imported chunks count on device().
 #pragma once
 
 #include <array>
@@ -45,6 +50,7 @@
 #include <cstdint>
 #include <string_view>
 #include <utility>
+#include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
@@ -68,6 +74,10 @@ struct ExportedChunk {
 // Whether a backend's own calls are timed (BackendCounters::time_ns); see "Timing" above.
 // kModelled: not timed either; the backend charges each call a modelled cost instead (sim:h100, sim:h200).
 enum class CallTiming : std::uint8_t { kTimed, kUntimed, kModelled };
+
+// A device of a backend: where a chunk's physical memory lives (the CUDA ordinal on cuda; 0 .. devices - 1 on
+// sim; 0 on host).
+using DeviceId = std::int32_t;
 
 enum class BackendCall : std::uint8_t { kReserve, kAddressFree, kCreate, kRelease, kMap, kUnmap, kSetAccess, kCount };
 inline constexpr std::size_t kBackendCallKinds = static_cast<std::size_t>(BackendCall::kCount);
@@ -109,8 +119,13 @@ class Backend {
   // Reserves `size_bytes` of virtual address space, aligned to granularity_bytes(). Nothing is mapped.
   std::uintptr_t reserve(std::uint64_t size_bytes);
   void address_free(std::uintptr_t addr, std::uint64_t size_bytes);
-  // Creates one chunk of physical memory of `size_bytes`. Throws OutOfMemoryError when none is left.
+  // Creates one chunk of physical memory of `size_bytes` on device(). Throws OutOfMemoryError when none is left.
   ChunkHandle create(std::uint64_t size_bytes);
+  // The same on `device`: device() or a peer of it. Throws Error(kInvalidArgument) when `device` is not
+  // 0 .. device_count() - 1 or the backend cannot place chunks on it (checked before the backend is called, not
+  // counted), OutOfMemoryError when that device has no memory left, BackendError when the driver refuses (cuda:
+  // no peer access between the two devices).
+  ChunkHandle create(std::uint64_t size_bytes, DeviceId device);
   void release(ChunkHandle chunk);
   void map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk);
   void unmap(std::uintptr_t addr, std::uint64_t size_bytes);
@@ -132,9 +147,20 @@ class Backend {
   // exporter's file). Throws Error(kInvalidArgument) (bad size, backend that cannot import), BackendError.
   ChunkHandle import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes);
 
+  // The backend's own device: where create(size) places chunks and what set_access grants access to (0 unless
+  // the backend says otherwise: cuda's ordinal).
+  virtual DeviceId device() const { return 0; }
+  // How many devices create(size, device) accepts: ids 0 .. device_count() - 1 (1 unless the backend models or
+  // drives several).
+  virtual std::uint32_t device_count() const { return 1; }
+
   const BackendCounters& counters() const { return counters_; }
   std::uint64_t live_chunks() const { return chunks_.size(); }
   std::uint64_t live_chunk_bytes() const { return live_chunk_bytes_; }
+  // Live chunk bytes on `device` (0 for a device with none, or no such device).
+  std::uint64_t live_chunk_bytes(DeviceId device) const;
+  // The device of live `chunk`. Throws Error(kInvalidArgument) for a chunk that is not live.
+  DeviceId chunk_device(ChunkHandle chunk) const;
   std::uint64_t live_mappings() const { return mappings_.size(); }
   // The most live mappings there have been at once (on the host backend: VMAs, bounded by vm.max_map_count).
   std::uint64_t peak_mappings() const { return peak_mappings_; }
@@ -158,6 +184,9 @@ class Backend {
   virtual std::uintptr_t do_reserve(std::uint64_t size_bytes) = 0;
   virtual void do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) = 0;
   virtual ChunkHandle do_create(std::uint64_t size_bytes) = 0;
+  // Creates a chunk on `device` (0 .. device_count() - 1, never device(): that is do_create). By default a
+  // backend places chunks on its own device only and throws Error(kInvalidArgument).
+  virtual ChunkHandle do_create_on(std::uint64_t size_bytes, DeviceId device);
   virtual void do_release(ChunkHandle chunk, std::uint64_t size_bytes) = 0;
   virtual void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) = 0;
   virtual void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) = 0;
@@ -187,6 +216,7 @@ class Backend {
   struct Chunk {
     std::uint64_t size_bytes;
     std::uint32_t mappings;  // live mappings of it
+    DeviceId device;         // where its memory lives
   };
   // The range tables need ordered lookups (overlap, runs of adjacent mappings): B-trees, which search and
   // insert in O(log n) with far fewer cache misses and allocations than std::map. Chunks are only looked up
@@ -195,7 +225,7 @@ class Backend {
   using MappingTable = absl::btree_map<std::uintptr_t, Mapping>;      // start -> mapping
 
   void count(BackendCall c) { ++counters_.calls[static_cast<std::size_t>(c)]; }
-  void track_new_chunk(const char* call, ChunkHandle chunk, std::uint64_t size_bytes);
+  void track_new_chunk(const char* call, ChunkHandle chunk, std::uint64_t size_bytes, DeviceId device);
   // Runs `call` (a do_* call of kind `c`), adding its wall time to counters_ unless the backend is untimed.
   template <typename Call>
   decltype(auto) timed(BackendCall c, Call&& call);
@@ -213,6 +243,7 @@ class Backend {
   MappingTable mappings_;
   absl::flat_hash_map<std::uint64_t, Chunk> chunks_;  // handle -> chunk
   std::uint64_t live_chunk_bytes_ = 0;
+  std::vector<std::uint64_t> device_bytes_;  // live chunk bytes by DeviceId, grown on first use
   std::uint64_t peak_mappings_ = 0;
   BackendObserver* observer_ = nullptr;
 };

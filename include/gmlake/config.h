@@ -67,6 +67,13 @@ namespace gmlake {
     "chunk is created rather than an idle page evicted; spends at most that much memory on fewer VMM calls in "   \
     "steady state (a repeating step keeps its pages mapped: ResNet-50's step time went from 1.033x to 1.000x "  \
     "native's on the H200, docs/benchmarks.md); 0 = evict whenever any page is idle")                           \
+  X(string, peer_devices, "none", "",                                                                           \
+    "gmlake, the lake: devices whose memory the pool may borrow when its own device (or cap_bytes) is full and "  \
+    "no idle or free memory is left, tried in order, as device ids separated by ';' (\"1;2\"); none = own device only. "    \
+    "Their chunks are given back first (docs/design.md, The lake); caching and expandable ignore it")             \
+  X(u64, peer_budget_bytes, 0, "bytes",                                                                          \
+    "gmlake, the lake: the most bytes held on peer devices at once, all peers together; 0 = no bound but the "    \
+    "peers' own memory")                                                                                         \
   X(u64, max_idle_mapped_bytes, 0, "bytes",                                                                      \
     "gmlake: bound on mapped bytes no block uses (the stitched-range cache); beyond it pages are unmapped "      \
     "least-recently-used first; 0 = unbounded")                                                                  \
@@ -106,6 +113,10 @@ struct Config {
   // "key:value,..." for every field, in table order; parse(to_string()) gives back the same config.
   std::string to_string() const;
 };
+
+// The device ids of a peer_devices value: "none" -> {}, "1;2" -> {1, 2}. Throws Error(kConfig) naming
+// peer_devices for anything else (not a number, negative, above 1023, listed twice, empty entries).
+std::vector<int> parse_peer_devices(std::string_view text);
 
 // Config{} with `text` applied and validated.
 Config parse_config(std::string_view text);

@@ -79,6 +79,7 @@ typedef struct gmlake_stats {
   gmlake_gauge active_bytes;
   gmlake_gauge requested_bytes;
   gmlake_gauge inactive_split_bytes;
+  gmlake_gauge peer_reserved_bytes; /* the part of reserved_bytes on peer devices (the lake: peer_devices) */
   uint64_t num_alloc_retries;
   uint64_t num_ooms;
   uint64_t num_allocs;

@@ -36,6 +36,11 @@
 // (the rest of it stays mapped), and a failing set_access may have given access to part of the range. In both
 // cases the base class's tables still describe the range as it was before the call.
 //
+// Nodes (the lake, docs/design.md): constructed with a list of per-node limits, it models that many devices
+// (device_count()), node 0 its own: create(size, n) counts the chunk against node n's limit. All nodes' chunks
+// are ranges of the one memfd (the CPU has one memory); a node stands for a device's capacity, so the engine's
+// peer chunks run, with real bytes, in CPU tests.
+//
 // Thread safety: none, like every Backend. After fork() the child shares the mapped memory (MAP_SHARED).
 #pragma once
 
@@ -57,18 +62,23 @@ class HostBackend final : public Backend {
   explicit HostBackend(std::uint64_t granularity_bytes = kChunkBytes, std::uint64_t physical_limit_bytes = 0);
   // Frees everything still live (every reservation, with whatever is mapped in it, and the memfd with every
   // chunk). Never throws.
+  // `node_limit_bytes.size()` nodes (>= 1, else Error(kInvalidArgument)), node i holding at most
+  // node_limit_bytes[i] chunk bytes (0: no limit); node 0 is the own device (physical_limit_bytes()).
+  HostBackend(std::uint64_t granularity_bytes, std::vector<std::uint64_t> node_limit_bytes);
   ~HostBackend() override;
 
   std::string_view name() const override { return "host"; }
   bool host_accessible() const override { return true; }
   // The limit create() enforces on live_chunk_bytes(), 0 for none. The OutOfMemoryError it throws carries
   // requested = the chunk's size, reserved = live_chunk_bytes(), allocated = 0, cap = this limit.
-  std::uint64_t physical_limit_bytes() const { return physical_limit_bytes_; }
+  std::uint64_t physical_limit_bytes() const { return node_limit_bytes_[0]; }
+  std::uint32_t device_count() const override { return static_cast<std::uint32_t>(node_limit_bytes_.size()); }
 
  protected:
   std::uintptr_t do_reserve(std::uint64_t size_bytes) override;
   void do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) override;
   ChunkHandle do_create(std::uint64_t size_bytes) override;
+  ChunkHandle do_create_on(std::uint64_t size_bytes, DeviceId node) override;
   void do_release(ChunkHandle chunk, std::uint64_t size_bytes) override;
   void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) override;
   void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) override;
@@ -85,7 +95,7 @@ class HostBackend final : public Backend {
   std::uint64_t take_offset(std::uint64_t size_bytes);
 
   int memfd_;
-  std::uint64_t physical_limit_bytes_;
+  std::vector<std::uint64_t> node_limit_bytes_;  // by node; [0] is physical_limit_bytes
   std::uint64_t memfd_bytes_ = 0;  // the memfd's size: every chunk offset lies below it
   std::uint64_t next_handle_ = 1;
   std::map<std::uint64_t, std::uint64_t> chunk_offsets_;              // handle -> offset in the memfd

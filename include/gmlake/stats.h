@@ -7,6 +7,8 @@
 //   requested_bytes       bytes the callers asked for, before rounding, of the allocated blocks
 //   inactive_split_bytes  free bytes that cannot be given back to the backend because they share a
 //                         segment (caching, expandable) or a mapped chunk (gmlake) with an active block
+//   peer_reserved_bytes   the part of reserved_bytes held on peer devices (gmlake's lake: peer_devices); the
+//                         own device holds reserved - peer_reserved; per peer: Backend::live_chunk_bytes(d)
 // Counters:
 //   num_alloc_retries  allocations that had to release cached memory and retry (PyTorch's meaning)
 //   num_ooms           allocations that failed with OutOfMemoryError
@@ -43,7 +45,8 @@ struct Gauge {
   X(reserved_bytes)            \
   X(active_bytes)              \
   X(requested_bytes)           \
-  X(inactive_split_bytes)
+  X(inactive_split_bytes)      \
+  X(peer_reserved_bytes)
 
 #define GMLAKE_COUNTER_FIELDS(X) \
   X(num_alloc_retries)           \

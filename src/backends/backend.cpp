@@ -186,18 +186,41 @@ void Backend::address_free(std::uintptr_t addr, std::uint64_t size_bytes) {
   reservations_.erase(it);
 }
 
-ChunkHandle Backend::create(std::uint64_t size_bytes) {
+ChunkHandle Backend::create(std::uint64_t size_bytes) { return create(size_bytes, device()); }
+
+ChunkHandle Backend::create(std::uint64_t size_bytes, DeviceId device) {
   check_size("create", size_bytes);
+  if (device < 0 || static_cast<std::uint64_t>(device) >= device_count()) {
+    invalid("create", "device " + std::to_string(device) + " is not a device of the " + std::string(name()) +
+                          " backend (0 .. " + std::to_string(device_count() - 1) + ")");
+  }
+  const bool own = device == this->device();
   count(BackendCall::kCreate);
-  const ChunkHandle chunk =
-      timed(BackendCall::kCreate, [&] { return do_create(size_bytes); });
-  track_new_chunk("create", chunk, size_bytes);
+  const ChunkHandle chunk = timed(BackendCall::kCreate, [&] {
+    return own ? do_create(size_bytes) : do_create_on(size_bytes, device);
+  });
+  track_new_chunk("create", chunk, size_bytes, device);
   return chunk;
+}
+
+ChunkHandle Backend::do_create_on(std::uint64_t, DeviceId device) {
+  invalid("create", "the " + std::string(name()) + " backend cannot place chunks on device " + std::to_string(device));
+}
+
+std::uint64_t Backend::live_chunk_bytes(DeviceId device) const {
+  if (device < 0 || static_cast<std::size_t>(device) >= device_bytes_.size()) return 0;
+  return device_bytes_[static_cast<std::size_t>(device)];
+}
+
+DeviceId Backend::chunk_device(ChunkHandle chunk) const {
+  const auto it = chunks_.find(chunk.value);
+  if (it == chunks_.end()) invalid("chunk_device", "chunk " + std::to_string(chunk.value) + " is not live");
+  return it->second.device;
 }
 
 // Records a chunk the backend just made (create, import_chunk). A bad handle is a bug in the backend; it is not
 // released, since it may name a live chunk. When the table cannot take it (bad_alloc) the chunk is released.
-void Backend::track_new_chunk(const char* call, ChunkHandle chunk, std::uint64_t size_bytes) {
+void Backend::track_new_chunk(const char* call, ChunkHandle chunk, std::uint64_t size_bytes, DeviceId device) {
   auto bad_handle = [&] {
     return BackendError(call, std::string(name()) + " backend returned handle " + std::to_string(chunk.value) +
                                   ", which is 0 or already live");
@@ -205,13 +228,15 @@ void Backend::track_new_chunk(const char* call, ChunkHandle chunk, std::uint64_t
   if (chunk.value == 0) throw bad_handle();
   bool inserted = false;
   try {
-    inserted = chunks_.try_emplace(chunk.value, Chunk{size_bytes, 0}).second;
+    if (static_cast<std::size_t>(device) >= device_bytes_.size()) device_bytes_.resize(static_cast<std::size_t>(device) + 1);
+    inserted = chunks_.try_emplace(chunk.value, Chunk{size_bytes, 0, device}).second;
   } catch (...) {
     undo_quietly([&] { do_release(chunk, size_bytes); });
     throw;
   }
   if (!inserted) throw bad_handle();  // the live chunk's entry is left as it was
   live_chunk_bytes_ += size_bytes;
+  device_bytes_[static_cast<std::size_t>(device)] += size_bytes;
 }
 
 void Backend::release(ChunkHandle chunk) {
@@ -225,6 +250,7 @@ void Backend::release(ChunkHandle chunk) {
   count(BackendCall::kRelease);
   timed(BackendCall::kRelease, [&] { do_release(chunk, size_bytes); });
   live_chunk_bytes_ -= size_bytes;
+  device_bytes_[static_cast<std::size_t>(it->second.device)] -= size_bytes;
   chunks_.erase(it);
 }
 
@@ -314,7 +340,7 @@ ChunkHandle Backend::import_chunk(int fd, std::uint64_t fd_offset_bytes, std::ui
     throw;
   }
   const ChunkHandle chunk = do_import_chunk(fd, fd_offset_bytes, size_bytes);  // owns fd from here on
-  track_new_chunk("import_chunk", chunk, size_bytes);
+  track_new_chunk("import_chunk", chunk, size_bytes, device());
   return chunk;
 }
 

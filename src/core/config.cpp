@@ -125,6 +125,29 @@ void Config::apply(std::string_view text) {
   *this = next;
 }
 
+std::vector<int> parse_peer_devices(std::string_view text) {
+  constexpr int kMaxDeviceId = 1023;
+  std::vector<int> devices;
+  if (trim(text) == "none") return devices;
+  const std::string whole(text);
+  while (true) {
+    const std::size_t semicolon = text.find(';');
+    const std::string_view entry = trim(text.substr(0, semicolon));
+    int device = -1;
+    const auto [ptr, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), device);
+    if (entry.empty() || ec != std::errc() || ptr != entry.data() + entry.size() || device < 0 || device > kMaxDeviceId) {
+      fail("peer_devices", "bad device '" + std::string(entry) + "' in '" + whole +
+                               "': expected none or device ids 0..1023 separated by ';' (\"1;2\")");
+    }
+    for (const int d : devices) {
+      if (d == device) fail("peer_devices", "device " + std::to_string(device) + " is listed twice");
+    }
+    devices.push_back(device);
+    if (semicolon == std::string_view::npos) return devices;
+    text = text.substr(semicolon + 1);
+  }
+}
+
 void Config::validate() const {
   auto need = [](bool ok, std::string_view key, const std::string& why) {
     if (!ok) fail(key, why);
@@ -144,6 +167,8 @@ void Config::validate() const {
   need(large_round_bytes >= kRoundBytes && is_pow2(large_round_bytes), "large_round_bytes",
        "must be a power of two of at least 512");
   need(!debug || backend == "host", "debug", "needs backend:host (only its memory is real and CPU-readable)");
+  parse_peer_devices(peer_devices);  // throws naming peer_devices
+  need(peer_budget_bytes % chunk_bytes == 0, "peer_budget_bytes", "must be a multiple of chunk_bytes");
   need(expandable_virtual_bytes >= 2 * large_segment_bytes, "expandable_virtual_bytes",
        "must hold at least two large pages");
 }

@@ -32,6 +32,8 @@ class RecordingBackend final : public Backend {
 
   std::string_view name() const override { return inner_.name(); }
   bool host_accessible() const override { return inner_.host_accessible(); }
+  DeviceId device() const override { return inner_.device(); }
+  std::uint32_t device_count() const override { return inner_.device_count(); }
   // Every map and unmap that succeeded, in call order.
   const std::vector<Event>& events() const { return events_; }
   const Backend& inner() const { return inner_; }
@@ -40,6 +42,7 @@ class RecordingBackend final : public Backend {
   std::uintptr_t do_reserve(std::uint64_t size_bytes) override { return inner_.reserve(size_bytes); }
   void do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) override { inner_.address_free(addr, size_bytes); }
   ChunkHandle do_create(std::uint64_t size_bytes) override { return inner_.create(size_bytes); }
+  ChunkHandle do_create_on(std::uint64_t size_bytes, DeviceId device) override { return inner_.create(size_bytes, device); }
   void do_release(ChunkHandle chunk, std::uint64_t) override { inner_.release(chunk); }
   void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) override;
   void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) override;

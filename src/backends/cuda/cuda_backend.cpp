@@ -163,7 +163,7 @@ ChunkHandle CudaBackend::tracked(std::uint64_t handle) {
 }
 
 ChunkHandle CudaBackend::do_create(std::uint64_t size_bytes) {
-  const std::uint64_t live_bytes = live_chunk_bytes();
+  const std::uint64_t live_bytes = live_chunk_bytes(device_);
   if (physical_limit_bytes_ != 0 && size_bytes > physical_limit_bytes_ - live_bytes) {
     throw OutOfMemoryError(size_bytes, live_bytes, 0, physical_limit_bytes_, "cuda backend physical limit");
   }
@@ -178,6 +178,34 @@ ChunkHandle CudaBackend::do_create(std::uint64_t size_bytes) {
   if (!exportable_) {
     const CUmemAllocationProp prop = allocation_prop(device_, false);
     result = driver().cuMemCreate(&handle, size_bytes, &prop, 0);
+  }
+  check_memory("cuMemCreate", result, size_bytes);
+  return tracked(handle);
+}
+
+std::uint32_t CudaBackend::device_count() const {
+  int count = 0;
+  if (driver().cuDeviceGetCount(&count) != CUDA_SUCCESS || count < 1) return 1;
+  return static_cast<std::uint32_t>(count);
+}
+
+ChunkHandle CudaBackend::do_create_on(std::uint64_t size_bytes, DeviceId device) {
+  const cuda::ScopedContext current(as_context(context_));
+  CUdevice peer = 0;
+  check("cuDeviceGet", driver().cuDeviceGet(&peer, device));
+  int can_access = 0;
+  check("cuDeviceCanAccessPeer", driver().cuDeviceCanAccessPeer(&can_access, cu_device_, peer));
+  if (can_access == 0) {
+    throw BackendError("cuDeviceCanAccessPeer", "CUDA device " + std::to_string(device_) +
+                                                    " cannot access the memory of device " + std::to_string(device) +
+                                                    " (no peer-to-peer path)");
+  }
+  CUmemGenericAllocationHandle handle = 0;
+  const CUmemAllocationProp prop = allocation_prop(device, exportable_);
+  CUresult result = driver().cuMemCreate(&handle, size_bytes, &prop, 0);
+  if (result == CUDA_ERROR_NOT_SUPPORTED && exportable_) {
+    const CUmemAllocationProp plain = allocation_prop(device, false);
+    result = driver().cuMemCreate(&handle, size_bytes, &plain, 0);
   }
   check_memory("cuMemCreate", result, size_bytes);
   return tracked(handle);

@@ -76,7 +76,9 @@ class CudaBackend final : public Backend {
 
   std::string_view name() const override { return "cuda"; }
   bool host_accessible() const override { return false; }
-  int device() const { return device_; }
+  DeviceId device() const override { return device_; }
+  // cuDeviceGetCount (1 when the driver cannot say): create(size, peer) accepts ordinals below it.
+  std::uint32_t device_count() const override;
   // What cuMemGetAllocationGranularity recommends for this device; granularity_bytes() is a multiple of it.
   std::uint64_t device_granularity_bytes() const { return device_granularity_bytes_; }
   // True while chunks are created exportable (options.exportable, and the device and driver allow it).
@@ -90,6 +92,11 @@ class CudaBackend final : public Backend {
   std::uintptr_t do_reserve(std::uint64_t size_bytes) override;
   void do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) override;
   ChunkHandle do_create(std::uint64_t size_bytes) override;
+  // The lake: cuMemCreate with location id = `device` (a peer GPU), exportable as do_create's chunks; do_map and
+  // do_set_access then map it and grant this backend's device access over the peer link. Throws
+  // BackendError("cuDeviceCanAccessPeer", ...) when this device cannot reach the peer's memory (no P2P path),
+  // OutOfMemoryError when the peer is full. Not counted against physical_limit_bytes (that bounds this device).
+  ChunkHandle do_create_on(std::uint64_t size_bytes, DeviceId device) override;
   void do_release(ChunkHandle chunk, std::uint64_t size_bytes) override;
   void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) override;
   void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) override;

@@ -34,6 +34,7 @@ struct DriverApi {
   X(cuDeviceGet)                            \
   X(cuDeviceGetCount)                       \
   X(cuDeviceGetAttribute)                   \
+  X(cuDeviceCanAccessPeer)                  \
   X(cuDeviceTotalMem)                       \
   X(cuDevicePrimaryCtxRetain)               \
   X(cuDevicePrimaryCtxRelease)              \

@@ -51,6 +51,11 @@ ChunkHandle FaultBackend::do_create(std::uint64_t size_bytes) {
   return inner_.create(size_bytes);
 }
 
+ChunkHandle FaultBackend::do_create_on(std::uint64_t size_bytes, DeviceId device) {
+  enter(BackendCall::kCreate, size_bytes);
+  return inner_.create(size_bytes, device);
+}
+
 void FaultBackend::do_release(ChunkHandle chunk, std::uint64_t size_bytes) {
   enter(BackendCall::kRelease, size_bytes);
   inner_.release(chunk);

@@ -44,6 +44,9 @@ class FaultBackend final : public Backend {
   // "fault(<inner name>)".
   std::string_view name() const override { return name_; }
   bool host_accessible() const override { return inner_.host_accessible(); }
+  // The inner backend's devices; a create on a peer device is a create (armed faults cover it).
+  DeviceId device() const override { return inner_.device(); }
+  std::uint32_t device_count() const override { return inner_.device_count(); }
 
   // Arms `fault` for its call kind, replacing any fault armed for that kind. Throws Error(kInvalidArgument)
   // when nth or count is 0, or the kind is BackendCall::kCount.
@@ -62,6 +65,7 @@ class FaultBackend final : public Backend {
   std::uintptr_t do_reserve(std::uint64_t size_bytes) override;
   void do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) override;
   ChunkHandle do_create(std::uint64_t size_bytes) override;
+  ChunkHandle do_create_on(std::uint64_t size_bytes, DeviceId device) override;
   void do_release(ChunkHandle chunk, std::uint64_t size_bytes) override;
   void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) override;
   void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) override;

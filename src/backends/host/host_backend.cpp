@@ -89,9 +89,13 @@ std::uint64_t checked_granularity(std::uint64_t granularity_bytes) {
 }  // namespace
 
 HostBackend::HostBackend(std::uint64_t granularity_bytes, std::uint64_t physical_limit_bytes)
-    : Backend(checked_granularity(granularity_bytes)),
-      memfd_(open_memfd()),
-      physical_limit_bytes_(physical_limit_bytes) {}
+    : HostBackend(granularity_bytes, std::vector<std::uint64_t>{physical_limit_bytes}) {}
+
+HostBackend::HostBackend(std::uint64_t granularity_bytes, std::vector<std::uint64_t> node_limit_bytes)
+    : Backend(checked_granularity(granularity_bytes)), memfd_(-1), node_limit_bytes_(std::move(node_limit_bytes)) {
+  if (node_limit_bytes_.empty()) throw Error(ErrorCode::kInvalidArgument, "HostBackend: at least one node is needed");
+  memfd_ = open_memfd();
+}
 
 HostBackend::~HostBackend() {
   for (const auto& [addr, size_bytes] : reservations_) munmap(as_pointer(addr), size_bytes);
@@ -125,12 +129,12 @@ std::uint64_t HostBackend::take_offset(std::uint64_t size_bytes) {
   }
   const std::uint64_t reserved_bytes = live_chunk_bytes();
   if (size_bytes > kMaxFileBytes - memfd_bytes_) {
-    throw OutOfMemoryError(size_bytes, reserved_bytes, 0, physical_limit_bytes_, "host backend memfd is full");
+    throw OutOfMemoryError(size_bytes, reserved_bytes, 0, physical_limit_bytes(), "host backend memfd is full");
   }
   if (ftruncate(memfd_, static_cast<off_t>(memfd_bytes_ + size_bytes)) != 0) {
     const int error_number = errno;
     if (error_number == ENOMEM || error_number == ENOSPC) {
-      throw OutOfMemoryError(size_bytes, reserved_bytes, 0, physical_limit_bytes_,
+      throw OutOfMemoryError(size_bytes, reserved_bytes, 0, physical_limit_bytes(),
                              "ftruncate: " + std::generic_category().message(error_number));
     }
     throw_os_error("ftruncate", error_number);
@@ -140,10 +144,15 @@ std::uint64_t HostBackend::take_offset(std::uint64_t size_bytes) {
   return offset;
 }
 
-ChunkHandle HostBackend::do_create(std::uint64_t size_bytes) {
-  const std::uint64_t live_bytes = live_chunk_bytes();
-  if (physical_limit_bytes_ != 0 && size_bytes > physical_limit_bytes_ - live_bytes) {
-    throw OutOfMemoryError(size_bytes, live_bytes, 0, physical_limit_bytes_, "host backend physical limit");
+ChunkHandle HostBackend::do_create(std::uint64_t size_bytes) { return do_create_on(size_bytes, 0); }
+
+ChunkHandle HostBackend::do_create_on(std::uint64_t size_bytes, DeviceId node) {
+  const std::uint64_t live_bytes = live_chunk_bytes(node);
+  const std::uint64_t limit = node_limit_bytes_[static_cast<std::size_t>(node)];
+  if (limit != 0 && size_bytes > limit - live_bytes) {
+    throw OutOfMemoryError(size_bytes, live_bytes, 0, limit,
+                           node == 0 ? "host backend physical limit"
+                                     : "host backend physical limit of node " + std::to_string(node));
   }
   const ChunkHandle chunk{next_handle_};
   const auto entry = chunk_offsets_.emplace(chunk.value, 0).first;  // bad_alloc here leaves nothing behind

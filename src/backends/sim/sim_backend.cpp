@@ -3,6 +3,8 @@
 #include "gmlake/sim_backend.h"
 
 #include <cstdint>
+#include <string>
+#include <utility>
 
 #include "vmm_cost_model.h"
 #include "gmlake/error.h"
@@ -11,12 +13,19 @@ namespace gmlake {
 
 SimBackend::SimBackend(std::uint64_t granularity_bytes, std::uint64_t physical_limit_bytes)
     : Backend(granularity_bytes, CallTiming::kUntimed),  // its calls are arithmetic: the clock would cost more
-      physical_limit_bytes_(physical_limit_bytes),
+      devices_{SimDevice{physical_limit_bytes, 0}},
       next_addr_(round_up(kSimBaseAddress, granularity_bytes)) {}
+
+SimBackend::SimBackend(std::uint64_t granularity_bytes, std::vector<SimDevice> devices)
+    : Backend(granularity_bytes, CallTiming::kUntimed),
+      devices_(std::move(devices)),
+      next_addr_(round_up(kSimBaseAddress, granularity_bytes)) {
+  if (devices_.empty()) throw Error(ErrorCode::kInvalidArgument, "SimBackend: at least one device is needed");
+}
 
 SimBackend::SimBackend(std::uint64_t granularity_bytes, std::uint64_t physical_limit_bytes, const VmmCostModel& model)
     : Backend(granularity_bytes, CallTiming::kModelled),
-      physical_limit_bytes_(physical_limit_bytes),
+      devices_{SimDevice{physical_limit_bytes, 0}},
       next_addr_(round_up(kSimBaseAddress, granularity_bytes)),
       model_(new VmmCostModel(model)),
       name_("sim:" + std::string(model.name)) {}
@@ -37,13 +46,32 @@ void SimBackend::do_address_free(std::uintptr_t, std::uint64_t size_bytes) {
   if (model_ != nullptr) charge(BackendCall::kAddressFree, model_->ns(BackendCall::kAddressFree, size_bytes));
 }
 
-ChunkHandle SimBackend::do_create(std::uint64_t size_bytes) {
+ChunkHandle SimBackend::do_create(std::uint64_t size_bytes) { return do_create_on(size_bytes, 0); }
+
+ChunkHandle SimBackend::do_create_on(std::uint64_t size_bytes, DeviceId device) {
   if (model_ != nullptr) charge(BackendCall::kCreate, model_->ns(BackendCall::kCreate, size_bytes));
-  const std::uint64_t live_bytes = live_chunk_bytes();
-  if (physical_limit_bytes_ != 0 && size_bytes > physical_limit_bytes_ - live_bytes) {
-    throw OutOfMemoryError(size_bytes, live_bytes, 0, physical_limit_bytes_, "sim backend physical limit");
+  const std::uint64_t live_bytes = live_chunk_bytes(device);
+  const std::uint64_t limit = devices_[static_cast<std::size_t>(device)].capacity_bytes;
+  if (limit != 0 && size_bytes > limit - live_bytes) {
+    throw OutOfMemoryError(size_bytes, live_bytes, 0, limit,
+                           device == 0 ? "sim backend physical limit"
+                                       : "sim backend physical limit of device " + std::to_string(device));
   }
   return ChunkHandle{next_handle_++};
+}
+
+const SimDevice& SimBackend::sim_device(DeviceId device) const {
+  if (device < 0 || static_cast<std::size_t>(device) >= devices_.size()) {
+    throw Error(ErrorCode::kInvalidArgument, "SimBackend: device " + std::to_string(device) + " is not one of its " +
+                                                 std::to_string(devices_.size()) + " devices");
+  }
+  return devices_[static_cast<std::size_t>(device)];
+}
+
+std::uint64_t SimBackend::access_ns(DeviceId device, std::uint64_t bytes) const {
+  const std::uint64_t rate = sim_device(device).link_bytes_per_s;
+  if (rate == 0) return 0;
+  return static_cast<std::uint64_t>(static_cast<long double>(bytes) * 1e9L / static_cast<long double>(rate));
 }
 
 void SimBackend::do_release(ChunkHandle, std::uint64_t size_bytes) {

@@ -3,10 +3,12 @@
 #include <stdexcept>
 #include <string>
 
+#include "gmlake/error.h"
+
 namespace gmlake::engine {
 
-ChunkId ChunkPool::create(std::uint64_t pages) {
-  const ChunkHandle handle = backend_.create(pages * page_bytes_);  // throws: nothing changed
+ChunkId ChunkPool::create(std::uint64_t pages, DeviceId device) {
+  const ChunkHandle handle = backend_.create(pages * page_bytes_, device);  // throws: nothing changed
   ChunkId id;
   if (!spare_.empty()) {
     id = spare_.back();
@@ -17,6 +19,10 @@ ChunkId ChunkPool::create(std::uint64_t pages) {
   }
   chunks_[id] = Chunk{handle, pages};
   stats_.reserved_bytes.increase(static_cast<std::int64_t>(pages * page_bytes_));
+  if (device != backend_.device()) {
+    chunks_[id].on_peer = true;
+    stats_.peer_reserved_bytes.increase(static_cast<std::int64_t>(pages * page_bytes_));
+  }
   ++stats_.chunks_created;
   return id;
 }
@@ -25,9 +31,19 @@ void ChunkPool::release(ChunkId id) {
   Chunk& c = chunks_[id];
   backend_.release(c.handle);  // throws: nothing changed
   stats_.reserved_bytes.decrease(static_cast<std::int64_t>(c.pages * page_bytes_));
+  if (c.on_peer) stats_.peer_reserved_bytes.decrease(static_cast<std::int64_t>(c.pages * page_bytes_));
   ++stats_.chunks_released;
   c = Chunk{};
   spare_.push_back(id);
+}
+
+bool ChunkPool::release_quietly(ChunkId id) {
+  try {
+    release(id);
+    return true;
+  } catch (const BackendError&) {
+    return false;
+  }
 }
 
 ChunkId ChunkPool::largest_free_at_most(std::uint64_t pages) const {
@@ -68,6 +84,9 @@ void ChunkPool::check_invariants() const {
     pages += size;
   }
   if (pages != free_pages_) broken("free pages differ from the recount");
+  std::uint64_t peer_pages = 0;
+  for_each([&](ChunkId, const Chunk& c) { peer_pages += c.on_peer ? c.pages : 0; });
+  if (peer_pages * page_bytes_ != peer_bytes()) broken("peer_reserved_bytes differs from the recount");
 }
 
 }  // namespace gmlake::engine

@@ -10,9 +10,13 @@
 //   free    arena == kUnmapped, users == 0, in the free index
 //   used    mapped, users > 0   (users = live or pending blocks that overlap its pages)
 //   idle    mapped, users == 0  (queued in IdleChunks since idle_since: GMLake's stitched-block cache)
+// Peer chunks (the lake, peer_chunks.h): a chunk created on a peer device carries on_peer; it counts in
+// peer_reserved_bytes as well, and add_free gives it back to its device at once (it enters the free index only
+// when that release fails).
 // Invariants (checked by StitchingAllocator::check_invariants):
-//   reserved_bytes = sum over live chunks of pages x page_bytes = backend.live_chunk_bytes()
-//   free_pages     = sum over free chunks of pages
+//   reserved_bytes      = sum over live chunks of pages x page_bytes = backend.live_chunk_bytes()
+//   peer_reserved_bytes = sum over live chunks on peers of pages x page_bytes = peer_bytes()
+//   free_pages          = sum over free chunks of pages
 //
 // Sizes: chunk sizes are multiples of page_bytes (the backend granularity: cuMemGetAllocationGranularity, 2 MiB
 // on current NVIDIA GPUs). Larger chunks cost about the same per driver call (../shared/REFERENCE.md: cuMemCreate
@@ -40,22 +44,31 @@ struct Chunk {
   std::uint32_t users = 0;            // blocks overlapping its pages (mapped chunks only)
   std::uint64_t first_page = 0;       // where it is mapped in `arena`
   std::uint64_t idle_since = 0;       // IdleChunks tick of its last turn to idle
+  bool on_peer = false;               // made on a peer device (the lake), not the backend's own
   bool mapped() const { return arena != kUnmapped; }
 };
 
 class ChunkPool {
  public:
-  // `stats` receives reserved_bytes, chunks_created and chunks_released; it must outlive the pool.
+  // `stats` receives reserved_bytes, peer_reserved_bytes, chunks_created and chunks_released; it must outlive
+  // the pool.
   ChunkPool(Backend& backend, std::uint64_t page_bytes, Stats& stats)
       : backend_(backend), page_bytes_(page_bytes), stats_(stats) {}
 
   // Creates a chunk of `pages` pages (free, not yet in the free index: the caller maps it). Throws as above.
-  ChunkId create(std::uint64_t pages);
+  ChunkId create(std::uint64_t pages) { return create(pages, backend_.device()); }
+  // The same on `device` (the backend's own device, or a peer: then on_peer).
+  ChunkId create(std::uint64_t pages, DeviceId device);
   // Releases free chunk `id` (which must not be in the free index). Throws BackendError (nothing changed).
   void release(ChunkId id);
 
-  // Free index: chunks mapped nowhere.
-  void add_free(ChunkId id) { free_.emplace(chunks_[id].pages, id); free_pages_ += chunks_[id].pages; }
+  // Free index: chunks mapped nowhere. A chunk on a peer is released instead (given back first), and indexed
+  // only when that fails (BackendError, swallowed: it is tried again whenever it is taken and freed again).
+  void add_free(ChunkId id) {
+    if (chunks_[id].on_peer && release_quietly(id)) return;
+    free_.emplace(chunks_[id].pages, id);
+    free_pages_ += chunks_[id].pages;
+  }
   // The largest free chunk of at most `pages` pages, or kNoChunk; it stays in the index.
   ChunkId largest_free_at_most(std::uint64_t pages) const;
   // The largest free chunk, or kNoChunk.
@@ -78,10 +91,15 @@ class ChunkPool {
     }
   }
   std::uint64_t page_bytes() const { return page_bytes_; }
+  // Bytes of live chunks on peer devices (Stats::peer_reserved_bytes).
+  std::uint64_t peer_bytes() const { return static_cast<std::uint64_t>(stats_.peer_reserved_bytes.current); }
   // Checks the free index against the chunks' records (throws std::logic_error).
   void check_invariants() const;
 
  private:
+  // release(id); false when the backend refused (BackendError).
+  bool release_quietly(ChunkId id);
+
   Backend& backend_;
   std::uint64_t page_bytes_;
   Stats& stats_;

@@ -31,6 +31,7 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
       grow_pages_(std::max<std::uint64_t>(1, std::min(config.grow_bytes, config.max_chunk_bytes) / config.chunk_bytes)),
       cap_bytes_(config.cap_bytes),
       pool_(backend, config.chunk_bytes, stats_),
+      peers_(backend, parse_peer_devices(config.peer_devices), config.peer_budget_bytes),
       stitcher_(backend, pool_, page_shift_),
       fence_(events) {
   if (events != nullptr && config_.cross_stream_reuse) {
@@ -125,7 +126,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   }
   // A request the cap can never hold (its new pages plus the pages blocks use now exceed it) fails before any
   // memory is created or moved for it, so it leaves nothing behind.
-  if (cap_bytes_ != 0 && at.cost.unmapped + pages_.used > (cap_bytes_ >> page_shift_)) {
+  if (cap_bytes_ != 0 && at.cost.unmapped + pages_.used > (cap_bytes_ >> page_shift_) + peer_room_pages()) {
     ++stats_.num_ooms;
     throw_oom(size_bytes, "the cap would be exceeded");
   }
@@ -207,7 +208,7 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
     const std::uint64_t arena_pages = arena.virtual_bytes >> page_shift_;
     const std::uint64_t limit = std::min(arena.pages.next_mapped_after(last), arena_pages);
     const std::uint64_t candidate = std::min(grow_pages, limit - run_first);
-    if (cap_allows(candidate) && !near_cap(candidate)) grown_pages = candidate;
+    if (cap_allows(candidate) && !near_cap(candidate) && pool_.peer_bytes() == 0) grown_pages = candidate;
   }
   std::uint64_t chunks = 0;
   for (std::size_t i = 0; i + 1 < runs_.size(); ++i) {
@@ -227,7 +228,8 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
   std::uint64_t done = 0, chunks = 0;
   try {
     while (done < pages) {
-      const ChunkId id = obtain(pages - done, requested);
+      const std::uint64_t at = first + done;  // pages past block_last are grown ahead: never borrowed
+      const ChunkId id = obtain_or_borrow(pages - done, at <= block_last ? block_last - at + 1 : 0, requested);
       try {
         stitcher_.map(arena, first + done, id);
       } catch (...) {
@@ -520,7 +522,7 @@ void StitchingAllocator::update_inactive_split() {
 }
 
 void StitchingAllocator::throw_oom(std::uint64_t requested, const std::string& reason) {
-  throw OutOfMemoryError(requested, reserved_now(),
+  throw OutOfMemoryError(requested, static_cast<std::uint64_t>(stats_.reserved_bytes.current),
                          static_cast<std::uint64_t>(stats_.allocated_bytes.current), cap_bytes_, reason);
 }
 

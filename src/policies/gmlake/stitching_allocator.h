@@ -20,6 +20,10 @@
 //     (IdleChunks): unmapped, then mapped here if its size suits the run, or released and made anew at the run's
 //     size. One set_access covers the whole run. So the backend calls of a stitch follow the number of runs and
 //     chunks, not bytes, and reserved bytes grow only when no idle or free memory is left (or within headroom).
+//   - The lake (peer_devices; peer_chunks.h): a run that obtain() cannot back (nothing idle, nothing free, the
+//     own device or the cap refuses a page) gets a chunk borrowed from a peer device, within
+//     peer_budget_bytes, for the block's own pages only (no grow-ahead while peers hold memory). A peer chunk
+//     that turns free is given back at once; cap_bytes and the headroom count the own device's bytes only.
 //   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
 //     only by its own stream (safe in stream order); a chunk leaves its place only once a StreamFence says the
 //     freeing stream's queued work has finished. When the oldest idle chunk is not known finished, a new chunk
@@ -31,6 +35,9 @@
 //   c.users = #{ b : pages(b) and pages(c) overlap }                                  (mapped c)
 //   used_pages = sum of c.pages over mapped c with users > 0;  idle_pages = same with users == 0
 //   reserved_bytes = sum of c.pages x chunk_bytes over all chunks = backend.live_chunk_bytes()
+//   peer_reserved_bytes = same over chunks on peers = sum over peer devices d of backend.live_chunk_bytes(d)
+//                       <= peer_budget_bytes (when set);  reserved_bytes - peer_reserved_bytes =
+//                       backend.live_chunk_bytes(backend.device())
 //   backend.live_mappings() = #mapped chunks;   idle c  <=>  IdleChunks holds c at c.idle_since
 //   allocated / active / requested bytes = the sums over live (and pending, for active) blocks
 //   inactive_split_bytes = used_pages x chunk_bytes - active_bytes
@@ -49,6 +56,7 @@
 #include "arena.h"
 #include "chunk_pool.h"
 #include "idle_chunks.h"
+#include "peer_chunks.h"
 #include "stitcher.h"
 #include "stream_fence.h"
 #include "gmlake/allocator.h"
@@ -139,13 +147,24 @@ class StitchingAllocator final : public Allocator {
   void turn_idle(ChunkId id, std::uint64_t tick);
   // The chunk idle the longest; requires idle chunks (pages_.idle_chunks != 0).
   ChunkId oldest_idle();
-  std::uint64_t reserved_now() const { return static_cast<std::uint64_t>(stats_.reserved_bytes.current); }
+  // Reserved bytes on the own device (what cap_bytes and the headroom bound): peer chunks are not counted.
+  std::uint64_t reserved_now() const {
+    return static_cast<std::uint64_t>(stats_.reserved_bytes.current - stats_.peer_reserved_bytes.current);
+  }
   // Chunks of [block_last + 1, last] that lie wholly past a block and were counted as its (users 1) while
   // their run was stitched turn idle.
   void idle_past(Arena& arena, std::uint64_t block_last, std::uint64_t last);
   bool is_small_arena(const Arena& arena) const { return arena_small_[arena.id]; }
   // A chunk of 1..`pages` pages, free and out of the free index, for a run of that many pages (see above).
   ChunkId obtain(std::uint64_t pages, std::uint64_t requested);
+  // obtain(), and with peer_devices, a chunk of at most `block_pages` pages (the block's own
+  // pages left in the run; 0 for pages grown ahead) borrowed from a peer when obtain() runs out of memory
+  // (stitching_allocator_lake.cpp). Throws obtain()'s OutOfMemoryError when no peer has room either.
+  ChunkId obtain_or_borrow(std::uint64_t pages, std::uint64_t block_pages, std::uint64_t requested);
+  // Pages the lake may still add beyond the own device's cap (UINT64_MAX without a budget, 0 without peers).
+  std::uint64_t peer_room_pages() const;
+  // The lake's equations of the header comment (stitching_allocator_lake.cpp).
+  void check_lake_invariants() const;
   // Unmaps idle chunk `id` into the free chunks. Throws BackendError: nothing changed.
   void evict(ChunkId id);
   bool cap_allows(std::uint64_t pages) const;
@@ -168,6 +187,7 @@ class StitchingAllocator final : public Allocator {
   std::uint64_t cap_bytes_;
   Stats stats_;
   ChunkPool pool_;
+  PeerChunks peers_;
   Stitcher stitcher_;
   IdleChunks idle_;
   StreamFence fence_;

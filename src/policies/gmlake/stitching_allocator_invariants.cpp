@@ -105,8 +105,10 @@ void StitchingAllocator::check_invariants() const {
   if (stats_.requested_bytes.current != requested) broken("requested_bytes differs from the recount");
   if (stats_.inactive_split_bytes.current != static_cast<std::int64_t>(used << page_shift_) - active)
     broken("inactive_split_bytes differs from the recount");
+  check_lake_invariants();
   for (const auto* g : {&stats_.allocated_bytes, &stats_.reserved_bytes, &stats_.active_bytes,
-                        &stats_.requested_bytes, &stats_.inactive_split_bytes}) {
+                        &stats_.requested_bytes, &stats_.inactive_split_bytes,
+                        &stats_.peer_reserved_bytes}) {
     if (g->peak < g->current) broken("a peak is below its current value");
   }
 }

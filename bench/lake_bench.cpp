@@ -1,0 +1,78 @@
+// The lake's placement policy (docs/design.md, "The lake"), measured: each trace in traces/ replayed by gmlake
+// on a two-device sim whose own device holds only 80% of the peak that gmlake reserves for the trace alone, with
+// and without peer_devices:1. Counters: ooms (allocations that failed), peak_reserved_GB and peak_peer_GB (the
+// part held on the peer at its peak), peer_share (peak_peer / peak_reserved), chunks_created (against the
+// unconstrained run's base_chunks: what giving peer chunks back first costs in creates), and link_cost, the
+// modelled time to touch the peak's memory once relative to all of it local: (local / HBM + peer / NVLink) /
+// (all / HBM), H100 bandwidths (an upper bound: the peer's peak and the own device's need not coincide).
+// Run: build/gmlake_bench --benchmark_filter=lake/
+#include <benchmark/benchmark.h>
+
+#include <filesystem>
+#include <map>
+#include <string>
+
+#include "gmlake/replay.h"
+#include "gmlake/sim_backend.h"
+#include "gmlake/trace.h"
+
+namespace {
+
+using gmlake::kChunkBytes;
+
+const gmlake::Trace& load_trace(const std::string& path) {
+  static std::map<std::string, gmlake::Trace> cache;
+  auto it = cache.find(path);
+  if (it == cache.end()) it = cache.emplace(path, gmlake::read_trace(path)).first;
+  return it->second;
+}
+
+void BM_Lake(benchmark::State& state, std::string path, bool peers) {
+  const gmlake::Trace& trace = load_trace(path);
+  gmlake::ReplayOptions options;
+  gmlake::SimBackend unconstrained(kChunkBytes);
+  const gmlake::ReplayResult base = gmlake::replay(trace, trace.devices.at(0), options, unconstrained);
+  const std::uint64_t own_bytes = base.peak_reserved_bytes / 10 * 8 / kChunkBytes * kChunkBytes;
+  if (peers) options.config.apply("peer_devices:1");
+  gmlake::ReplayResult r;
+  for (auto _ : state) {
+    gmlake::SimBackend backend(kChunkBytes, {gmlake::SimDevice{own_bytes, gmlake::kH100HbmBytesPerS},
+                                             gmlake::SimDevice{0, gmlake::kH100NvlinkBytesPerS}});
+    r = gmlake::replay(trace, trace.devices.at(0), options, backend);
+  }
+  const auto peer = static_cast<double>(r.stats.peer_reserved_bytes.peak);
+  const auto all = static_cast<double>(r.peak_reserved_bytes);
+  const double hbm = static_cast<double>(gmlake::kH100HbmBytesPerS), nvlink = static_cast<double>(gmlake::kH100NvlinkBytesPerS);
+  state.counters["own_device_GB"] = static_cast<double>(own_bytes) * 1e-9;
+  state.counters["ooms"] = static_cast<double>(r.ooms);
+  state.counters["peak_reserved_GB"] = all * 1e-9;
+  state.counters["peak_peer_GB"] = peer * 1e-9;
+  state.counters["peer_share"] = all == 0 ? 0 : peer / all;
+  state.counters["chunks_created"] = static_cast<double>(r.stats.chunks_created);
+  state.counters["base_peak_GB"] = static_cast<double>(base.peak_reserved_bytes) * 1e-9;
+  state.counters["base_chunks"] = static_cast<double>(base.stats.chunks_created);
+  state.counters["link_cost"] = all == 0 ? 1 : ((all - peer) / hbm + peer / nvlink) / (all / hbm);
+}
+
+int register_lake() {
+  std::map<std::string, std::string> traces;
+  if (std::filesystem::is_directory(GMLAKE_TRACES_DIR)) {
+    for (const auto& entry : std::filesystem::directory_iterator(GMLAKE_TRACES_DIR)) {
+      const std::string file = entry.path().filename().string();
+      const auto pos = file.find(".snapshot.pickle");
+      if (pos != std::string::npos) traces.emplace(file.substr(0, pos), entry.path().string());
+    }
+  }
+  for (const auto& [name, path] : traces) {
+    for (const bool peers : {false, true}) {
+      benchmark::RegisterBenchmark(("lake/" + name + (peers ? "/peer" : "/own_only")).c_str(), BM_Lake, path, peers)
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(1);
+    }
+  }
+  return 0;
+}
+
+const int registered = register_lake();
+
+}  // namespace

@@ -1,0 +1,144 @@
+// The lake between processes: a process whose GPU has memory to spare lends physical chunks to a neighbour
+// process (one process per GPU, as torchrun runs them), and can ask for them back.
+//
+// Protocol (docs/design.md, "The lake"). The lender listens on a Unix domain socket (SOCK_SEQPACKET: one message
+// per packet, and end-of-file when the other side's process exits); a borrower connects to it. Messages are
+// fixed 40-byte records (src/lake/lake_wire.h):
+//   borrower -> lender   REQUEST(size)            lend me a chunk of size bytes
+//   lender -> borrower   GRANT(loan, size, off)   + the chunk's file descriptor (SCM_RIGHTS): cuda, the
+//                                                 cuMemExportToShareableHandle fd; host, the memfd and the offset
+//                        REFUSE(reason)           out of memory, over the lender's budget, a bad size
+//   lender -> borrower   RECALL(loan)             give it back: unmap it, release it, then RETURN
+//   borrower -> lender   RETURN(loan)             released here; the lender releases its chunk
+// The lender makes each loan a chunk of its own backend (Backend::create, then export_chunk); the borrower
+// imports it into its backend (Backend::import_chunk) and maps it where it wants. Fds travel with SCM_RIGHTS,
+// so no ptrace access is needed (unlike include/gmlake/ipc.h's pidfd_getfd).
+//
+// Failure handling:
+//   - The borrower exits or crashes holding loans: its socket closes; the lender's next poll() releases those
+//     chunks (the borrower's mappings died with it; on cuda the memory is freed once the last handle goes).
+//   - The lender exits or crashes while loans are out: the borrower's next poll() sees the socket close and
+//     marks itself orphaned (lender_gone()). Its loans stay valid: an imported chunk holds its own reference
+//     (cuda: the memory lives until every importer released it; host: the borrower's descriptor keeps the
+//     lender's memfd alive). No recall can come any more and no new loan is granted; the borrower gives each
+//     loan back (give_back releases it locally) when it no longer needs it.
+//   - A recall not answered by its deadline: memory mapped in another live process cannot be taken from it.
+//     The lender cuts that borrower off (closes its connection: no more loans; the borrower sees the lender as
+//     gone) and keeps the chunks as stranded, released once the borrower process exits (watched through a
+//     pidfd): never reused while a live process may still map them. The caller may kill the borrower.
+//   - Out of memory: a lender that cannot create the chunk (or is at its budget) answers REFUSE; borrow() then
+//     throws OutOfMemoryError and nothing changed on either side.
+// Time: deadlines are in the caller's clock (now_ns passed to LakeLender::poll), so tests use a manual one.
+// Thread safety: none; each object is used by one thread (its process's allocator lock).
+// Platform: Linux (SOCK_SEQPACKET, SCM_RIGHTS, SO_PEERCRED, pidfd_open: Linux >= 5.3).
+#pragma once
+
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "gmlake/backend.h"
+
+namespace gmlake {
+
+// Address of a lender's socket: a filesystem path, or "@name" for Linux's abstract namespace (no file, gone
+// when the lender closes it). At most 107 bytes.
+using LakeAddress = std::string;
+
+// A chunk lent to this process.
+struct Loan {
+  std::uint64_t id = 0;            // the lender's loan id
+  ChunkHandle chunk;               // imported into the borrower's backend: map it whole, as a created chunk
+  std::uint64_t size_bytes = 0;
+  bool recalled = false;           // the lender asked for it back: evict, then give_back
+};
+
+class LakeLender {
+ public:
+  // Lends chunks of `backend` (its own device's memory), at most `budget_bytes` at once (0: as much as the
+  // device gives). Listens at `address`. Throws BackendError("socket"|"bind"|"listen", ...) (address in use),
+  // Error(kInvalidArgument) for an address that is empty or too long. `backend` must outlive the lender and
+  // be able to export (host, cuda).
+  LakeLender(Backend& backend, const LakeAddress& address, std::uint64_t budget_bytes);
+  // Closes every connection and releases every chunk still lent (the borrowers' imports keep the memory alive
+  // on cuda; on host a borrower still mapping it reads zeroes once the range is reused). Never throws.
+  ~LakeLender();
+  LakeLender(const LakeLender&) = delete;
+  LakeLender& operator=(const LakeLender&) = delete;
+
+  // Serves everything pending: accepts borrowers, answers requests (GRANT or REFUSE), takes returns, releases
+  // the loans of borrowers that exited, and cuts off borrowers whose recall deadline is before `now_ns`.
+  // Waits up to timeout_ms for the first event (0: not at all; -1: until one comes). Returns the number of
+  // messages and exits handled. Throws BackendError when poll(2) itself fails; a bad message from a borrower
+  // cuts that borrower off (its loans are stranded as above) and is not an error here.
+  std::uint64_t poll(int timeout_ms, std::uint64_t now_ns);
+  // Asks for every loan back by `deadline_ns` (the caller's clock). Returns how many loans were recalled.
+  std::uint64_t recall_all(std::uint64_t deadline_ns);
+
+  // Bytes on loan to connected borrowers, recalled or not.
+  std::uint64_t lent_bytes() const;
+  // Bytes held for cut-off borrowers until they exit.
+  std::uint64_t stranded_bytes() const;
+  // Borrowers connected now.
+  std::uint64_t borrowers() const;
+  // The lender's chunk behind loan `loan_id` (map it in the lender's backend to see the bytes the borrower
+  // sees; unmap it before the loan comes back, else its release is retried at each poll). Throws
+  // Error(kInvalidArgument) for a loan not out to a connected borrower.
+  ChunkHandle loan_chunk(std::uint64_t loan_id) const;
+  // Requests answered REFUSE so far (out of memory, budget, bad size, export failed).
+  std::uint64_t refused_requests() const { return refused_; }
+
+ private:
+  struct State;
+  std::unique_ptr<State> state_;
+  std::uint64_t refused_ = 0;
+};
+
+class LakeBorrower {
+ public:
+  // Connects to the lender at `address`; imports loans into `backend` (which must outlive the borrower and be
+  // able to import: host, cuda). Throws BackendError("connect", ...) when no lender listens there.
+  LakeBorrower(Backend& backend, const LakeAddress& address);
+  // Releases every loan still held (each must be mapped nowhere by then; one still mapped is left to the
+  // backend) and closes the connection. Never throws.
+  ~LakeBorrower();
+  LakeBorrower(const LakeBorrower&) = delete;
+  LakeBorrower& operator=(const LakeBorrower&) = delete;
+
+  // Asks for a chunk of `size_bytes` (a non-zero multiple of the backend's granularity, else
+  // Error(kInvalidArgument)) and waits for the answer; recalls that arrive meanwhile are kept for the next poll.
+  // Throws OutOfMemoryError when the lender refuses for memory or budget, Error(kInvalidArgument) when it
+  // refuses the size, Error(kBackend) "lender gone" once the lender has exited or cut this borrower off, and
+  // what import_chunk throws. Nothing changes on either side when it throws.
+  Loan borrow(std::uint64_t size_bytes);
+  // Reads what has arrived: recalls (the loan is marked recalled) and the lender's exit (lender_gone()). Waits up
+  // to timeout_ms for the first message (0: not at all; -1: until one comes or the lender goes; no wait when
+  // recalls seen by borrow() are pending). Returns the ids of loans recalled since the last poll, each once: the
+  // caller evicts them (unmaps every mapping) and calls give_back.
+  std::vector<std::uint64_t> poll(int timeout_ms);
+  // Releases loan `id`'s chunk (mapped nowhere: else the backend's Error(kInvalidArgument), and nothing changes)
+  // and tells the lender, if it is still there. Throws Error(kInvalidArgument) for an id not held.
+  void give_back(std::uint64_t id);
+
+  // True once the lender exited, closed the connection (cut this borrower off) or sent garbage.
+  bool lender_gone() const { return lender_gone_; }
+  // The loans held, by id.
+  const std::map<std::uint64_t, Loan>& loans() const { return loans_; }
+  // Bytes of the loans held.
+  std::uint64_t borrowed_bytes() const;
+
+ private:
+  // Handles one message from the lender; false when the connection closed.
+  bool receive_one(int timeout_ms, std::vector<std::uint64_t>* recalled, Loan* granted, bool* answered);
+
+  Backend& backend_;
+  int socket_ = -1;
+  bool lender_gone_ = false;
+  std::map<std::uint64_t, Loan> loans_;
+  std::vector<std::uint64_t> pending_recalls_;  // seen while borrow() waited, not yet returned by poll
+};
+
+}  // namespace gmlake

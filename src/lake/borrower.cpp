@@ -1,0 +1,144 @@
+// LakeBorrower (include/gmlake/lake.h): takes chunks on loan from a lender process and gives them back.
+#include <unistd.h>
+
+#include <string>
+#include <vector>
+
+#include "gmlake/error.h"
+#include "gmlake/lake.h"
+#include "lake_wire.h"
+
+namespace gmlake {
+namespace {
+
+[[noreturn]] void lender_gone_error() {
+  throw BackendError("lake", "the lender has exited or cut this borrower off: no new loans (held ones stay valid)");
+}
+
+}  // namespace
+
+LakeBorrower::LakeBorrower(Backend& backend, const LakeAddress& address)
+    : backend_(backend), socket_(lake::connect_to(address)) {}
+
+LakeBorrower::~LakeBorrower() {
+  for (const auto& [id, loan] : loans_) {
+    try {
+      backend_.release(loan.chunk);
+    } catch (...) {
+    }
+  }
+  if (socket_ >= 0) ::close(socket_);
+}
+
+bool LakeBorrower::receive_one(int timeout_ms, std::vector<std::uint64_t>* recalled, Loan* granted, bool* answered) {
+  if (lender_gone_) return false;
+  if (!lake::wait_readable(socket_, timeout_ms)) return true;  // nothing yet
+  int fd = -1;
+  std::optional<lake::Message> m;
+  try {
+    m = lake::receive_message(socket_, &fd);
+  } catch (const Error&) {
+    m.reset();  // a lender that sends garbage is treated as gone
+  }
+  if (!m || (m->type != lake::MessageType::kRecall && granted == nullptr)) {
+    if (fd >= 0) ::close(fd);
+    lender_gone_ = true;
+    ::close(socket_);
+    socket_ = -1;
+    return false;
+  }
+  switch (m->type) {
+    case lake::MessageType::kRecall:
+      if (const auto it = loans_.find(m->loan_id); it != loans_.end() && !it->second.recalled) {
+        it->second.recalled = true;
+        recalled->push_back(m->loan_id);
+      }
+      return true;
+    case lake::MessageType::kGrant:
+      granted->id = m->loan_id;
+      granted->size_bytes = m->size_bytes;
+      *answered = true;
+      try {
+        granted->chunk = backend_.import_chunk(fd, m->fd_offset_bytes, m->size_bytes);  // owns fd
+      } catch (...) {
+        lake::Message back;  // hand it straight back, so the lender releases it
+        back.type = lake::MessageType::kReturn;
+        back.loan_id = m->loan_id;
+        lake::send_message(socket_, back);
+        throw;
+      }
+      return true;
+    case lake::MessageType::kRefuse: {
+      *answered = true;
+      const auto why = static_cast<lake::RefuseReason>(m->arg);
+      if (why == lake::RefuseReason::kBadSize) {
+        throw Error(ErrorCode::kInvalidArgument, "gmlake lake: the lender refused a loan of " +
+                                                     std::to_string(m->size_bytes) + " bytes (bad size)");
+      }
+      if (why == lake::RefuseReason::kCannotLend) {
+        throw BackendError("lake", "the lender's backend cannot export chunks");
+      }
+      throw OutOfMemoryError(m->size_bytes, borrowed_bytes(), 0, 0,
+                             why == lake::RefuseReason::kBudget ? "the lender's budget is spent"
+                                                                : "the lender's device has no memory to lend");
+    }
+    default:
+      return true;  // RETURN and REQUEST never come from a lender; ignored
+  }
+}
+
+Loan LakeBorrower::borrow(std::uint64_t size_bytes) {
+  if (size_bytes == 0 || size_bytes % backend_.granularity_bytes() != 0) {
+    throw Error(ErrorCode::kInvalidArgument, "gmlake lake: borrow(" + std::to_string(size_bytes) +
+                                                 "): not a non-zero multiple of the granularity " +
+                                                 std::to_string(backend_.granularity_bytes()));
+  }
+  if (lender_gone_) lender_gone_error();
+  lake::Message request;
+  request.type = lake::MessageType::kRequest;
+  request.size_bytes = size_bytes;
+  if (!lake::send_message(socket_, request)) {
+    lender_gone_ = true;
+    lender_gone_error();
+  }
+  Loan granted;
+  bool answered = false;
+  while (!answered) {  // recalls that come first are kept for the next poll
+    if (!receive_one(-1, &pending_recalls_, &granted, &answered)) lender_gone_error();
+  }
+  loans_.emplace(granted.id, granted);
+  return granted;
+}
+
+std::vector<std::uint64_t> LakeBorrower::poll(int timeout_ms) {
+  std::vector<std::uint64_t> recalled;
+  recalled.swap(pending_recalls_);  // those that came while borrow() waited
+  int wait = recalled.empty() ? timeout_ms : 0;
+  while (!lender_gone_ && lake::wait_readable(socket_, wait)) {
+    if (!receive_one(0, &recalled, nullptr, nullptr)) break;
+    wait = 0;
+  }
+  return recalled;
+}
+
+void LakeBorrower::give_back(std::uint64_t id) {
+  const auto it = loans_.find(id);
+  if (it == loans_.end()) {
+    throw Error(ErrorCode::kInvalidArgument, "gmlake lake: give_back(" + std::to_string(id) + "): no such loan held");
+  }
+  backend_.release(it->second.chunk);  // throws while mapped: nothing changed
+  loans_.erase(it);
+  if (lender_gone_) return;
+  lake::Message m;
+  m.type = lake::MessageType::kReturn;
+  m.loan_id = id;
+  if (!lake::send_message(socket_, m)) lender_gone_ = true;
+}
+
+std::uint64_t LakeBorrower::borrowed_bytes() const {
+  std::uint64_t total = 0;
+  for (const auto& [id, loan] : loans_) total += loan.size_bytes;
+  return total;
+}
+
+}  // namespace gmlake

@@ -1,0 +1,41 @@
+// StitchingAllocator and the lake (peer_chunks.h; docs/design.md, "The lake"): when peer chunks are borrowed,
+// and the equations they keep.
+#include <algorithm>
+#include <string>
+
+#include "engine_checks.h"
+#include "gmlake/error.h"
+#include "stitching_allocator.h"
+
+namespace gmlake::engine {
+
+ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t block_pages, std::uint64_t requested) {
+  // Pages grown ahead of a block (block_pages 0) never borrow: a peer holds only what blocks need.
+  if (!peers_.enabled() || block_pages == 0) return obtain(pages, requested);
+  try {
+    return obtain(pages, requested);  // the own device's idle, free and new memory, in its order
+  } catch (const OutOfMemoryError&) {
+    const ChunkId id = peers_.borrow(pool_, std::min({pages, block_pages, max_chunk_pages_}), stats_.num_alloc_retries);
+    if (id == kNoChunk) throw;
+    return id;
+  }
+}
+
+std::uint64_t StitchingAllocator::peer_room_pages() const {
+  return peers_.room_bytes(pool_.peer_bytes()) >> page_shift_;
+}
+
+void StitchingAllocator::check_lake_invariants() const {
+  const auto peer = static_cast<std::uint64_t>(stats_.peer_reserved_bytes.current);
+  const auto reserved = static_cast<std::uint64_t>(stats_.reserved_bytes.current);
+  std::uint64_t on_peers = 0;
+  for (DeviceId d = 0; static_cast<std::uint64_t>(d) < backend_.device_count(); ++d) {
+    if (d != backend_.device()) on_peers += backend_.live_chunk_bytes(d);
+  }
+  if (on_peers != peer) broken("peer_reserved_bytes differs from the backend's bytes on other devices");
+  if (backend_.live_chunk_bytes(backend_.device()) != reserved - peer)
+    broken("reserved - peer_reserved differs from the backend's bytes on its own device");
+  if (peers_.budget_bytes() != 0 && peer > peers_.budget_bytes()) broken("peer chunks exceed peer_budget_bytes");
+}
+
+}  // namespace gmlake::engine

@@ -1,0 +1,155 @@
+// The lake on GPUs (docs/design.md, "The lake"): a gmlake pool on device 0 past its cap holds blocks on device 1
+// (cuMemCreate at device 1, mapped in device 0's arena, cuMemSetAccess for device 0), and device 0 reads and
+// writes them over the peer link; and a process on device 1 lends a chunk to this process on device 0
+// (include/gmlake/lake.h: exported as a POSIX fd, sent by SCM_RIGHTS, imported and mapped here), both sides
+// seeing each other's bytes. The lender is a fresh run of this binary (fork, then exec, as cuda_ipc_test.cpp:
+// CUDA does not survive a fork). Needs two devices with peer access; skipped otherwise.
+#include <gtest/gtest.h>
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <string>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "backends/cuda/cuda_backend.h"
+#include "gmlake/allocator.h"
+#include "gmlake/config.h"
+#include "gmlake/error.h"
+#include "gmlake/lake.h"
+#include "gmlake/units.h"
+#include "gpu/cuda_test_support.h"
+#include "ipc_test_support.h"
+
+namespace gmlake {
+namespace {
+
+class CudaLakeTest : public gpu_test::CudaTest {
+ protected:
+  void SetUp() override {
+    gpu_test::CudaTest::SetUp();
+    if (IsSkipped()) return;
+    const cuda::DriverApi& api = cuda::driver();
+    int count = 0;
+    cuda::check("cuDeviceGetCount", api.cuDeviceGetCount(&count));
+    if (count < 2) GTEST_SKIP() << "one CUDA device: the lake needs a peer";
+    CUdevice d0 = 0, d1 = 0;
+    cuda::check("cuDeviceGet", api.cuDeviceGet(&d0, 0));
+    cuda::check("cuDeviceGet", api.cuDeviceGet(&d1, 1));
+    int can_access = 0;
+    cuda::check("cuDeviceCanAccessPeer", api.cuDeviceCanAccessPeer(&can_access, d0, d1));
+    if (can_access == 0) GTEST_SKIP() << "device 0 cannot access device 1's memory (no P2P path)";
+  }
+};
+
+TEST_F(CudaLakeTest, APoolPastItsCapHoldsBlocksOnThePeerThatDevice0ReadsAndWrites) {
+  constexpr std::uint64_t kCapBytes = 64 * kMiB;
+  CudaBackend backend(CudaBackendOptions{});
+  std::unique_ptr<Allocator> allocator =
+      make_allocator(parse_config("cap_bytes:64M,peer_devices:1,peer_budget_bytes:256M"), backend);
+  void* local = allocator->allocate(kCapBytes, 0);
+  void* peer = allocator->allocate(32 * kMiB, 0);  // past the cap: on device 1
+  allocator->check_invariants();
+  EXPECT_EQ(allocator->stats().peer_reserved_bytes.current, static_cast<std::int64_t>(32 * kMiB));
+  EXPECT_EQ(backend.live_chunk_bytes(1), 32 * kMiB);
+  EXPECT_EQ(backend.live_chunk_bytes(0), kCapBytes);
+  const auto at = reinterpret_cast<std::uintptr_t>(peer);
+  gpu_test::fill_bytes(at, 0x5A, 32 * kMiB);  // device 0 writes device 1's memory
+  gpu_test::synchronize();
+  const std::vector<std::uint8_t> back = gpu_test::read_bytes(at, 32 * kMiB);
+  EXPECT_EQ(std::count(back.begin(), back.end(), 0x5A), static_cast<std::ptrdiff_t>(back.size()));
+  allocator->deallocate(peer);
+  allocator->deallocate(local);
+  allocator->empty_cache();
+  allocator->check_invariants();
+  EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
+TEST_F(CudaLakeTest, ThePeersBudgetBoundsWhatIsBorrowed) {
+  CudaBackend backend(CudaBackendOptions{});
+  std::unique_ptr<Allocator> allocator =
+      make_allocator(parse_config("cap_bytes:64M,peer_devices:1,peer_budget_bytes:32M"), backend);
+  void* local = allocator->allocate(64 * kMiB, 0);
+  void* peer = allocator->allocate(32 * kMiB, 0);
+  EXPECT_THROW(allocator->allocate(2 * kMiB, 0), OutOfMemoryError);
+  allocator->check_invariants();
+  allocator->deallocate(peer);
+  allocator->deallocate(local);
+}
+
+constexpr std::uint64_t kLoanBytes = 32 * kMiB;
+
+// The lender's process (device 1): lends one chunk, answers "check" with whether the loan holds 0x5A, serves
+// until the borrower has gone, and exits 0 when every chunk came back.
+int cuda_lender(int to_parent, int from_parent, const std::string& address) {
+  try {
+    CudaBackendOptions options;
+    options.device = 1;
+    options.exportable = true;
+    CudaBackend backend(options);
+    cuda::check("cuCtxPushCurrent", cuda::driver().cuCtxPushCurrent(static_cast<CUcontext>(backend.context())));
+    LakeLender lender(backend, address, 0);
+    test::send_message(to_parent, "ready");
+    while (lender.lent_bytes() == 0) lender.poll(-1, 0);
+    const std::string loan = test::receive_message(from_parent);
+    const ChunkHandle chunk = lender.loan_chunk(std::stoull(loan));
+    const std::uintptr_t at = backend.reserve(kLoanBytes);
+    backend.map(at, kLoanBytes, chunk);
+    backend.set_access(at, kLoanBytes);
+    const std::vector<std::uint8_t> bytes = gpu_test::read_bytes(at, kLoanBytes);
+    backend.unmap(at, kLoanBytes);
+    backend.address_free(at, kLoanBytes);
+    const bool all = std::count(bytes.begin(), bytes.end(), 0x5A) == static_cast<std::ptrdiff_t>(bytes.size());
+    test::send_message(to_parent, all ? "ok" : "bad");
+    while (lender.borrowers() != 0) lender.poll(-1, 0);
+    return backend.live_chunks() == 0 ? 0 : 10;
+  } catch (const std::exception& e) {
+    test::send_message(to_parent, std::string("error: ") + e.what());
+    return 2;
+  }
+}
+
+// The lender's half: runs only when started by the test below.
+TEST(CudaLakeLender, Run) {
+  const char* up = std::getenv("GMLAKE_LAKE_UP");
+  const char* down = std::getenv("GMLAKE_LAKE_DOWN");
+  const char* address = std::getenv("GMLAKE_LAKE_ADDRESS");
+  if (up == nullptr || down == nullptr || address == nullptr) GTEST_SKIP() << "the lender half of CudaLakeTest";
+  std::fflush(stdout);
+  _exit(cuda_lender(std::atoi(up), std::atoi(down), address));
+}
+
+TEST_F(CudaLakeTest, AChunkLentByTheProcessOnDevice1IsWrittenHereAndSeenThere) {
+  const std::string address = "@gmlake-cuda-lake-" + std::to_string(::getpid());
+  test::ForkedChild child([&](int up, int down) {
+    setenv("GMLAKE_LAKE_UP", std::to_string(up).c_str(), 1);
+    setenv("GMLAKE_LAKE_DOWN", std::to_string(down).c_str(), 1);
+    setenv("GMLAKE_LAKE_ADDRESS", address.c_str(), 1);
+    execl("/proc/self/exe", "gmlake_gpu_tests", "--gtest_filter=CudaLakeLender.Run", static_cast<char*>(nullptr));
+    return 97;
+  });
+  ASSERT_EQ(child.receive(), "ready");
+  CudaBackend backend(CudaBackendOptions{});
+  {
+    LakeBorrower borrower(backend, address);
+    const Loan loan = borrower.borrow(kLoanBytes);
+    const std::uintptr_t at = backend.reserve(kLoanBytes);
+    backend.map(at, kLoanBytes, loan.chunk);
+    backend.set_access(at, kLoanBytes);  // device 0 reaches device 1's memory
+    gpu_test::fill_bytes(at, 0x5A, kLoanBytes);
+    gpu_test::synchronize();
+    ASSERT_TRUE(child.send(std::to_string(loan.id)));
+    EXPECT_EQ(child.receive(), "ok") << "the lender sees the borrower's bytes";
+    backend.unmap(at, kLoanBytes);
+    backend.address_free(at, kLoanBytes);
+    borrower.give_back(loan.id);
+  }
+  EXPECT_EQ(child.wait(), 0) << "the lender got its chunk back";
+  EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
+}  // namespace
+}  // namespace gmlake

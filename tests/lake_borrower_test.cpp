@@ -1,0 +1,141 @@
+// LakeBorrower (src/lake/borrower.cpp) against a lender in a forked child, on the host backend: loans whose bytes
+// both processes see, a lender that dies holding loans, and out of memory on both sides.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <string>
+
+#include "expect_error.h"
+#include "gmlake/error.h"
+#include "gmlake/host_backend.h"
+#include "gmlake/lake.h"
+#include "ipc_test_support.h"
+#include "lake_test_support.h"
+
+namespace gmlake::test {
+namespace {
+
+constexpr std::uint64_t kLoanBytes = 2 * kChunkBytes;
+
+// A lender in a child process at `address`, with its own host backend of `device_bytes` (0: unlimited) and
+// `budget_bytes`; `body` runs in the child once the lender listens (after "ready" is sent).
+ForkedChild lender_child(const LakeAddress& address, std::uint64_t device_bytes, std::uint64_t budget_bytes,
+                         const std::function<int(LakeLender&, HostBackend&, int, int)>& body) {
+  return ForkedChild([=](int up, int down) {
+    HostBackend backend(kChunkBytes, device_bytes);
+    LakeLender lender(backend, address, budget_bytes);
+    send_message(up, "ready");
+    return body(lender, backend, up, down);
+  });
+}
+
+TEST(LakeBorrower, ALoanIsTheLendersMemoryAndBothProcessesSeeItsBytes) {
+  const LakeAddress address = lake_address("bytes");
+  ForkedChild child = lender_child(address, 0, 0, [](LakeLender& lender, HostBackend& backend, int up, int down) {
+    while (lender.lent_bytes() == 0) lender.poll(-1, 0);
+    const std::string id = receive_message(down);  // the borrower wrote 0x5A
+    MappedChunk mine(backend, lender.loan_chunk(std::stoull(id)), kLoanBytes);
+    const bool saw = mine.holds(0x5A);
+    mine.fill(0xA5);
+    mine.unmap();
+    send_message(up, saw ? "saw" : "did not see");
+    return serve_one_borrower(lender, backend);
+  });
+  ASSERT_EQ(child.receive(), "ready");
+  HostBackend backend(kChunkBytes);
+  {
+    LakeBorrower borrower(backend, address);
+    const Loan loan = borrower.borrow(kLoanBytes);
+    EXPECT_EQ(loan.size_bytes, kLoanBytes);
+    EXPECT_EQ(borrower.borrowed_bytes(), kLoanBytes);
+    MappedChunk mapped(backend, loan.chunk, kLoanBytes);
+    mapped.fill(0x5A);
+    ASSERT_TRUE(child.send(std::to_string(loan.id)));
+    EXPECT_EQ(child.receive(), "saw");
+    EXPECT_TRUE(mapped.holds(0xA5)) << "the lender's write shows here";
+    test::expect_error([&] { borrower.give_back(loan.id); }, ErrorCode::kInvalidArgument, "still mapped");
+    mapped.unmap();
+    borrower.give_back(loan.id);
+    EXPECT_EQ(borrower.borrowed_bytes(), 0u);
+    test::expect_error([&] { borrower.give_back(loan.id); }, ErrorCode::kInvalidArgument, "no such loan");
+  }
+  EXPECT_EQ(child.wait(), 0) << "the lender got every chunk back";
+  EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
+TEST(LakeBorrower, ALenderKilledHoldingLoansLeavesThemValidUntilGivenBackAndLendsNoMore) {
+  const LakeAddress address = lake_address("lender-killed");
+  ForkedChild child = lender_child(address, 0, 0, [](LakeLender& lender, HostBackend&, int, int) {
+    for (;;) lender.poll(-1, 0);
+    return 0;
+  });
+  ASSERT_EQ(child.receive(), "ready");
+  HostBackend backend(kChunkBytes);
+  LakeBorrower borrower(backend, address);
+  const Loan loan = borrower.borrow(kLoanBytes);
+  MappedChunk mapped(backend, loan.chunk, kLoanBytes);
+  mapped.fill(0x11);
+  ::kill(child.pid(), SIGKILL);
+  EXPECT_EQ(child.wait(), -1);
+  EXPECT_TRUE(borrower.poll(-1).empty()) << "no recall: the lender just went";
+  EXPECT_TRUE(borrower.lender_gone());
+  EXPECT_TRUE(mapped.holds(0x11)) << "the imported chunk keeps the memory alive";
+  mapped.fill(0x22);
+  EXPECT_TRUE(mapped.holds(0x22));
+  test::expect_error([&] { borrower.borrow(kLoanBytes); }, ErrorCode::kBackend, "lender has exited");
+  mapped.unmap();
+  borrower.give_back(loan.id);
+  EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
+TEST(LakeBorrower, OutOfMemoryOnBothSidesIsAnErrorThatChangesNothing) {
+  const LakeAddress address = lake_address("oom");
+  // The lender's device holds 2 loans; the borrower's own device is full from the start.
+  ForkedChild child = lender_child(address, 2 * kLoanBytes, 0, [](LakeLender& lender, HostBackend& backend, int, int) {
+    const int code = serve_one_borrower(lender, backend);
+    return code != 0 ? code : lender.refused_requests() == 1 ? 0 : 11;
+  });
+  ASSERT_EQ(child.receive(), "ready");
+  HostBackend backend(kChunkBytes, kChunkBytes);
+  const ChunkHandle own = backend.create(kChunkBytes);
+  test::expect_error([&] { backend.create(kChunkBytes); }, ErrorCode::kOutOfMemory, "");
+  {
+    LakeBorrower borrower(backend, address);
+    const Loan a = borrower.borrow(kLoanBytes);
+    const Loan b = borrower.borrow(kLoanBytes);
+    test::expect_error([&] { borrower.borrow(kLoanBytes); }, ErrorCode::kOutOfMemory, "no memory to lend");
+    EXPECT_EQ(borrower.loans().size(), 2u);
+    borrower.give_back(a.id);
+    const Loan c = borrower.borrow(kLoanBytes);  // room again on the lender
+    EXPECT_NE(c.id, a.id);
+    borrower.give_back(b.id);
+    borrower.give_back(c.id);
+  }
+  backend.release(own);
+  EXPECT_EQ(child.wait(), 0) << "one refusal, every chunk back";
+}
+
+TEST(LakeBorrower, TheLendersBudgetBoundsItsLoans) {
+  const LakeAddress address = lake_address("budget");
+  ForkedChild child = lender_child(address, 0, kLoanBytes, [](LakeLender& lender, HostBackend& backend, int, int) {
+    return serve_one_borrower(lender, backend);
+  });
+  ASSERT_EQ(child.receive(), "ready");
+  HostBackend backend(kChunkBytes);
+  {
+    LakeBorrower borrower(backend, address);
+    const Loan a = borrower.borrow(kLoanBytes);
+    test::expect_error([&] { borrower.borrow(kChunkBytes); }, ErrorCode::kOutOfMemory, "budget is spent");
+    test::expect_error([&] { borrower.borrow(kChunkBytes + 1); }, ErrorCode::kInvalidArgument, "granularity");
+    borrower.give_back(a.id);
+  }
+  EXPECT_EQ(child.wait(), 0);
+}
+
+TEST(LakeBorrower, NoLenderAtTheAddressIsABackendError) {
+  HostBackend backend(kChunkBytes);
+  test::expect_error([&] { LakeBorrower(backend, lake_address("nobody")); }, ErrorCode::kBackend, "no gmlake lender");
+}
+
+}  // namespace
+}  // namespace gmlake::test
