@@ -67,6 +67,11 @@ namespace gmlake {
     "chunk is created rather than an idle page evicted; spends at most that much memory on fewer VMM calls in "   \
     "steady state (a repeating step keeps its pages mapped: ResNet-50's step time went from 1.033x to 1.000x "  \
     "native's on the H200, docs/benchmarks.md); 0 = evict whenever any page is idle")                           \
+  X(u64, move_budget_ns_per_op, 50, "ns",                                                                        \
+    "gmlake: driver time that moving memory (evicting idle chunks, remaking chunks of another size) may cost, "   \
+    "earned per allocation at a fixed modelled cost per move (src/policies/gmlake/move_budget.h); out of it, "   \
+    "the pool grows instead while no cap is set and the device has room, so VMM time stays bounded by the "      \
+    "number of operations (50: H100 replay time at or below PyTorch native on every shipped trace, docs/benchmarks.md); 0 = unbounded (memory first)")                                                       \
   X(u64, max_idle_mapped_bytes, 0, "bytes",                                                                      \
     "gmlake: bound on mapped bytes no block uses (the stitched-range cache); beyond it pages are unmapped "      \
     "least-recently-used first; 0 = unbounded")                                                                  \
