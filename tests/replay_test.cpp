@@ -43,15 +43,17 @@ class ShippedTraceTest : public ::testing::TestWithParam<std::string> {
   }
 };
 
-// gmlake's memory-first configuration (one chunk size, no grow-ahead: page-granular moves) reaches 0.99; the
-// default trades some of it for far fewer backend calls (docs/benchmarks.md) and must stay at 0.97 or above.
-const std::string kMemoryFirst = "max_chunk_bytes:2M,grow_bytes:2M";
+// gmlake's memory-first configuration (one chunk size, no grow-ahead, moves unbounded: page-granular moves)
+// reaches 0.99; the default trades some of it for far fewer backend calls (chunks of several sizes, and a move
+// budget that bounds VMM time per operation: docs/benchmarks.md) and must stay at 0.95 or above.
+const std::string kMemoryFirst = "max_chunk_bytes:2M,grow_bytes:2M,move_budget_ns_per_op:0";
+constexpr double kDefaultUtilizationFloor = 0.95;
 
-TEST_P(ShippedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd097ByDefaultWithItsInvariantsIntact) {
+TEST_P(ShippedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd095ByDefaultWithItsInvariantsIntact) {
   const ReplayResult first = run(trace(GetParam()), Policy::kGmlake, kMemoryFirst, /*check_every=*/20000);
   EXPECT_GE(first.utilization, 0.99) << "peak reserved " << first.peak_reserved_bytes;
   const ReplayResult r = run(trace(GetParam()), Policy::kGmlake, "", /*check_every=*/20000);
-  EXPECT_GE(r.utilization, 0.97) << "peak reserved " << r.peak_reserved_bytes;
+  EXPECT_GE(r.utilization, kDefaultUtilizationFloor) << "peak reserved " << r.peak_reserved_bytes;
   EXPECT_EQ(r.ooms, 0u);
   EXPECT_EQ(r.unknown_frees, 0u);
   EXPECT_LT(r.peak_mappings, 65530u / 2) << "keep well under vm.max_map_count";
@@ -59,10 +61,11 @@ TEST_P(ShippedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd097By
 
 TEST(ShippedResnetTest, TheDefaultHeadroomEndsSteadyStateChunkMovesAtUtilizationOfAtLeast099) {
   // ResNet-50 repeats one step: without headroom the least-recently-idled eviction moves chunks every step
-  // (1080 maps in the second half); with the default 0.9% every page the step uses stays mapped.
+  // (1080 maps in the second half); with the default 0.9% every page the step uses stays mapped. Moves
+  // unbounded in both, so that the headroom alone makes the difference.
   const Trace t = read_trace(std::string(GMLAKE_TRACES_DIR) + "/resnet50.snapshot.pickle.xz");
-  const ReplayResult tight = run(t, Policy::kGmlake, "headroom_permille:0");
-  const ReplayResult roomy = run(t, Policy::kGmlake, "", /*check_every=*/20000);
+  const ReplayResult tight = run(t, Policy::kGmlake, "headroom_permille:0,move_budget_ns_per_op:0");
+  const ReplayResult roomy = run(t, Policy::kGmlake, "move_budget_ns_per_op:0", /*check_every=*/20000);
   EXPECT_GT(tight.backend_calls_second_half[BackendCall::kMap], 100u);
   for (const std::uint64_t calls : roomy.backend_calls_second_half.calls) EXPECT_EQ(calls, 0u);
   EXPECT_GE(roomy.utilization, 0.99);
@@ -85,10 +88,17 @@ TEST_P(ShippedTraceTest, ExpandablePolicyIsWithinOnePercentOfPyTorchsExpandableS
   EXPECT_NEAR(ratio, 1.0, 0.01);
 }
 
-TEST_P(ShippedTraceTest, GmlakeNeedsLessThanBothPyTorchPolicies) {
-  const std::uint64_t gmlake = run(trace(GetParam()), Policy::kGmlake).peak_reserved_bytes;
-  EXPECT_LT(gmlake, run(trace(GetParam()), Policy::kExpandable).peak_reserved_bytes);
-  EXPECT_LT(gmlake, run(trace(GetParam()), Policy::kCaching).peak_reserved_bytes);
+TEST_P(ShippedTraceTest, GmlakeNeedsLessThanBothPyTorchPoliciesMemoryFirstAndLessThanNativeByDefault) {
+  const std::uint64_t expandable = run(trace(GetParam()), Policy::kExpandable).peak_reserved_bytes;
+  const std::uint64_t caching = run(trace(GetParam()), Policy::kCaching).peak_reserved_bytes;
+  const std::uint64_t memory_first = run(trace(GetParam()), Policy::kGmlake, "move_budget_ns_per_op:0").peak_reserved_bytes;
+  EXPECT_LT(memory_first, expandable);
+  EXPECT_LT(memory_first, caching);
+  // The default's move budget may give up a little memory for time: less than native, within 0.5% of
+  // expandable_segments (resnet50: 6.130 GB against 6.117 GB).
+  const std::uint64_t by_default = run(trace(GetParam()), Policy::kGmlake).peak_reserved_bytes;
+  EXPECT_LT(by_default, caching);
+  EXPECT_LE(by_default, expandable + expandable / 200);
 }
 
 TEST_P(ShippedTraceTest, UnderACapJustAboveGmlakesPeakGmlakeFitsAndNativeCachingDoesNot) {
@@ -100,7 +110,7 @@ TEST_P(ShippedTraceTest, UnderACapJustAboveGmlakesPeakGmlakeFitsAndNativeCaching
 
 INSTANTIATE_TEST_SUITE_P(Traces, ShippedTraceTest, ::testing::Values("gpt2_varlen", "resnet50"));
 
-TEST(SharedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd097ByDefaultOnEverySharedTrace) {
+TEST(SharedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd095ByDefaultOnEverySharedTrace) {
   const std::filesystem::path dir = GMLAKE_SHARED_TRACES_DIR;
   if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << "no " << dir;
   int replayed = 0;
@@ -112,7 +122,7 @@ TEST(SharedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd097ByDef
       options.config = parse_config(kMemoryFirst);
       EXPECT_GE(replay(t, d, options).utilization, 0.99) << t.name << " device " << d.device;
       options.config = parse_config("");
-      EXPECT_GE(replay(t, d, options).utilization, 0.97) << t.name << " device " << d.device;
+      EXPECT_GE(replay(t, d, options).utilization, kDefaultUtilizationFloor) << t.name << " device " << d.device;
       ++replayed;
     }
   }

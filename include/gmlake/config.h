@@ -74,6 +74,11 @@ namespace gmlake {
   X(u64, peer_budget_bytes, 0, "bytes",                                                                          \
     "gmlake, the lake: the most bytes held on peer devices at once, all peers together; 0 = no bound but the "    \
     "peers' own memory")                                                                                         \
+  X(u64, move_budget_ns_per_op, 50, "ns",                                                                        \
+    "gmlake: driver time that moving memory (evicting idle chunks, remaking chunks of another size) may cost, "   \
+    "earned per allocation at a fixed modelled cost per move (src/policies/gmlake/move_budget.h); out of it, "   \
+    "the pool grows instead while no cap is set and the device has room, so VMM time stays bounded by the "      \
+    "number of operations (50: H100 replay time at or below PyTorch native on every shipped trace, docs/benchmarks.md); 0 = unbounded (memory first)")                                                       \
   X(u64, max_idle_mapped_bytes, 0, "bytes",                                                                      \
     "gmlake: bound on mapped bytes no block uses (the stitched-range cache); beyond it pages are unmapped "      \
     "least-recently-used first; 0 = unbounded")                                                                  \

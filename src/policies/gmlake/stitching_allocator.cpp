@@ -33,7 +33,8 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
       pool_(backend, config.chunk_bytes, stats_),
       peers_(backend, parse_peer_devices(config.peer_devices), config.peer_budget_bytes),
       stitcher_(backend, pool_, page_shift_),
-      fence_(events) {
+      fence_(events),
+      moves_(config.move_budget_ns_per_op) {
   if (events != nullptr && config_.cross_stream_reuse) {
     throw Error(ErrorCode::kConfig,
                 "gmlake config: cross_stream_reuse: must be false with asynchronous streams (each stream keeps its "
@@ -111,6 +112,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     throw_oom(size_bytes, "larger than the arena's virtual space (arena_virtual_bytes) or 256 TiB");
   }
   const std::uint64_t rounded = round_up(size_bytes, kRoundBytes);
+  moves_.earn();
   Arena* arena_ptr = nullptr;
   try {
     arena_ptr = &arena_for(rounded <= config_.small_request_max_bytes, stream);
@@ -334,6 +336,17 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested)
         if (headroom) headroom_exhausted_ = true;
       }
     }
+    // 2b. Out of move budget: grow rather than move (time first) while memory is not what limits: no cap, and
+    //     the device not yet found full (then, as under a cap, memory comes first whatever the moves cost).
+    if (!moves_.allows_move() && cap_bytes_ == 0 && !headroom_exhausted_ &&
+        (pages_.idle_chunks != 0 || pool_.free_chunks() != 0)) {
+      try {
+        return pool_.create(want);
+      } catch (const OutOfMemoryError&) {
+        ++stats_.num_alloc_retries;
+        headroom_exhausted_ = true;
+      }
+    }
     // 3. Free chunks that do not suit the run (too small to be worth a map each, or too large) are released once
     //    enough memory is free, or nothing idle is left, or the cap leaves no room: their memory comes back as
     //    one chunk of the run's size (step 2).
@@ -347,6 +360,7 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested)
         pool_.add_free(largest);
         throw;
       }
+      moves_.charge_release();
       continue;
     }
     // 4. The memory of the chunk idle the longest, once no queued work can touch it.
@@ -374,6 +388,7 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested)
       }
       lag_grown_pages_ = 0;  // the oldest idle chunk is safe now: the device caught up
       evict(oldest);
+      moves_.charge_eviction();
       continue;
     }
     // 5. Nothing idle, nothing free: new memory, as much of the run as the cap and the device allow.

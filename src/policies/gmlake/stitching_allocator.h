@@ -24,6 +24,9 @@
 //     own device or the cap refuses a page) gets a chunk borrowed from a peer device, within
 //     peer_budget_bytes, for the block's own pages only (no grow-ahead while peers hold memory). A peer chunk
 //     that turns free is given back at once; cap_bytes and the headroom count the own device's bytes only.
+//   - Move budget (move_budget_ns_per_op, MoveBudget): steps that move memory (releasing a free chunk to remake
+//     it, evicting an idle one) are charged a modelled driver cost against credit earned per allocation; out of
+//     credit, with no cap set and the device not yet found full, a new chunk is created instead.
 //   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
 //     only by its own stream (safe in stream order); a chunk leaves its place only once a StreamFence says the
 //     freeing stream's queued work has finished. When the oldest idle chunk is not known finished, a new chunk
@@ -57,6 +60,7 @@
 #include "chunk_pool.h"
 #include "idle_chunks.h"
 #include "peer_chunks.h"
+#include "move_budget.h"
 #include "stitcher.h"
 #include "stream_fence.h"
 #include "gmlake/allocator.h"
@@ -191,6 +195,7 @@ class StitchingAllocator final : public Allocator {
   Stitcher stitcher_;
   IdleChunks idle_;
   StreamFence fence_;
+  MoveBudget moves_;
   std::vector<std::unique_ptr<Arena>> arenas_;
   std::uint32_t shared_arena_[2] = {UINT32_MAX, UINT32_MAX};         // [small] when cross_stream_reuse
   std::map<std::pair<StreamId, bool>, std::uint32_t> stream_arena_;  // (stream, small) otherwise
