@@ -19,7 +19,10 @@ class ManualEvents final : public StreamEvents {
     stream_of[next_] = stream;
     return next_;
   }
-  bool done(Token t) override { return !unfinished.count(t); }
+  bool done(Token t) override {
+    ++queries;
+    return !unfinished.count(t);
+  }
   void wait(Token t) override {
     ++waits;
     unfinished.erase(t);
@@ -37,6 +40,8 @@ class ManualEvents final : public StreamEvents {
   void finish(StreamId stream) {
     std::erase_if(unfinished, [&](Token t) { return stream_of[t] == stream; });
   }
+  // Events recorded so far.
+  int recorded() const { return static_cast<int>(next_); }
   // Events recorded and not yet released.
   int outstanding() const { return static_cast<int>(next_) - released; }
 
@@ -45,6 +50,7 @@ class ManualEvents final : public StreamEvents {
   std::set<StreamId> failing_streams;
   std::map<Token, StreamId> stream_of;
   int waits = 0;
+  int queries = 0;  // done() calls (cuEventQuery)
   int synchronizations = 0;
   int released = 0;
 

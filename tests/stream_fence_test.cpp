@@ -47,6 +47,20 @@ TEST_F(StreamFenceTest, SameStreamReuseNeitherWaitsNorCreates) {
   a.check_invariants();
 }
 
+TEST_F(StreamFenceTest, FreesBetweenMarksAskTheDriverNothing) {
+  // 64 blocks on their own chunks, each free turning one chunk idle: one mark per kMarkSpacingTicks idle turns,
+  // and the marks are polled only when a new one is due, not at every free.
+  auto& a = make("cross_stream_reuse:false");
+  std::vector<void*> blocks;
+  for (int i = 0; i < 64; ++i) blocks.push_back(a.allocate(2 * kMiB, 1));
+  const int queries_before = events_.queries;
+  for (void* p : blocks) a.deallocate(p);
+  const int marks = 64 / static_cast<int>(StreamFence::kMarkSpacingTicks);
+  EXPECT_EQ(events_.recorded(), marks);
+  EXPECT_LE(events_.queries - queries_before, marks) << "at most one query per mark due";
+  a.check_invariants();
+}
+
 TEST_F(StreamFenceTest, AFreeCoveredByAnUnfinishedMarkIsWaitedForInsteadOfGrowing) {
   auto& a = make("cross_stream_reuse:false");
   a.deallocate(a.allocate(4 * kMiB, 1));

@@ -25,8 +25,10 @@ void StreamFence::poll(Stream& s) {
 void StreamFence::note_idle(StreamId stream, std::uint64_t tick) {
   if (!events_) return;
   Stream& s = streams_[stream];
+  // Between marks nothing is asked of the driver: a free costs no event query (readiness() polls when asked).
+  if (s.marked && tick < s.last_mark_tick + kMarkSpacingTicks) return;
   poll(s);
-  if (s.marked && (tick < s.last_mark_tick + kMarkSpacingTicks || s.marks.size() >= kMaxMarks)) return;
+  if (s.marks.size() >= kMaxMarks) return;
   s.marks.push_back({tick, events_->record(stream)});
   s.marked = true;
   s.last_mark_tick = tick;

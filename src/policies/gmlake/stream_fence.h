@@ -37,7 +37,8 @@ class StreamFence {
   static constexpr std::size_t kMaxMarks = 64;
 
   bool asynchronous() const { return events_ != nullptr; }
-  // Pages of `stream` turned idle at `tick`: records a mark when the spacing allows.
+  // Pages of `stream` turned idle at `tick`: records a mark when the spacing allows (and only then polls the
+  // stream's marks: one event record and at most a few queries per kMarkSpacingTicks idle turns).
   void note_idle(StreamId stream, std::uint64_t tick);
   // Where the work queued on `stream` before `tick` stands (see above). Never blocks.
   Readiness readiness(StreamId stream, std::uint64_t tick);
