@@ -65,6 +65,31 @@ TEST_F(CApiTest, MallocAndFreeWorkOnEveryDeviceWithOnePoolPerDevice) {
   EXPECT_EQ(stats(0).reserved_bytes.peak, 0);
 }
 
+TEST_F(CApiTest, ACapSetAtRunTimeBoundsReservedBytesAppliesToAPoolMadeLaterAndCanBeLifted) {
+  // Device 1 has no pool yet: the cap waits for it.
+  ASSERT_EQ(gmlake_set_cap_bytes(1, 64 * kMiB), GMLAKE_OK) << gmlake_last_error();
+  void* a = gmlake_malloc(40 * kMiB, 1, 0);
+  ASSERT_NE(a, nullptr) << gmlake_last_error();
+  EXPECT_EQ(gmlake_malloc(40 * kMiB, 1, 0), nullptr) << "80 MiB would pass the 64 MiB cap";
+  expect_error(GMLAKE_ERROR_OUT_OF_MEMORY, "cap");
+  EXPECT_LE(stats(1).reserved_bytes.peak, static_cast<std::int64_t>(64 * kMiB));
+  void* small = gmlake_malloc(8 * kMiB, 1, 0);
+  EXPECT_NE(small, nullptr) << "the pool stays usable under its cap: " << gmlake_last_error();
+  ASSERT_EQ(gmlake_set_cap_bytes(1, 0), GMLAKE_OK);  // lifted
+  void* b = gmlake_malloc(40 * kMiB, 1, 0);
+  EXPECT_NE(b, nullptr) << gmlake_last_error();
+  for (void* p : {a, small, b}) gmlake_free(p, 0, 1, 0);
+  EXPECT_EQ(stats(0).num_allocs, 0u) << "other devices are not touched";
+  EXPECT_EQ(gmlake_set_cap_bytes(-1, kMiB), GMLAKE_ERROR_INVALID_ARGUMENT);
+  expect_error(GMLAKE_ERROR_INVALID_ARGUMENT, "invalid device id");
+  gmlake_shutdown();
+  EXPECT_EQ(gmlake_set_cap_bytes(0, kMiB), GMLAKE_ERROR_SHUT_DOWN);
+  start("backend:sim");  // a new session forgets the old cap
+  void* c = gmlake_malloc(40 * kMiB, 1, 0);
+  EXPECT_NE(c, nullptr) << gmlake_last_error();
+  gmlake_free(c, 0, 1, 0);
+}
+
 TEST_F(CApiTest, BackendTimeCountsTheBackendCallsOfThatDeviceOnly) {
   start("backend:host");
   std::uint64_t calls = 1;

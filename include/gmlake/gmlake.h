@@ -154,6 +154,16 @@ int gmlake_get_stats(int device, gmlake_stats* out);
  * gmlake_empty_cache. */
 int gmlake_reset_peak_stats(int device);
 
+/* Sets the device's memory cap (cap_bytes, include/gmlake/config.h) at run time, as
+ * torch.cuda.set_per_process_memory_fraction does for PyTorch's allocator: from the next allocation on, the
+ * device's main pool never holds more than cap_bytes reserved (0: no cap, the configuration's cap_bytes
+ * notwithstanding). Memory already reserved above a lower cap stays until freed and emptied (gmlake_empty_cache);
+ * allocations that would take reserved bytes past it fail with GMLAKE_ERROR_OUT_OF_MEMORY, and under any cap
+ * the gmlake policy puts memory first (memory_first_under_cap). A device with no pool yet keeps the cap for its
+ * pool, made later; the cap lasts until changed or gmlake_shutdown. Private pools (gmlake_pool_*) are not
+ * capped. Thread-safe. Returns GMLAKE_OK, GMLAKE_ERROR_INVALID_ARGUMENT (bad device id), GMLAKE_ERROR_SHUT_DOWN. */
+int gmlake_set_cap_bytes(int device, uint64_t cap_bytes);
+
 /* Gives every pool's memory back to its backend, blocks still live included (their pointers become invalid),
  * and refuses later calls until gmlake_init. Calls running concurrently on other threads finish first. Calling
  * it again, or before any initialization, does nothing. Never fails. */

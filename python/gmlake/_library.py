@@ -114,6 +114,7 @@ def _load():
             "gmlake_empty_cache": ([c_int], c_int),
             "gmlake_get_stats": ([c_int, c_void_p], c_int),  # a gmlake_stats laid out by stat_names()
             "gmlake_reset_peak_stats": ([c_int], c_int),
+            "gmlake_set_cap_bytes": ([c_int, c_uint64], c_int),
             "gmlake_shutdown": ([], None),
             "gmlake_get_backend_time": ([c_int, ctypes.POINTER(c_uint64), ctypes.POINTER(c_uint64)], c_int),
             "gmlake_ignored_frees": ([], c_uint64),

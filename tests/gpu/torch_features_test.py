@@ -13,6 +13,9 @@
              eager's losses; two compiled functions in a row, the second given a new shape after both replay,
              give eager's outputs; each calls torch._C._cuda_setCheckpointPoolState at least once (counted by a
              wrapper: cudagraph_trees.py looks it up on torch._C at each call)
+  fraction   torch.cuda.set_per_process_memory_fraction: gmlake's cap (gmlake_set_cap_bytes) at fraction x the
+             device's memory; a tensor past it raises torch.OutOfMemoryError, reserved bytes stay under it, one
+             that fits still allocates, and fraction 1 lifts the cap
 
 Run: python3 tests/gpu/torch_features_test.py [feature ...] (default: all). Prints one line per check and exits 1
 when any fails; every feature runs even when an earlier one failed. Needs torch with CUDA and gmlake's
@@ -216,10 +219,35 @@ def feature_checkpoint():
     check(restores.calls >= 1, f"the new shape restored the private pool to a checkpoint ({restores.calls} calls)")
 
 
+def feature_fraction():
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(0).total_memory
+    fraction = (4 << 30) / total  # a 4 GiB cap
+    torch.cuda.set_per_process_memory_fraction(fraction)
+    check(abs(torch.cuda.get_per_process_memory_fraction() - fraction) < 1e-12
+          if hasattr(torch.cuda, "get_per_process_memory_fraction") else True, "the fraction reads back")
+    keep = torch.empty(3 << 30, dtype=torch.uint8, device="cuda")
+    try:
+        torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+        check(False, "an allocation past the fraction's cap raises torch.OutOfMemoryError (it did not)")
+    except torch.OutOfMemoryError:
+        check(True, "an allocation past the fraction's cap raises torch.OutOfMemoryError")
+    reserved = torch.cuda.memory_reserved()
+    check(reserved <= 4 << 30, f"reserved {reserved} bytes stay under the 4 GiB cap")
+    small = torch.ones(256 << 20, dtype=torch.uint8, device="cuda")
+    check(int(small.sum()) == 256 << 20, "a tensor that fits under the cap still allocates and computes")
+    torch.cuda.set_per_process_memory_fraction(1.0)
+    big = torch.empty(2 << 30, dtype=torch.uint8, device="cuda")
+    check(big.numel() == 2 << 30, "fraction 1 lifts the cap")
+    del keep, small, big
+    torch.cuda.empty_cache()
+
+
 def main():
     gmlake.torch.enable()
     check(gmlake.torch.mode() == "extension", f"gmlake in extension mode ({gmlake.torch.mode()})")
-    wanted = sys.argv[1:] or ["history", "mempool", "graph", "compile", "checkpoint"]
+    wanted = sys.argv[1:] or ["history", "mempool", "graph", "compile", "checkpoint", "fraction"]
     for name in wanted:
         try:
             globals()["feature_" + name]()

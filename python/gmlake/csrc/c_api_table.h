@@ -22,6 +22,7 @@ struct CApi {
   decltype(&gmlake_empty_cache) empty_cache = nullptr;
   decltype(&gmlake_get_stats) get_stats = nullptr;
   decltype(&gmlake_reset_peak_stats) reset_peak_stats = nullptr;
+  decltype(&gmlake_set_cap_bytes) set_cap_bytes = nullptr;
   decltype(&gmlake_last_error_code) last_error_code = nullptr;
   decltype(&gmlake_last_error) last_error = nullptr;
   // Memory history and segments (memory_history.h).
@@ -56,6 +57,7 @@ inline void load_api(const std::string& library_path) {
   resolve(library, "gmlake_empty_cache", &g_api.empty_cache);
   resolve(library, "gmlake_get_stats", &g_api.get_stats);
   resolve(library, "gmlake_reset_peak_stats", &g_api.reset_peak_stats);
+  resolve(library, "gmlake_set_cap_bytes", &g_api.set_cap_bytes);
   resolve(library, "gmlake_last_error_code", &g_api.last_error_code);
   resolve(library, "gmlake_last_error", &g_api.last_error);
   resolve(library, "gmlake_set_tracing", &g_api.set_tracing);

@@ -24,6 +24,8 @@
 
 #include <c10/core/Allocator.h>
 #include <c10/cuda/CUDACachingAllocator.h>
+#include <c10/cuda/CUDAException.h>
+#include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAFunctions.h>
 #include <c10/cuda/CUDAStream.h>
 #include <c10/util/Exception.h>
@@ -166,7 +168,9 @@ class GmlakeAllocator final : public PluggableBase {
             },
             [](void* ptr, std::size_t size, int device, cudaStream_t stream) {
               g_api.free(ptr, size, device, stream_id(stream));
-            }) {}
+            }) {
+    for (auto& f : fractions_) f.store(1.0);
+  }
 
   // PyTorch calls this once, when CUDA starts; the native allocator is readied too (it holds no memory yet).
   void init(int device_count) override {
@@ -225,6 +229,29 @@ class GmlakeAllocator final : public PluggableBase {
       check(g_api.empty_cache(d), "empty_cache");
       if (history.enabled()) history.after_call(d, nullptr, false, nullptr);
     }
+  }
+
+  // torch.cuda.set_per_process_memory_fraction: gmlake's cap on the device's main pool (gmlake_set_cap_bytes),
+  // fraction x the device's total memory, as PyTorch bounds its reserved bytes; 1 lifts the cap (the device holds
+  // no more anyway), 0 allows nothing. Under a cap gmlake puts memory first (docs/design.md).
+  void setMemoryFraction(double fraction, c10::DeviceIndex device) override {
+    TORCH_CHECK_VALUE(fraction >= 0 && fraction <= 1, "invalid fraction: ", fraction, ", please set within [0, 1]");
+    TORCH_CHECK_VALUE(device >= 0 && device < GMLAKE_MAX_DEVICES, "gmlake: invalid device ", static_cast<int>(device));
+    std::size_t free_bytes = 0, total_bytes = 0;
+    {
+      c10::cuda::CUDAGuard guard(device);
+      C10_CUDA_CHECK(cudaMemGetInfo(&free_bytes, &total_bytes));
+    }
+    const std::uint64_t cap_bytes =
+        fraction >= 1.0 ? 0 : std::max<std::uint64_t>(1, static_cast<std::uint64_t>(fraction * static_cast<double>(total_bytes)));
+    check(g_api.set_cap_bytes(device, cap_bytes), "set_cap_bytes");
+    if (g_native_used.load()) g_native->setMemoryFraction(fraction, device);
+    fractions_[device].store(fraction);
+  }
+
+  double getMemoryFraction(c10::DeviceIndex device) override {
+    TORCH_CHECK_VALUE(device >= 0 && device < GMLAKE_MAX_DEVICES, "gmlake: invalid device ", static_cast<int>(device));
+    return fractions_[device].load();
   }
 
   // --- Memory history and snapshots (memory_history.h): torch.cuda.memory._record_memory_history(),
@@ -388,6 +415,7 @@ class GmlakeAllocator final : public PluggableBase {
 
  private:
   static constexpr int kNative = -1;  // the raw_alloc table's device for a block of PyTorch's own allocator
+  std::array<std::atomic<double>, GMLAKE_MAX_DEVICES> fractions_;  // setMemoryFraction's, 1.0 until set
 
   void* raw_alloc_on(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t stream) {
     return remember(allocate_raw(size_bytes, device, stream), device);

@@ -25,6 +25,7 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -168,6 +169,7 @@ struct DevicePool {
   std::unique_ptr<Pool> pool;                // guarded by mutex: the device's main pool
   std::map<PoolKey, PrivatePool> privates;   // guarded by mutex
   std::uint64_t tracing_max_events = 0;      // guarded by mutex: applied to every pool, also those made later
+  std::optional<std::uint64_t> cap_bytes;    // guarded by mutex: gmlake_set_cap_bytes, for the main pool
 };
 
 struct Runtime {
@@ -243,6 +245,7 @@ Pool& pool_of(DevicePool& device_pool, int device) {
     device_pool.pool.reset();
     device_pool.pool = std::make_unique<Pool>(session->config, device);
     device_pool.pool->set_tracing(device_pool.tracing_max_events);
+    if (device_pool.cap_bytes) device_pool.pool->set_cap_bytes(*device_pool.cap_bytes);
     device_pool.session = session;
   }
   return *device_pool.pool;
@@ -472,6 +475,16 @@ int gmlake_reset_peak_stats(int device) {
   });
 }
 
+int gmlake_set_cap_bytes(int device, uint64_t cap_bytes) {
+  return guarded_status([&] {
+    with_pool(device, OnUninitialized::kProceed, kShutDownMessage, [&](DevicePool& pool) {
+      pool.cap_bytes = cap_bytes;
+      if (pool.pool) pool.pool->set_cap_bytes(cap_bytes);
+      return 0;
+    });
+  });
+}
+
 int gmlake_get_backend_time(int device, uint64_t* calls, uint64_t* time_ns) {
   return guarded_status([&] {
     if (calls == nullptr || time_ns == nullptr) {
@@ -500,6 +513,7 @@ void gmlake_shutdown(void) {
       pool.privates.clear();  // never throws: teardown retries and gives up quietly (teardown.h)
       pool.pool.reset();
       pool.tracing_max_events = 0;
+      pool.cap_bytes.reset();
       pool.session = nullptr;
     }
   });
