@@ -3,6 +3,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
 #include "policies/gmlake/idle_chunks.h"
@@ -28,6 +30,32 @@ TEST(ChunkPoolTest, CreateAndReleaseKeepReservedBytesAndTheBackendInStep) {
   EXPECT_EQ(pool[c].pages, 2u);
   pool.release(b);
   pool.release(c);
+  EXPECT_EQ(sim.live_chunks(), 0u);
+}
+
+TEST(ChunkPoolTest, AnAdoptedChunkIsAPeerChunkAndARecalledOneIsListedUntilReleased) {
+  SimBackend sim;
+  Stats stats;
+  ChunkPool pool(sim, kChunkBytes, stats);
+  const ChunkId own = pool.create(1);
+  const ChunkId lent = pool.adopt(sim.create(2 * kChunkBytes), 2);  // as a PeerSource records a loan
+  EXPECT_TRUE(pool[lent].on_peer);
+  EXPECT_EQ(pool.peer_bytes(), 2 * kChunkBytes);
+  EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(3 * kChunkBytes));
+  EXPECT_EQ(pool.find(pool[lent].handle), lent);
+  EXPECT_EQ(pool.find(ChunkHandle{12345}), kNoChunk);
+  pool.recall(own);  // not a peer chunk: nobody can recall it
+  pool.recall(lent);
+  pool.recall(lent);  // once
+  EXPECT_FALSE(pool[own].recalled);
+  EXPECT_EQ(pool.recalled(), std::vector<ChunkId>{lent});
+  pool.check_invariants();
+  pool.add_free(lent);  // a peer chunk that turns free goes back at once
+  EXPECT_TRUE(pool.recalled().empty());
+  EXPECT_EQ(pool.peer_bytes(), 0u);
+  EXPECT_EQ(pool.free_chunks(), 0u);
+  pool.check_invariants();
+  pool.release(own);
   EXPECT_EQ(sim.live_chunks(), 0u);
 }
 
