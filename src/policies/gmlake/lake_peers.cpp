@@ -33,6 +33,9 @@ ChunkId LakePeers::borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& r
     } catch (const BackendError&) {
       if (borrower_.lender_gone()) return kNoChunk;  // no new loans; the held ones stay valid
       throw;
+    } catch (const Error& e) {
+      if (e.code() != ErrorCode::kInvalidArgument) throw;
+      throw BackendError("lake", std::string(e.what()) + ": the lender's granularity does not divide chunk_bytes");
     }
     loans_.emplace(loan.chunk.value, loan.id);
     try {

@@ -10,8 +10,9 @@
 // far as the engine is concerned: each goes back (released here) as soon as no block uses it, since nobody else
 // accounts for that memory any more (a lender restarted on that device gets it back once every loan went).
 // Errors: borrow() answers kNoChunk for a refusal for memory or budget and once the lender is gone; it throws
-// Error(kInvalidArgument) when the lender refuses the size (its granularity does not divide chunk_bytes), and
-// BackendError when the import or the socket fails: nothing changed on either side.
+// BackendError("lake", ...) when the lender refuses the size (its granularity does not divide chunk_bytes), and
+// BackendError when the import or the socket fails: nothing changed on either side. borrow() waits for the
+// lender's answer: a lender must keep polling (LakeLender::poll).
 // Accounting: each loan is one chunk of the pool (on_peer), counted in peer_reserved_bytes, on
 // kImportedDevice in the backend (imported_bytes() = the loans' bytes).
 // Thread safety: none (the allocator's).

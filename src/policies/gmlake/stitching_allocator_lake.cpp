@@ -28,25 +28,31 @@ std::uint64_t StitchingAllocator::peer_room_pages() const {
 
 void StitchingAllocator::serve_recalls() noexcept {
   if (!peers_->may_recall() && pool_.recalled().empty()) return;  // the hot path: no loan out, none recalled
-  for (const ChunkHandle handle : peers_->take_recalls()) {
-    const ChunkId id = pool_.find(handle);
-    if (id != kNoChunk) pool_.recall(id);
-  }
-  const std::vector<ChunkId> recalled = pool_.recalled();  // a copy: each release takes its chunk off the list
-  for (const ChunkId id : recalled) {
-    const Chunk& c = pool_[id];
-    if (c.users != 0) continue;  // a live block uses it: it goes back once the last one is freed
-    try {
-      if (c.mapped()) {
-        if (fence_.asynchronous() && !fence_.safe(arenas_[c.arena]->stream, c.idle_since)) continue;
-        evict(id);  // into the free chunks, which give a peer chunk back at once (ChunkPool::add_free)
-      } else {
-        pool_.take_free(id);  // a release that failed before: try again
-        pool_.add_free(id);
-      }
-    } catch (...) {
-      // Left as it was (idle, or free and indexed): tried again at the next allocate or free.
+  try {
+    for (const ChunkHandle handle : peers_->take_recalls()) {
+      const ChunkId id = pool_.find(handle);
+      if (id != kNoChunk) pool_.recall(id);
     }
+    const std::vector<ChunkId> recalled = pool_.recalled();  // a copy: each release takes its chunk off the list
+    for (const ChunkId id : recalled) give_back_if_unused(id);
+  } catch (...) {
+    // bad_alloc: what was not marked or given back is seen again at the next call (the lender keeps the recall).
+  }
+}
+
+void StitchingAllocator::give_back_if_unused(ChunkId id) {
+  const Chunk& c = pool_[id];
+  if (c.users != 0) return;  // a live block uses it: it goes back once the last one is freed
+  try {
+    if (c.mapped()) {
+      if (fence_.asynchronous() && !fence_.safe(arenas_[c.arena]->stream, c.idle_since)) return;
+      evict(id);  // into the free chunks, which give a peer chunk back at once (ChunkPool::add_free)
+    } else {
+      pool_.take_free(id);  // a release that failed before: try again
+      pool_.add_free(id);
+    }
+  } catch (const Error&) {
+    // Left as it was (idle, or free and indexed): tried again at the next allocate or free.
   }
 }
 
