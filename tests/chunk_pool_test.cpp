@@ -5,6 +5,7 @@
 
 #include <vector>
 
+#include "backends/fault/fault_backend.h"
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
 #include "policies/gmlake/idle_chunks.h"
@@ -57,6 +58,31 @@ TEST(ChunkPoolTest, AnAdoptedChunkIsAPeerChunkAndARecalledOneIsListedUntilReleas
   pool.check_invariants();
   pool.release(own);
   EXPECT_EQ(sim.live_chunks(), 0u);
+}
+
+TEST(ChunkPoolTest, ARecalledChunkNeverEntersTheFreeIndexEvenWhenItsReleaseFails) {
+  SimBackend sim;
+  FaultBackend faulty(sim);
+  Stats stats;
+  ChunkPool pool(faulty, kChunkBytes, stats);
+  const ChunkId kept = pool.adopt(faulty.create(kChunkBytes), 1);
+  const ChunkId lent = pool.adopt(faulty.create(kChunkBytes), 1);
+  faulty.arm({BackendCall::kRelease, 1, 2});
+  pool.add_free(kept);  // its release fails: indexed, as any free chunk
+  EXPECT_EQ(pool.free_chunks(), 1u);
+  pool.recall(kept);    // recalled while free: out of the index
+  EXPECT_EQ(pool.free_chunks(), 0u);
+  pool.recall(lent);
+  pool.add_free(lent);  // its release fails too: it stays out of the index
+  EXPECT_EQ(pool.free_chunks(), 0u);
+  EXPECT_EQ(pool.largest_free(), kNoChunk) << "no recalled chunk may serve a new block";
+  EXPECT_EQ(pool.recalled().size(), 2u);
+  pool.check_invariants();
+  pool.release(kept);
+  pool.release(lent);
+  EXPECT_TRUE(pool.recalled().empty());
+  EXPECT_EQ(sim.live_chunks(), 0u);
+  pool.check_invariants();
 }
 
 TEST(ChunkPoolTest, TheFreeIndexFindsTheLargestFreeChunkOfAtMostNPages) {

@@ -57,6 +57,7 @@ void ChunkPool::recall(ChunkId id) {
   if (!c.on_peer || c.recalled) return;
   c.recalled = true;
   recalled_.push_back(id);
+  if (!c.mapped()) erase_free(id);
 }
 
 ChunkId ChunkPool::find(ChunkHandle handle) const {
@@ -82,15 +83,19 @@ ChunkId ChunkPool::largest_free_at_most(std::uint64_t pages) const {
 }
 
 void ChunkPool::take_free(ChunkId id) {
+  if (!erase_free(id)) throw std::logic_error("gmlake invariant broken: a chunk taken from the free index is not in it");
+}
+
+bool ChunkPool::erase_free(ChunkId id) {
   auto [lo, hi] = free_.equal_range(chunks_[id].pages);
   for (auto it = lo; it != hi; ++it) {
     if (it->second == id) {
       free_.erase(it);
       free_pages_ -= chunks_[id].pages;
-      return;
+      return true;
     }
   }
-  throw std::logic_error("gmlake invariant broken: a chunk taken from the free index is not in it");
+  return false;
 }
 
 void ChunkPool::release_all_free() {
@@ -110,6 +115,7 @@ void ChunkPool::check_invariants() const {
     const Chunk& c = chunks_.at(id);
     if (c.pages != size) broken("a free chunk is indexed under another size");
     if (c.mapped() || c.users != 0) broken("a free chunk is mapped or used");
+    if (c.recalled) broken("a recalled chunk is in the free index");
     pages += size;
   }
   if (pages != free_pages_) broken("free pages differ from the recount");

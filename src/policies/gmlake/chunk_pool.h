@@ -19,7 +19,7 @@
 //   reserved_bytes      = sum over live chunks of pages x page_bytes = backend.live_chunk_bytes()
 //   peer_reserved_bytes = sum over live chunks on peers of pages x page_bytes = peer_bytes()
 //   free_pages          = sum over free chunks of pages
-//   recalled()          = the live chunks with recalled set, all of them on_peer
+//   recalled()          = the live chunks with recalled set, all of them on_peer and none in the free index
 //
 // Sizes: chunk sizes are multiples of page_bytes (the backend granularity: cuMemGetAllocationGranularity, 2 MiB
 // on current NVIDIA GPUs). Larger chunks cost about the same per driver call (../shared/REFERENCE.md: cuMemCreate
@@ -74,7 +74,8 @@ class ChunkPool {
   // Releases free chunk `id` (which must not be in the free index): a peer chunk through its PeerSource. Throws
   // BackendError or Error(kInvalidArgument) from the backend (nothing changed).
   void release(ChunkId id);
-  // Marks peer chunk `id` recalled (once; a chunk not on_peer is left as it is).
+  // Marks peer chunk `id` recalled (once; a chunk not on_peer is left as it is), and takes it out of the free
+  // index if it is there: a recalled chunk never serves a new block.
   void recall(ChunkId id);
   // The live recalled chunks, oldest recall first.
   const std::vector<ChunkId>& recalled() const { return recalled_; }
@@ -83,8 +84,11 @@ class ChunkPool {
 
   // Free index: chunks mapped nowhere. A chunk on a peer is released instead (given back first), and indexed
   // only when that fails (BackendError, swallowed: it is tried again whenever it is taken and freed again).
+  // A recalled chunk whose release fails stays out of the index (no new block may use it): it is free but
+  // unindexed until a later release (StitchingAllocator::serve_recalls) succeeds.
   void add_free(ChunkId id) {
     if (chunks_[id].on_peer && release_quietly(id)) return;
+    if (chunks_[id].recalled) return;
     free_.emplace(chunks_[id].pages, id);
     free_pages_ += chunks_[id].pages;
   }
@@ -118,6 +122,8 @@ class ChunkPool {
  private:
   // release(id); false when the backend refused (BackendError).
   bool release_quietly(ChunkId id);
+  // Takes free chunk `id` out of the index; false when it is not there.
+  bool erase_free(ChunkId id);
 
   ChunkId record(ChunkHandle handle, std::uint64_t pages, bool on_peer);
 

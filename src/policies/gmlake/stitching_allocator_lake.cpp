@@ -48,8 +48,7 @@ void StitchingAllocator::give_back_if_unused(ChunkId id) {
       if (fence_.asynchronous() && !fence_.safe(arenas_[c.arena]->stream, c.idle_since)) return;
       evict(id);  // into the free chunks, which give a peer chunk back at once (ChunkPool::add_free)
     } else {
-      pool_.take_free(id);  // a release that failed before: try again
-      pool_.add_free(id);
+      pool_.release(id);  // unmapped, out of the free index (ChunkPool::recall): a release that failed before
     }
   } catch (const Error&) {
     // Left as it was (idle, or free and indexed): tried again at the next allocate or free.
