@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
+#include "backends/fault/fault_backend.h"
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
 #include "policies/gmlake/idle_chunks.h"
@@ -29,6 +32,57 @@ TEST(ChunkPoolTest, CreateAndReleaseKeepReservedBytesAndTheBackendInStep) {
   pool.release(b);
   pool.release(c);
   EXPECT_EQ(sim.live_chunks(), 0u);
+}
+
+TEST(ChunkPoolTest, AnAdoptedChunkIsAPeerChunkAndARecalledOneIsListedUntilReleased) {
+  SimBackend sim;
+  Stats stats;
+  ChunkPool pool(sim, kChunkBytes, stats);
+  const ChunkId own = pool.create(1);
+  const ChunkId lent = pool.adopt(sim.create(2 * kChunkBytes), 2);  // as a PeerSource records a loan
+  EXPECT_TRUE(pool[lent].on_peer);
+  EXPECT_EQ(pool.peer_bytes(), 2 * kChunkBytes);
+  EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(3 * kChunkBytes));
+  EXPECT_EQ(pool.find(pool[lent].handle), lent);
+  EXPECT_EQ(pool.find(ChunkHandle{12345}), kNoChunk);
+  pool.recall(own);  // not a peer chunk: nobody can recall it
+  pool.recall(lent);
+  pool.recall(lent);  // once
+  EXPECT_FALSE(pool[own].recalled);
+  EXPECT_EQ(pool.recalled(), std::vector<ChunkId>{lent});
+  pool.check_invariants();
+  pool.add_free(lent);  // a peer chunk that turns free goes back at once
+  EXPECT_TRUE(pool.recalled().empty());
+  EXPECT_EQ(pool.peer_bytes(), 0u);
+  EXPECT_EQ(pool.free_chunks(), 0u);
+  pool.check_invariants();
+  pool.release(own);
+  EXPECT_EQ(sim.live_chunks(), 0u);
+}
+
+TEST(ChunkPoolTest, ARecalledChunkNeverEntersTheFreeIndexEvenWhenItsReleaseFails) {
+  SimBackend sim;
+  FaultBackend faulty(sim);
+  Stats stats;
+  ChunkPool pool(faulty, kChunkBytes, stats);
+  const ChunkId kept = pool.adopt(faulty.create(kChunkBytes), 1);
+  const ChunkId lent = pool.adopt(faulty.create(kChunkBytes), 1);
+  faulty.arm({BackendCall::kRelease, 1, 2});
+  pool.add_free(kept);  // its release fails: indexed, as any free chunk
+  EXPECT_EQ(pool.free_chunks(), 1u);
+  pool.recall(kept);    // recalled while free: out of the index
+  EXPECT_EQ(pool.free_chunks(), 0u);
+  pool.recall(lent);
+  pool.add_free(lent);  // its release fails too: it stays out of the index
+  EXPECT_EQ(pool.free_chunks(), 0u);
+  EXPECT_EQ(pool.largest_free(), kNoChunk) << "no recalled chunk may serve a new block";
+  EXPECT_EQ(pool.recalled().size(), 2u);
+  pool.check_invariants();
+  pool.release(kept);
+  pool.release(lent);
+  EXPECT_TRUE(pool.recalled().empty());
+  EXPECT_EQ(sim.live_chunks(), 0u);
+  pool.check_invariants();
 }
 
 TEST(ChunkPoolTest, TheFreeIndexFindsTheLargestFreeChunkOfAtMostNPages) {

@@ -122,5 +122,24 @@ TEST(ConfigTest, PeerDevicesAreNoneOrDistinctDeviceIdsSeparatedBySemicolons) {
   }
   EXPECT_THROW(parse_config("peer_budget_bytes:3M"), Error) << "not a multiple of chunk_bytes";
 }
+
+TEST(ConfigTest, LakeSocketIsNoneAnAbsolutePathOrAnAbstractNameAndNotWithPeerDevices) {
+  EXPECT_EQ(Config{}.lake_socket, "none");
+  EXPECT_EQ(parse_config("lake_socket:@lender0").lake_socket, "@lender0");
+  const Config c = parse_config("lake_socket:/run/gmlake/lender0.sock,peer_budget_bytes:4G");
+  EXPECT_EQ(parse_config(c.to_string()).lake_socket, "/run/gmlake/lender0.sock") << "round trip";
+  const std::string too_long = "lake_socket:/" + std::string(107, 'x');
+  for (const std::string& bad : {std::string("lake_socket:relative.sock"), std::string("lake_socket:@"), too_long,
+                                 std::string("lake_socket:@a,peer_devices:1")}) {
+    try {
+      parse_config(bad);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kConfig);
+      EXPECT_NE(std::string(e.what()).find("lake_socket"), std::string::npos) << e.what();
+    }
+  }
+  EXPECT_NO_THROW(check_lake_socket("/" + std::string(106, 'x'))) << "107 bytes fit";
+}
 }  // namespace
 }  // namespace gmlake

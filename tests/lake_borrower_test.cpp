@@ -48,6 +48,10 @@ TEST(LakeBorrower, ALoanIsTheLendersMemoryAndBothProcessesSeeItsBytes) {
     const Loan loan = borrower.borrow(kLoanBytes);
     EXPECT_EQ(loan.size_bytes, kLoanBytes);
     EXPECT_EQ(borrower.borrowed_bytes(), kLoanBytes);
+    EXPECT_EQ(backend.chunk_device(loan.chunk), kImportedDevice) << "the lender's memory, not this device's";
+    EXPECT_EQ(backend.live_imported_bytes(), kLoanBytes);
+    EXPECT_EQ(backend.live_chunk_bytes(backend.device()), 0u);
+    EXPECT_EQ(backend.live_chunk_bytes(), kLoanBytes);
     MappedChunk mapped(backend, loan.chunk, kLoanBytes);
     mapped.fill(0x5A);
     ASSERT_TRUE(child.send(std::to_string(loan.id)));
@@ -57,6 +61,7 @@ TEST(LakeBorrower, ALoanIsTheLendersMemoryAndBothProcessesSeeItsBytes) {
     mapped.unmap();
     borrower.give_back(loan.id);
     EXPECT_EQ(borrower.borrowed_bytes(), 0u);
+    EXPECT_EQ(backend.live_imported_bytes(), 0u);
     test::expect_error([&] { borrower.give_back(loan.id); }, ErrorCode::kInvalidArgument, "no such loan");
   }
   EXPECT_EQ(child.wait(), 0) << "the lender got every chunk back";

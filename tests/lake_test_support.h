@@ -1,14 +1,19 @@
-// Helpers for the lake's two-process tests (lake_lender_test.cpp, lake_borrower_test.cpp): unique socket
-// addresses, a chunk mapped for the CPU on the host backend, and a lender that serves one borrower.
+// Helpers for the lake's two-process tests (lake_lender_test.cpp, lake_borrower_test.cpp, lake_peers_test.cpp):
+// unique socket addresses, a chunk mapped for the CPU on the host backend, a lender that serves one borrower, and
+// a lender driven by the test's commands.
 #pragma once
 
+#include <poll.h>
 #include <unistd.h>
 
 #include <cstdint>
 #include <cstring>
 #include <string>
 
+#include "ipc_test_support.h"
+
 #include "gmlake/backend.h"
+#include "gmlake/host_backend.h"
 #include "gmlake/lake.h"
 
 namespace gmlake::test {
@@ -48,6 +53,61 @@ inline int serve_one_borrower(LakeLender& lender, const Backend& backend) {
   while (lender.borrowers() == 0) lender.poll(-1, 0);
   while (lender.borrowers() != 0) lender.poll(-1, 0);
   return backend.live_chunks() == 0 && lender.lent_bytes() == 0 ? 0 : 10;
+}
+
+// In a forked child: serves borrowers and answers the test's commands on pipe `down` (replies on `up`) until
+// the pipe closes, handling everything pending on the socket before each answer:
+//   "lent"       -> the bytes on loan now
+//   "count V"    -> how many bytes of the chunks on loan hold V (each mapped here, read, unmapped)
+//   "fill V"     -> writes V over every chunk on loan, answers "filled"
+//   "recall"     -> recalls every loan (deadline 1000 in the lender's clock), answers how many
+//   "expire"     -> polls at time 2000: a recall not answered by then cuts its borrower off; answers "expired"
+// Then it serves until no borrower is left (the test closed its pool) and returns 0 when every chunk came back,
+// 10 otherwise.
+inline int serve_commands(LakeLender& lender, HostBackend& backend, int up, int down) {
+  std::uint64_t now_ns = 0;
+  auto drain = [&] {
+    while (lender.poll(0, now_ns) != 0) {
+    }
+  };
+  auto each_loan = [&](auto&& f) {
+    for (const auto& [id, size] : lender.loans()) {
+      MappedChunk m(backend, lender.loan_chunk(id), size);
+      f(m);
+      m.unmap();
+    }
+  };
+  for (;;) {
+    lender.poll(1, now_ns);
+    pollfd p{down, POLLIN, 0};
+    if (::poll(&p, 1, 0) <= 0) continue;
+    const std::string command = receive_message(down);
+    if (command == "<eof>") break;
+    drain();
+    const unsigned value = command.find(' ') == std::string::npos ? 0 : std::stoul(command.substr(command.find(' ') + 1));
+    if (command == "lent") {
+      send_message(up, std::to_string(lender.lent_bytes()));
+    } else if (command.rfind("count ", 0) == 0) {
+      std::uint64_t n = 0;
+      each_loan([&](const MappedChunk& m) {
+        for (std::uint64_t i = 0; i < m.size_bytes; ++i) n += m.bytes()[i] == value ? 1 : 0;
+      });
+      send_message(up, std::to_string(n));
+    } else if (command.rfind("fill ", 0) == 0) {
+      each_loan([&](const MappedChunk& m) { m.fill(static_cast<unsigned char>(value)); });
+      send_message(up, "filled");
+    } else if (command == "recall") {
+      send_message(up, std::to_string(lender.recall_all(1000)));
+    } else if (command == "expire") {
+      now_ns = 2000;
+      drain();
+      send_message(up, "expired");
+    } else {
+      send_message(up, "unknown command '" + command + "'");
+    }
+  }
+  while (lender.borrowers() != 0) lender.poll(-1, now_ns);
+  return lender.lent_bytes() == 0 && lender.stranded_bytes() == 0 && backend.live_chunks() == 0 ? 0 : 10;
 }
 
 }  // namespace gmlake::test

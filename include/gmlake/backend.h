@@ -42,7 +42,8 @@
 // create(size) makes it on device(), the backend's own device, which is also the one set_access gives access
 // to; create(size, device) on any device of the backend (cuda: cuMemCreate with that location, mapped and
 // accessed from the own device over the peer link). The base class keeps each live chunk's device and the live
-// bytes per device. Imported chunks count on device().
+// bytes per device. Imported chunks (import_chunk) are another process's memory: they count on no device of this
+// backend (chunk_device() is kImportedDevice) but in live_imported_bytes(), and in live_chunk_bytes() (all).
 #pragma once
 
 #include <array>
@@ -78,6 +79,9 @@ enum class CallTiming : std::uint8_t { kTimed, kUntimed, kModelled };
 // A device of a backend: where a chunk's physical memory lives (the CUDA ordinal on cuda; 0 .. devices - 1 on
 // sim; 0 on host).
 using DeviceId = std::int32_t;
+// The device of an imported chunk (import_chunk): memory another process made, on a device this backend does
+// not count (the lake's loans live on the lender's device).
+inline constexpr DeviceId kImportedDevice = -1;
 
 enum class BackendCall : std::uint8_t { kReserve, kAddressFree, kCreate, kRelease, kMap, kUnmap, kSetAccess, kCount };
 inline constexpr std::size_t kBackendCallKinds = static_cast<std::size_t>(BackendCall::kCount);
@@ -144,7 +148,8 @@ class Backend {
   // ownership of fd in every case, failures included. The chunk is then used as a created one (map, set_access,
   // unmap, release); its memory is the exporter's (release drops this process's reference only: on cuda the
   // memory lives until every importer and the exporter released it; on host release never punches the
-  // exporter's file). Throws Error(kInvalidArgument) (bad size, backend that cannot import), BackendError.
+  // exporter's file). The chunk counts on kImportedDevice (live_imported_bytes()), not on device().
+  // Throws Error(kInvalidArgument) (bad size, backend that cannot import), BackendError.
   ChunkHandle import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes);
 
   // The backend's own device: where create(size) places chunks and what set_access grants access to (0 unless
@@ -157,9 +162,12 @@ class Backend {
   const BackendCounters& counters() const { return counters_; }
   std::uint64_t live_chunks() const { return chunks_.size(); }
   std::uint64_t live_chunk_bytes() const { return live_chunk_bytes_; }
-  // Live chunk bytes on `device` (0 for a device with none, or no such device).
+  // Live chunk bytes on `device`, imported chunks not included (0 for a device with none, or no such device).
   std::uint64_t live_chunk_bytes(DeviceId device) const;
-  // The device of live `chunk`. Throws Error(kInvalidArgument) for a chunk that is not live.
+  // Live bytes of imported chunks (import_chunk, not yet released): live_chunk_bytes() less every device's.
+  std::uint64_t live_imported_bytes() const { return imported_bytes_; }
+  // The device of live `chunk` (kImportedDevice for an imported one). Throws Error(kInvalidArgument) for a
+  // chunk that is not live.
   DeviceId chunk_device(ChunkHandle chunk) const;
   std::uint64_t live_mappings() const { return mappings_.size(); }
   // The most live mappings there have been at once (on the host backend: VMAs, bounded by vm.max_map_count).
@@ -225,6 +233,10 @@ class Backend {
   using MappingTable = absl::btree_map<std::uintptr_t, Mapping>;      // start -> mapping
 
   void count(BackendCall c) { ++counters_.calls[static_cast<std::size_t>(c)]; }
+  // The live bytes counter of `device` (a tracked device, or kImportedDevice).
+  std::uint64_t& device_bytes(DeviceId device) {
+    return device == kImportedDevice ? imported_bytes_ : device_bytes_[static_cast<std::size_t>(device)];
+  }
   void track_new_chunk(const char* call, ChunkHandle chunk, std::uint64_t size_bytes, DeviceId device);
   // Runs `call` (a do_* call of kind `c`), adding its wall time to counters_ unless the backend is untimed.
   template <typename Call>
@@ -244,6 +256,7 @@ class Backend {
   absl::flat_hash_map<std::uint64_t, Chunk> chunks_;  // handle -> chunk
   std::uint64_t live_chunk_bytes_ = 0;
   std::vector<std::uint64_t> device_bytes_;  // live chunk bytes by DeviceId, grown on first use
+  std::uint64_t imported_bytes_ = 0;         // live chunk bytes on kImportedDevice
   std::uint64_t peak_mappings_ = 0;
   BackendObserver* observer_ = nullptr;
 };

@@ -74,6 +74,11 @@ namespace gmlake {
   X(u64, peer_budget_bytes, 0, "bytes",                                                                          \
     "gmlake, the lake: the most bytes held on peer devices at once, all peers together; 0 = no bound but the "    \
     "peers' own memory")                                                                                         \
+  X(string, lake_socket, "none", "",                                                                           \
+    "gmlake, the lake between processes: the Unix socket of a lender process (include/gmlake/lake.h), an "       \
+    "absolute path or @name (abstract namespace), at most 107 bytes; the pool borrows chunks from it when its "   \
+    "own device (or cap_bytes) is full, within peer_budget_bytes, and gives them back when recalled; none = no "  \
+    "lender. Not with peer_devices (one source of peer memory per pool); caching and expandable ignore it")      \
   X(u64, move_budget_ns_per_op, 50, "ns",                                                                        \
     "gmlake: driver time that moving memory (evicting idle chunks, remaking chunks of another size) may cost, "   \
     "earned per allocation at a fixed modelled cost per move (src/policies/gmlake/move_budget.h); out of it, "   \
@@ -122,6 +127,10 @@ struct Config {
 // The device ids of a peer_devices value: "none" -> {}, "1;2" -> {1, 2}. Throws Error(kConfig) naming
 // peer_devices for anything else (not a number, negative, above 1023, listed twice, empty entries).
 std::vector<int> parse_peer_devices(std::string_view text);
+
+// Checks a lake_socket value: "none", "@name" or an absolute path, 1..107 bytes (sockaddr_un). Throws
+// Error(kConfig) naming lake_socket otherwise.
+void check_lake_socket(std::string_view text);
 
 // Config{} with `text` applied and validated.
 Config parse_config(std::string_view text);

@@ -78,6 +78,8 @@ class LakeLender {
   // Asks for every loan back by `deadline_ns` (the caller's clock). Returns how many loans were recalled.
   std::uint64_t recall_all(std::uint64_t deadline_ns);
 
+  // The loans out to connected borrowers, recalled or not: loan id -> size in bytes.
+  std::map<std::uint64_t, std::uint64_t> loans() const;
   // Bytes on loan to connected borrowers, recalled or not.
   std::uint64_t lent_bytes() const;
   // Bytes held for cut-off borrowers until they exit.
@@ -120,7 +122,8 @@ class LakeBorrower {
   // caller evicts them (unmaps every mapping) and calls give_back.
   std::vector<std::uint64_t> poll(int timeout_ms);
   // Releases loan `id`'s chunk (mapped nowhere: else the backend's Error(kInvalidArgument), and nothing changes)
-  // and tells the lender, if it is still there. Throws Error(kInvalidArgument) for an id not held.
+  // and tells the lender, if it is still there (a socket that fails then marks the lender gone: never an error
+  // once the chunk is released). Throws Error(kInvalidArgument) for an id not held.
   void give_back(std::uint64_t id);
 
   // True once the lender exited, closed the connection (cut this borrower off) or sent garbage.

@@ -228,7 +228,9 @@ void Backend::track_new_chunk(const char* call, ChunkHandle chunk, std::uint64_t
   if (chunk.value == 0) throw bad_handle();
   bool inserted = false;
   try {
-    if (static_cast<std::size_t>(device) >= device_bytes_.size()) device_bytes_.resize(static_cast<std::size_t>(device) + 1);
+    if (device >= 0 && static_cast<std::size_t>(device) >= device_bytes_.size()) {
+      device_bytes_.resize(static_cast<std::size_t>(device) + 1);
+    }
     inserted = chunks_.try_emplace(chunk.value, Chunk{size_bytes, 0, device}).second;
   } catch (...) {
     undo_quietly([&] { do_release(chunk, size_bytes); });
@@ -236,7 +238,7 @@ void Backend::track_new_chunk(const char* call, ChunkHandle chunk, std::uint64_t
   }
   if (!inserted) throw bad_handle();  // the live chunk's entry is left as it was
   live_chunk_bytes_ += size_bytes;
-  device_bytes_[static_cast<std::size_t>(device)] += size_bytes;
+  device_bytes(device) += size_bytes;
 }
 
 void Backend::release(ChunkHandle chunk) {
@@ -250,7 +252,7 @@ void Backend::release(ChunkHandle chunk) {
   count(BackendCall::kRelease);
   timed(BackendCall::kRelease, [&] { do_release(chunk, size_bytes); });
   live_chunk_bytes_ -= size_bytes;
-  device_bytes_[static_cast<std::size_t>(it->second.device)] -= size_bytes;
+  device_bytes(it->second.device) -= size_bytes;
   chunks_.erase(it);
 }
 
@@ -340,7 +342,7 @@ ChunkHandle Backend::import_chunk(int fd, std::uint64_t fd_offset_bytes, std::ui
     throw;
   }
   const ChunkHandle chunk = do_import_chunk(fd, fd_offset_bytes, size_bytes);  // owns fd from here on
-  track_new_chunk("import_chunk", chunk, size_bytes, device());
+  track_new_chunk("import_chunk", chunk, size_bytes, kImportedDevice);
   return chunk;
 }
 

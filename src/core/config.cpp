@@ -148,6 +148,17 @@ std::vector<int> parse_peer_devices(std::string_view text) {
   }
 }
 
+void check_lake_socket(std::string_view text) {
+  constexpr std::size_t kMaxAddressBytes = 107;  // sockaddr_un::sun_path less its terminating zero
+  if (text == "none") return;
+  if (text.size() < 2 || (text[0] != '/' && text[0] != '@')) {
+    fail("lake_socket", "'" + std::string(text) + "' is not none, an absolute path or @name");
+  }
+  if (text.size() > kMaxAddressBytes) {
+    fail("lake_socket", "'" + std::string(text) + "' is longer than " + std::to_string(kMaxAddressBytes) + " bytes");
+  }
+}
+
 void Config::validate() const {
   auto need = [](bool ok, std::string_view key, const std::string& why) {
     if (!ok) fail(key, why);
@@ -169,6 +180,9 @@ void Config::validate() const {
   need(!debug || backend == "host", "debug", "needs backend:host (only its memory is real and CPU-readable)");
   parse_peer_devices(peer_devices);  // throws naming peer_devices
   need(peer_budget_bytes % chunk_bytes == 0, "peer_budget_bytes", "must be a multiple of chunk_bytes");
+  check_lake_socket(lake_socket);
+  need(lake_socket == "none" || parse_peer_devices(peer_devices).empty(), "lake_socket",
+       "cannot be combined with peer_devices: a pool takes peer memory from one source (set one of them to none)");
   need(expandable_virtual_bytes >= 2 * large_segment_bytes, "expandable_virtual_bytes",
        "must hold at least two large pages");
 }

@@ -132,7 +132,17 @@ void LakeBorrower::give_back(std::uint64_t id) {
   lake::Message m;
   m.type = lake::MessageType::kReturn;
   m.loan_id = id;
-  if (!lake::send_message(socket_, m)) lender_gone_ = true;
+  bool sent = false;
+  try {
+    sent = lake::send_message(socket_, m);
+  } catch (const Error&) {
+    // The chunk is released here already: a socket that fails now is a lender gone, not an error of this call.
+  }
+  if (!sent) {
+    lender_gone_ = true;
+    ::close(socket_);
+    socket_ = -1;
+  }
 }
 
 std::uint64_t LakeBorrower::borrowed_bytes() const {

@@ -251,6 +251,13 @@ std::uint64_t LakeLender::recall_all(std::uint64_t deadline_ns) {
   return recalled;
 }
 
+std::map<std::uint64_t, std::uint64_t> LakeLender::loans() const {
+  std::map<std::uint64_t, std::uint64_t> out;
+  for (const Connection& c : state_->connections)
+    for (const auto& [id, l] : c.loans) out.emplace(id, l.size_bytes);
+  return out;
+}
+
 std::uint64_t LakeLender::lent_bytes() const {
   std::uint64_t total = 0;
   for (const Connection& c : state_->connections)

@@ -4,37 +4,67 @@
 #include <string>
 
 #include "gmlake/error.h"
+#include "peer_source.h"
 
 namespace gmlake::engine {
 
 ChunkId ChunkPool::create(std::uint64_t pages, DeviceId device) {
   const ChunkHandle handle = backend_.create(pages * page_bytes_, device);  // throws: nothing changed
+  try {
+    return record(handle, pages, device != backend_.device());
+  } catch (...) {
+    backend_.release(handle);
+    throw;
+  }
+}
+
+ChunkId ChunkPool::adopt(ChunkHandle handle, std::uint64_t pages) { return record(handle, pages, true); }
+
+ChunkId ChunkPool::record(ChunkHandle handle, std::uint64_t pages, bool on_peer) {
   ChunkId id;
   if (!spare_.empty()) {
     id = spare_.back();
     spare_.pop_back();
   } else {
     id = static_cast<ChunkId>(chunks_.size());
-    chunks_.emplace_back();
+    chunks_.emplace_back();  // the only call that may throw (bad_alloc): nothing recorded yet
   }
   chunks_[id] = Chunk{handle, pages};
+  chunks_[id].on_peer = on_peer;
   stats_.reserved_bytes.increase(static_cast<std::int64_t>(pages * page_bytes_));
-  if (device != backend_.device()) {
-    chunks_[id].on_peer = true;
-    stats_.peer_reserved_bytes.increase(static_cast<std::int64_t>(pages * page_bytes_));
-  }
+  if (on_peer) stats_.peer_reserved_bytes.increase(static_cast<std::int64_t>(pages * page_bytes_));
   ++stats_.chunks_created;
   return id;
 }
 
 void ChunkPool::release(ChunkId id) {
   Chunk& c = chunks_[id];
-  backend_.release(c.handle);  // throws: nothing changed
+  if (c.on_peer && peers_ != nullptr) {
+    peers_->give_back(backend_, c.handle);  // throws: nothing changed
+  } else {
+    backend_.release(c.handle);  // throws: nothing changed
+  }
   stats_.reserved_bytes.decrease(static_cast<std::int64_t>(c.pages * page_bytes_));
   if (c.on_peer) stats_.peer_reserved_bytes.decrease(static_cast<std::int64_t>(c.pages * page_bytes_));
   ++stats_.chunks_released;
+  if (c.recalled) std::erase(recalled_, id);
   c = Chunk{};
   spare_.push_back(id);
+}
+
+void ChunkPool::recall(ChunkId id) {
+  Chunk& c = chunks_[id];
+  if (!c.on_peer || c.recalled) return;
+  c.recalled = true;
+  recalled_.push_back(id);
+  if (!c.mapped()) erase_free(id);
+}
+
+ChunkId ChunkPool::find(ChunkHandle handle) const {
+  for (ChunkId id = 0; id < chunks_.size(); ++id) {
+    if (chunks_[id].pages != 0 && chunks_[id].handle == handle) return id;
+  }
+  return kNoChunk;
 }
 
 bool ChunkPool::release_quietly(ChunkId id) {
@@ -53,15 +83,19 @@ ChunkId ChunkPool::largest_free_at_most(std::uint64_t pages) const {
 }
 
 void ChunkPool::take_free(ChunkId id) {
+  if (!erase_free(id)) throw std::logic_error("gmlake invariant broken: a chunk taken from the free index is not in it");
+}
+
+bool ChunkPool::erase_free(ChunkId id) {
   auto [lo, hi] = free_.equal_range(chunks_[id].pages);
   for (auto it = lo; it != hi; ++it) {
     if (it->second == id) {
       free_.erase(it);
       free_pages_ -= chunks_[id].pages;
-      return;
+      return true;
     }
   }
-  throw std::logic_error("gmlake invariant broken: a chunk taken from the free index is not in it");
+  return false;
 }
 
 void ChunkPool::release_all_free() {
@@ -81,12 +115,19 @@ void ChunkPool::check_invariants() const {
     const Chunk& c = chunks_.at(id);
     if (c.pages != size) broken("a free chunk is indexed under another size");
     if (c.mapped() || c.users != 0) broken("a free chunk is mapped or used");
+    if (c.recalled) broken("a recalled chunk is in the free index");
     pages += size;
   }
   if (pages != free_pages_) broken("free pages differ from the recount");
   std::uint64_t peer_pages = 0;
   for_each([&](ChunkId, const Chunk& c) { peer_pages += c.on_peer ? c.pages : 0; });
   if (peer_pages * page_bytes_ != peer_bytes()) broken("peer_reserved_bytes differs from the recount");
+  std::uint64_t recalled = 0;
+  for_each([&](ChunkId, const Chunk& c) { recalled += c.recalled ? 1 : 0; });
+  if (recalled != recalled_.size()) broken("recalled chunks differ from the recall list");
+  for (const ChunkId id : recalled_) {
+    if (!chunks_.at(id).recalled || !chunks_[id].on_peer) broken("a listed recalled chunk is not a recalled peer chunk");
+  }
 }
 
 }  // namespace gmlake::engine

@@ -10,13 +10,16 @@
 //   free    arena == kUnmapped, users == 0, in the free index
 //   used    mapped, users > 0   (users = live or pending blocks that overlap its pages)
 //   idle    mapped, users == 0  (queued in IdleChunks since idle_since: GMLake's stitched-block cache)
-// Peer chunks (the lake, peer_chunks.h): a chunk created on a peer device carries on_peer; it counts in
-// peer_reserved_bytes as well, and add_free gives it back to its device at once (it enters the free index only
-// when that release fails).
+// Peer chunks (the lake, peer_source.h): a chunk created on a peer device (create(pages, device)) or lent by
+// another process (adopt) carries on_peer; it counts in peer_reserved_bytes as well, release gives it back
+// through its PeerSource, and add_free does so at once (it enters the free index only when that fails).
+// A recalled chunk (its lender asked for it back, recall()) takes no new block and goes back once no block
+// uses it; recalled() lists them until they are released.
 // Invariants (checked by StitchingAllocator::check_invariants):
 //   reserved_bytes      = sum over live chunks of pages x page_bytes = backend.live_chunk_bytes()
 //   peer_reserved_bytes = sum over live chunks on peers of pages x page_bytes = peer_bytes()
 //   free_pages          = sum over free chunks of pages
+//   recalled()          = the live chunks with recalled set, all of them on_peer and none in the free index
 //
 // Sizes: chunk sizes are multiples of page_bytes (the backend granularity: cuMemGetAllocationGranularity, 2 MiB
 // on current NVIDIA GPUs). Larger chunks cost about the same per driver call (../shared/REFERENCE.md: cuMemCreate
@@ -36,6 +39,8 @@
 
 namespace gmlake::engine {
 
+class PeerSource;
+
 struct Chunk {
   static constexpr std::uint32_t kUnmapped = UINT32_MAX;
   ChunkHandle handle;
@@ -44,7 +49,8 @@ struct Chunk {
   std::uint32_t users = 0;            // blocks overlapping its pages (mapped chunks only)
   std::uint64_t first_page = 0;       // where it is mapped in `arena`
   std::uint64_t idle_since = 0;       // IdleChunks tick of its last turn to idle
-  bool on_peer = false;               // made on a peer device (the lake), not the backend's own
+  bool on_peer = false;               // made on a peer device or lent by another process (the lake)
+  bool recalled = false;              // its lender wants it back: no new block on it (ChunkPool::recall)
   bool mapped() const { return arena != kUnmapped; }
 };
 
@@ -59,13 +65,30 @@ class ChunkPool {
   ChunkId create(std::uint64_t pages) { return create(pages, backend_.device()); }
   // The same on `device` (the backend's own device, or a peer: then on_peer).
   ChunkId create(std::uint64_t pages, DeviceId device);
-  // Releases free chunk `id` (which must not be in the free index). Throws BackendError (nothing changed).
+  // Records live chunk `handle` of `pages` pages that a PeerSource made (a loan, imported): on_peer, free and
+  // not in the free index. Throws std::bad_alloc only (then nothing is recorded).
+  ChunkId adopt(ChunkHandle handle, std::uint64_t pages);
+  // Where peer chunks go back (make_peer_source sets it; null: the backend releases them like any chunk). It
+  // must outlive the pool's releases.
+  void set_peer_source(PeerSource* source) { peers_ = source; }
+  // Releases free chunk `id` (which must not be in the free index): a peer chunk through its PeerSource. Throws
+  // BackendError or Error(kInvalidArgument) from the backend (nothing changed).
   void release(ChunkId id);
+  // Marks peer chunk `id` recalled (once; a chunk not on_peer is left as it is), and takes it out of the free
+  // index if it is there: a recalled chunk never serves a new block.
+  void recall(ChunkId id);
+  // The live recalled chunks, oldest recall first.
+  const std::vector<ChunkId>& recalled() const { return recalled_; }
+  // The live chunk whose handle is `handle`, or kNoChunk. O(chunks): for recalls.
+  ChunkId find(ChunkHandle handle) const;
 
   // Free index: chunks mapped nowhere. A chunk on a peer is released instead (given back first), and indexed
   // only when that fails (BackendError, swallowed: it is tried again whenever it is taken and freed again).
+  // A recalled chunk whose release fails stays out of the index (no new block may use it): it is free but
+  // unindexed until a later release (StitchingAllocator::serve_recalls) succeeds.
   void add_free(ChunkId id) {
     if (chunks_[id].on_peer && release_quietly(id)) return;
+    if (chunks_[id].recalled) return;
     free_.emplace(chunks_[id].pages, id);
     free_pages_ += chunks_[id].pages;
   }
@@ -99,10 +122,16 @@ class ChunkPool {
  private:
   // release(id); false when the backend refused (BackendError).
   bool release_quietly(ChunkId id);
+  // Takes free chunk `id` out of the index; false when it is not there.
+  bool erase_free(ChunkId id);
+
+  ChunkId record(ChunkHandle handle, std::uint64_t pages, bool on_peer);
 
   Backend& backend_;
   std::uint64_t page_bytes_;
   Stats& stats_;
+  PeerSource* peers_ = nullptr;
+  std::vector<ChunkId> recalled_;
   std::vector<Chunk> chunks_;
   std::vector<ChunkId> spare_;                    // unused records
   absl::btree_multimap<std::uint64_t, ChunkId> free_;  // pages -> free chunk

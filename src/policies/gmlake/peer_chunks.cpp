@@ -9,7 +9,7 @@
 namespace gmlake::engine {
 
 PeerChunks::PeerChunks(const Backend& backend, std::vector<int> devices, std::uint64_t budget_bytes)
-    : devices_(std::move(devices)), budget_bytes_(budget_bytes) {
+    : PeerSource(budget_bytes), devices_(std::move(devices)) {
   for (const int d : devices_) {
     if (d == backend.device()) {
       throw Error(ErrorCode::kConfig, "gmlake config: peer_devices: device " + std::to_string(d) +
@@ -23,13 +23,7 @@ PeerChunks::PeerChunks(const Backend& backend, std::vector<int> devices, std::ui
   }
 }
 
-std::uint64_t PeerChunks::room_bytes(std::uint64_t peer_reserved_bytes) const {
-  if (!enabled()) return 0;
-  if (budget_bytes_ == 0) return UINT64_MAX;
-  return peer_reserved_bytes >= budget_bytes_ ? 0 : budget_bytes_ - peer_reserved_bytes;
-}
-
-ChunkId PeerChunks::borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& retries) const {
+ChunkId PeerChunks::borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& retries) {
   const std::uint64_t room_pages = room_bytes(pool.peer_bytes()) / pool.page_bytes();
   for (const int device : devices_) {
     for (std::uint64_t n = std::min(pages, room_pages); n != 0; n /= 2) {

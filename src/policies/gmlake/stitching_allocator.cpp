@@ -31,7 +31,7 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
       grow_pages_(std::max<std::uint64_t>(1, std::min(config.grow_bytes, config.max_chunk_bytes) / config.chunk_bytes)),
       cap_bytes_(config.cap_bytes),
       pool_(backend, config.chunk_bytes, stats_),
-      peers_(backend, parse_peer_devices(config.peer_devices), config.peer_budget_bytes),
+      peers_(make_peer_source(config_, backend, pool_)),
       stitcher_(backend, pool_, page_shift_),
       fence_(events),
       moves_(config.move_budget_ns_per_op) {
@@ -63,7 +63,7 @@ StitchingAllocator::~StitchingAllocator() {
       const std::uintptr_t address = stitcher_.address(arena, c.first_page);
       if (!attempt_twice([&] { backend_.unmap(address, c.pages << page_shift_); })) continue;
     }
-    attempt_twice([&] { backend_.release(c.handle); });
+    attempt_twice([&] { pool_.release(id); });  // a peer chunk goes back through its source
   }
   for (auto& arena : arenas_) {
     if (!arena->retired) attempt_twice([&] { backend_.address_free(arena->base, arena->virtual_bytes); });
@@ -73,12 +73,14 @@ StitchingAllocator::~StitchingAllocator() {
 StitchingAllocator::Cost StitchingAllocator::cost_of(const Arena& arena, std::uint64_t first,
                                                      std::uint64_t last) const {
   Cost cost{last - first + 1, 0};
+  bool recalled = false;
   arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
     const std::uint64_t lo = std::max(p, first), hi = std::min(p + e.pages - 1, last);
     cost.unmapped -= hi - lo + 1;
     if (pool_[e.chunk].users == 0) cost.pinned_waste += e.pages - (hi - lo + 1);
+    recalled = recalled || pool_[e.chunk].recalled;
   });
-  return cost;
+  return recalled ? Cost{UINT64_MAX, 0} : cost;  // a recalled chunk takes no new block: never chosen
 }
 
 StitchingAllocator::Placement StitchingAllocator::choose_placement(const Arena& arena, std::uint64_t rounded) {
@@ -102,10 +104,13 @@ StitchingAllocator::Placement StitchingAllocator::choose_placement(const Arena& 
     return false;
   };
   arena.free.best_fit(rounded, config_.fit_candidates, weigh);
+  // Every candidate lay on a recalled chunk: look at every free range.
+  if (best.range.size_bytes == 0 && !pool_.recalled().empty()) arena.free.best_fit(rounded, UINT64_MAX, weigh);
   return best;  // range.size_bytes == 0: nothing large enough
 }
 
 void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
+  serve_recalls();
   if (size_bytes == 0) return nullptr;
   if (size_bytes > config_.arena_virtual_bytes || size_bytes > kMaxRequestBytes) {
     ++stats_.num_ooms;
@@ -488,6 +493,7 @@ void StitchingAllocator::release_block(BlockMap::iterator it) {
     ++stats_.num_frees;
   }
   update_inactive_split();
+  serve_recalls();
 }
 
 void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {

@@ -20,10 +20,12 @@
 //     (IdleChunks): unmapped, then mapped here if its size suits the run, or released and made anew at the run's
 //     size. One set_access covers the whole run. So the backend calls of a stitch follow the number of runs and
 //     chunks, not bytes, and reserved bytes grow only when no idle or free memory is left (or within headroom).
-//   - The lake (peer_devices; peer_chunks.h): a run that obtain() cannot back (nothing idle, nothing free, the
-//     own device or the cap refuses a page) gets a chunk borrowed from a peer device, within
-//     peer_budget_bytes, for the block's own pages only (no grow-ahead while peers hold memory). A peer chunk
-//     that turns free is given back at once; cap_bytes and the headroom count the own device's bytes only.
+//   - The lake (peer_source.h): a run that obtain() cannot back (nothing idle, nothing free, the own device or
+//     the cap refuses a page) gets a chunk borrowed from a peer device (peer_devices) or lent by another
+//     process (lake_socket), within peer_budget_bytes, for the block's own pages only (no grow-ahead while
+//     peers hold memory). A peer chunk that turns free is given back at once; cap_bytes and the headroom count
+//     the own device's bytes only. A lent chunk its lender recalls takes no new block and goes back once no
+//     block uses it, at the next allocate or free (serve_recalls).
 //   - Move budget (move_budget_ns_per_op, MoveBudget): steps that move memory (releasing a free chunk to remake
 //     it, evicting an idle one) are charged a modelled driver cost against credit earned per allocation; out of
 //     credit, with no cap set and the device not yet found full, a new chunk is created instead.
@@ -39,6 +41,7 @@
 //   used_pages = sum of c.pages over mapped c with users > 0;  idle_pages = same with users == 0
 //   reserved_bytes = sum of c.pages x chunk_bytes over all chunks = backend.live_chunk_bytes()
 //   peer_reserved_bytes = same over chunks on peers = sum over peer devices d of backend.live_chunk_bytes(d)
+//                       + the lent chunks' bytes (<= backend.live_imported_bytes())
 //                       <= peer_budget_bytes (when set);  reserved_bytes - peer_reserved_bytes =
 //                       backend.live_chunk_bytes(backend.device())
 //   backend.live_mappings() = #mapped chunks;   idle c  <=>  IdleChunks holds c at c.idle_since
@@ -59,7 +62,7 @@
 #include "arena.h"
 #include "chunk_pool.h"
 #include "idle_chunks.h"
-#include "peer_chunks.h"
+#include "peer_source.h"
 #include "move_budget.h"
 #include "stitcher.h"
 #include "stream_fence.h"
@@ -169,6 +172,13 @@ class StitchingAllocator final : public Allocator {
   std::uint64_t peer_room_pages() const;
   // The lake's equations of the header comment (stitching_allocator_lake.cpp).
   void check_lake_invariants() const;
+  // Takes the recalls that came in (PeerSource::take_recalls) and gives back every recalled chunk no block uses
+  // (unmapped, then released: the lender is told). Best effort, never throws: what fails is tried again at the
+  // next call. Called at the start of allocate() and the end of each free; one poll(2) while loans are out.
+  void serve_recalls() noexcept;
+  // Gives recalled chunk `id` back if no block uses it and no queued work can touch it (evict, then release).
+  // A backend failure leaves it as it was, for the next call.
+  void give_back_if_unused(ChunkId id);
   // Unmaps idle chunk `id` into the free chunks. Throws BackendError: nothing changed.
   void evict(ChunkId id);
   bool cap_allows(std::uint64_t pages) const;
@@ -191,7 +201,7 @@ class StitchingAllocator final : public Allocator {
   std::uint64_t cap_bytes_;
   Stats stats_;
   ChunkPool pool_;
-  PeerChunks peers_;
+  std::unique_ptr<PeerSource> peers_;  // peer_devices or lake_socket; set as pool_'s source
   Stitcher stitcher_;
   IdleChunks idle_;
   StreamFence fence_;

@@ -1,7 +1,8 @@
-// StitchingAllocator and the lake (peer_chunks.h; docs/design.md, "The lake"): when peer chunks are borrowed,
-// and the equations they keep.
+// StitchingAllocator and the lake (peer_source.h; docs/design.md, "The lake"): when peer chunks are borrowed,
+// how recalled ones go back, and the equations they keep.
 #include <algorithm>
 #include <string>
+#include <vector>
 
 #include "engine_checks.h"
 #include "gmlake/error.h"
@@ -11,31 +12,61 @@ namespace gmlake::engine {
 
 ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t block_pages, std::uint64_t requested) {
   // Pages grown ahead of a block (block_pages 0) never borrow: a peer holds only what blocks need.
-  if (!peers_.enabled() || block_pages == 0) return obtain(pages, requested);
+  if (!peers_->enabled() || block_pages == 0) return obtain(pages, requested);
   try {
     return obtain(pages, requested);  // the own device's idle, free and new memory, in its order
   } catch (const OutOfMemoryError&) {
-    const ChunkId id = peers_.borrow(pool_, std::min({pages, block_pages, max_chunk_pages_}), stats_.num_alloc_retries);
+    const ChunkId id = peers_->borrow(pool_, std::min({pages, block_pages, max_chunk_pages_}), stats_.num_alloc_retries);
     if (id == kNoChunk) throw;
     return id;
   }
 }
 
 std::uint64_t StitchingAllocator::peer_room_pages() const {
-  return peers_.room_bytes(pool_.peer_bytes()) >> page_shift_;
+  return peers_->room_bytes(pool_.peer_bytes()) >> page_shift_;
+}
+
+void StitchingAllocator::serve_recalls() noexcept {
+  if (!peers_->may_recall() && pool_.recalled().empty()) return;  // the hot path: no loan out, none recalled
+  try {
+    for (const ChunkHandle handle : peers_->take_recalls()) {
+      const ChunkId id = pool_.find(handle);
+      if (id != kNoChunk) pool_.recall(id);
+    }
+    const std::vector<ChunkId> recalled = pool_.recalled();  // a copy: each release takes its chunk off the list
+    for (const ChunkId id : recalled) give_back_if_unused(id);
+  } catch (...) {
+    // bad_alloc: what was not marked or given back is seen again at the next call (the lender keeps the recall).
+  }
+}
+
+void StitchingAllocator::give_back_if_unused(ChunkId id) {
+  const Chunk& c = pool_[id];
+  if (c.users != 0) return;  // a live block uses it: it goes back once the last one is freed
+  try {
+    if (c.mapped()) {
+      if (fence_.asynchronous() && !fence_.safe(arenas_[c.arena]->stream, c.idle_since)) return;
+      evict(id);  // into the free chunks, which give a peer chunk back at once (ChunkPool::add_free)
+    } else {
+      pool_.release(id);  // unmapped, out of the free index (ChunkPool::recall): a release that failed before
+    }
+  } catch (const Error&) {
+    // Left as it was (idle, or free and indexed): tried again at the next allocate or free.
+  }
 }
 
 void StitchingAllocator::check_lake_invariants() const {
   const auto peer = static_cast<std::uint64_t>(stats_.peer_reserved_bytes.current);
   const auto reserved = static_cast<std::uint64_t>(stats_.reserved_bytes.current);
-  std::uint64_t on_peers = 0;
+  std::uint64_t on_peers = peers_->imported_bytes();
+  if (on_peers > backend_.live_imported_bytes()) broken("lent chunks exceed the backend's imported bytes");
   for (DeviceId d = 0; static_cast<std::uint64_t>(d) < backend_.device_count(); ++d) {
     if (d != backend_.device()) on_peers += backend_.live_chunk_bytes(d);
   }
-  if (on_peers != peer) broken("peer_reserved_bytes differs from the backend's bytes on other devices");
+  if (on_peers != peer) broken("peer_reserved_bytes differs from the backend's bytes on other devices and the loans");
   if (backend_.live_chunk_bytes(backend_.device()) != reserved - peer)
     broken("reserved - peer_reserved differs from the backend's bytes on its own device");
-  if (peers_.budget_bytes() != 0 && peer > peers_.budget_bytes()) broken("peer chunks exceed peer_budget_bytes");
+  if (peers_->budget_bytes() != 0 && peer > peers_->budget_bytes()) broken("peer chunks exceed peer_budget_bytes");
 }
 
 }  // namespace gmlake::engine

@@ -1,0 +1,276 @@
+// The engine borrowing through the lake (policies/gmlake/lake_peers.*, stitching_allocator_lake.cpp): a gmlake
+// pool in this process whose own memory is full takes chunks from a lender in a forked child (host backend, real
+// bytes), answers recalls, and survives the lender's death and out of memory on both sides. The child is driven
+// by commands (lake_test_support.h: serve_commands). Every step is followed by check_invariants().
+#include "policies/gmlake/lake_peers.h"
+
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <cstring>
+#include <memory>
+#include <string>
+
+#include "expect_error.h"
+#include "gmlake/error.h"
+#include "gmlake/host_backend.h"
+#include "gmlake/pool.h"
+#include "ipc_test_support.h"
+#include "lake_test_support.h"
+#include "policies/gmlake/stitching_allocator.h"
+
+namespace gmlake::test {
+namespace {
+
+// Page-granular, no headroom: every byte is accounted for by the test.
+const std::string kBase = "max_chunk_bytes:2M,grow_bytes:2M,headroom_permille:0";
+constexpr std::uint64_t kOwnBytes = 8 * kMiB;
+
+bool holds(const void* p, std::uint64_t size_bytes, unsigned char value) {
+  const auto* bytes = static_cast<const unsigned char*>(p);
+  for (std::uint64_t i = 0; i < size_bytes; ++i) {
+    if (bytes[i] != value) return false;
+  }
+  return true;
+}
+
+class LakePeersTest : public ::testing::Test {
+ protected:
+  // A lender in a child with a host backend of `lender_bytes` (0: no limit), then this process's engine over
+  // its own host backend of kOwnBytes, borrowing from the child.
+  void start(std::uint64_t lender_bytes, const std::string& conf = "") {
+    const LakeAddress address = address_;
+    child_ = std::make_unique<ForkedChild>([=](int up, int down) {
+      HostBackend backend(kChunkBytes, lender_bytes);
+      LakeLender lender(backend, address, 0);
+      send_message(up, "ready");
+      return serve_commands(lender, backend, up, down);
+    });
+    ASSERT_EQ(child_->receive(), "ready");
+    alloc_ = std::make_unique<engine::StitchingAllocator>(
+        parse_config(kBase + ",lake_socket:" + address_ + (conf.empty() ? "" : "," + conf)), backend_);
+  }
+  // The child's answer to `command`.
+  std::string ask(const std::string& command) {
+    EXPECT_TRUE(child_->send(command));
+    return child_->receive();
+  }
+  std::uint64_t lent() { return std::stoull(ask("lent")); }
+  std::uint64_t peer_bytes() const { return static_cast<std::uint64_t>(alloc_->stats().peer_reserved_bytes.current); }
+  // Closes the pool (its loans go back) and returns the child's exit code.
+  int finish() {
+    alloc_.reset();
+    EXPECT_EQ(backend_.live_chunks(), 0u) << "every chunk released here";
+    return child_->wait();
+  }
+
+  LakeAddress address_ = lake_address(::testing::UnitTest::GetInstance()->current_test_info()->name());
+  HostBackend backend_{kChunkBytes, kOwnBytes};
+  std::unique_ptr<ForkedChild> child_;
+  std::unique_ptr<engine::StitchingAllocator> alloc_;
+};
+
+TEST_F(LakePeersTest, AFullPoolBorrowsFromTheLenderAndBothProcessesSeeTheBlocksBytes) {
+  start(0);
+  engine::StitchingAllocator& a = *alloc_;
+  void* own = a.allocate(kOwnBytes, 0);
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 0u) << "the own device had room";
+  EXPECT_EQ(lent(), 0u);
+  void* q = a.allocate(4 * kMiB, 0);  // the own device is full: lent by the child
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 4 * kMiB);
+  EXPECT_EQ(a.stats().reserved_bytes.current, static_cast<std::int64_t>(kOwnBytes + 4 * kMiB));
+  EXPECT_EQ(backend_.live_chunk_bytes(0), kOwnBytes) << "loans are not the own device's memory";
+  EXPECT_EQ(backend_.live_imported_bytes(), 4 * kMiB);
+  EXPECT_EQ(lent(), 4 * kMiB);
+  std::memset(q, 0x5A, 4 * kMiB);
+  EXPECT_EQ(ask("count 90"), std::to_string(4 * kMiB)) << "the lender reads what the pool's block holds";
+  EXPECT_EQ(ask("fill 165"), "filled");
+  EXPECT_TRUE(holds(q, 4 * kMiB, 0xA5)) << "and the block shows what the lender wrote";
+  a.deallocate(q);
+  a.deallocate(own);
+  a.check_invariants();
+  a.empty_cache();
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 0u);
+  EXPECT_EQ(lent(), 0u) << "every loan went back with RETURN";
+  EXPECT_EQ(finish(), 0);
+}
+
+TEST_F(LakePeersTest, APoolThroughThePoolApiBorrowsPastItsCap) {
+  const LakeAddress address = address_;
+  ForkedChild child([=](int up, int down) {
+    HostBackend backend(kChunkBytes);
+    LakeLender lender(backend, address, 0);
+    send_message(up, "ready");
+    return serve_commands(lender, backend, up, down);
+  });
+  ASSERT_EQ(child.receive(), "ready");
+  {
+    Pool pool(parse_config("backend:host,cap_bytes:4M,lake_socket:" + address));
+    void* p = pool.allocate(4 * kMiB, 0);
+    void* q = pool.allocate(2 * kMiB, 0);  // past the cap: lent
+    pool.check_invariants();
+    EXPECT_EQ(pool.stats().peer_reserved_bytes.current, static_cast<std::int64_t>(2 * kMiB));
+    ASSERT_TRUE(child.send("lent"));
+    EXPECT_EQ(child.receive(), std::to_string(2 * kMiB));
+    std::memset(q, 7, 2 * kMiB);
+    ASSERT_TRUE(child.send("count 7"));
+    EXPECT_EQ(child.receive(), std::to_string(2 * kMiB));
+    pool.deallocate(p);
+    pool.deallocate(q);
+    pool.check_invariants();
+  }
+  EXPECT_EQ(child.wait(), 0) << "the pool gave every loan back as it closed";
+}
+
+TEST_F(LakePeersTest, ARecalledIdleChunkGoesBackAtTheNextCall) {
+  start(0);
+  engine::StitchingAllocator& a = *alloc_;
+  void* own = a.allocate(kOwnBytes, 0);
+  void* q = a.allocate(4 * kMiB, 0);
+  a.deallocate(q);  // its two lent chunks stay mapped, idle (the stitched-range cache)
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 4 * kMiB);
+  EXPECT_EQ(lent(), 4 * kMiB);
+  EXPECT_EQ(ask("recall"), "2");
+  void* r = a.allocate(2 * kMiB, 0);  // the call serves the recall first, then borrows anew
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 2 * kMiB) << "both recalled chunks went back; one new loan for r";
+  EXPECT_EQ(lent(), 2 * kMiB);
+  a.deallocate(r);
+  a.deallocate(own);
+  a.check_invariants();
+  EXPECT_EQ(finish(), 0);
+}
+
+TEST_F(LakePeersTest, ARecalledChunkUnderALiveBlockTakesNoNewBlockAndGoesBackWhenTheBlockIsFreed) {
+  start(0);
+  engine::StitchingAllocator& a = *alloc_;
+  void* own = a.allocate(kOwnBytes, 0);
+  void* q = a.allocate(2 * kMiB + kMiB / 2, 0);  // two lent pages; the second one is mostly free
+  const auto q_pages = reinterpret_cast<std::uintptr_t>(q) & ~(std::uintptr_t{kChunkBytes} - 1);
+  std::memset(q, 0x42, 2 * kMiB + kMiB / 2);
+  a.check_invariants();
+  EXPECT_EQ(lent(), 4 * kMiB);
+  EXPECT_EQ(ask("recall"), "2");
+  // 1.25 MiB would fit in the free part of q's second page at no cost; that page is recalled.
+  void* r = a.allocate(kMiB + kMiB / 4, 0);
+  a.check_invariants();
+  const auto r_at = reinterpret_cast<std::uintptr_t>(r);
+  EXPECT_TRUE(r_at + kMiB + kMiB / 4 <= q_pages || r_at >= q_pages + 4 * kMiB) << "r was placed on a recalled chunk";
+  EXPECT_TRUE(holds(q, 2 * kMiB + kMiB / 2, 0x42)) << "the live block keeps its bytes";
+  EXPECT_EQ(lent(), 6 * kMiB) << "the recalled chunks stay while q lives; r has a new loan";
+  a.deallocate(q);  // q's chunks go back with this free
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 2 * kMiB);
+  EXPECT_EQ(lent(), 2 * kMiB);
+  a.deallocate(r);
+  a.deallocate(own);
+  a.check_invariants();
+  EXPECT_EQ(finish(), 0);
+}
+
+TEST_F(LakePeersTest, ARecallLeftPastItsDeadlineCutsThePoolOffButItsBlockStaysValid) {
+  start(0);
+  engine::StitchingAllocator& a = *alloc_;
+  void* own = a.allocate(kOwnBytes, 0);
+  void* q = a.allocate(2 * kMiB, 0);
+  EXPECT_EQ(ask("recall"), "1");
+  EXPECT_EQ(ask("expire"), "expired");  // q still lives: the lender cuts this pool off
+  EXPECT_EQ(lent(), 0u) << "the loan is stranded at the lender, not lent";
+  test::expect_error([&] { a.allocate(2 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
+  a.check_invariants();
+  std::memset(q, 0x17, 2 * kMiB);
+  EXPECT_TRUE(holds(q, 2 * kMiB, 0x17)) << "the loan stays valid here";
+  a.deallocate(q);
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 0u) << "released here once its block went";
+  EXPECT_EQ(backend_.live_imported_bytes(), 0u);
+  a.deallocate(own);
+  EXPECT_EQ(finish(), 10) << "the lender keeps the chunk stranded while this process lives";
+}
+
+TEST_F(LakePeersTest, ALenderThatDiesLeavesThePoolUsableAndItsLoansValidUntilTheirBlocksGo) {
+  start(0);
+  engine::StitchingAllocator& a = *alloc_;
+  void* own = a.allocate(kOwnBytes, 0);
+  void* q = a.allocate(4 * kMiB, 0);
+  std::memset(q, 0x33, 4 * kMiB);
+  ::kill(child_->pid(), SIGKILL);
+  EXPECT_EQ(child_->wait(), -1);
+  test::expect_error([&] { a.allocate(2 * kMiB, 0); }, ErrorCode::kOutOfMemory, "no physical memory left");
+  a.check_invariants();
+  EXPECT_TRUE(holds(q, 4 * kMiB, 0x33)) << "the imported chunks keep the memory alive";
+  std::memset(q, 0x44, 4 * kMiB);
+  EXPECT_TRUE(holds(q, 4 * kMiB, 0x44));
+  test::expect_error([&] { a.allocate(4 * kKiB, 0); }, ErrorCode::kOutOfMemory, "");  // small blocks alike
+  a.deallocate(q);
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 0u);
+  EXPECT_EQ(backend_.live_imported_bytes(), 0u) << "released here with the block (no lender to tell)";
+  test::expect_error([&] { a.allocate(6 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
+  a.deallocate(own);
+  void* again = a.allocate(6 * kMiB, 0);  // own memory serves as before
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 0u);
+  a.deallocate(again);
+  alloc_.reset();
+  EXPECT_EQ(backend_.live_chunks(), 0u);
+}
+
+TEST_F(LakePeersTest, OutOfMemoryOnBothSidesIsACleanErrorThatLeavesNothingBehind) {
+  start(4 * kMiB);  // the lender can lend two pages
+  engine::StitchingAllocator& a = *alloc_;
+  void* own = a.allocate(kOwnBytes, 0);
+  void* q = a.allocate(4 * kMiB, 0);
+  a.check_invariants();
+  const std::uint64_t ooms = a.stats().num_ooms;
+  const std::uint64_t chunks = backend_.live_chunks();
+  test::expect_error([&] { a.allocate(2 * kMiB, 0); }, ErrorCode::kOutOfMemory, "no physical memory left");
+  test::expect_error([&] { a.allocate(6 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
+  a.check_invariants();
+  EXPECT_EQ(a.stats().num_ooms, ooms + 2);
+  EXPECT_EQ(backend_.live_chunks(), chunks) << "no chunk left behind here";
+  EXPECT_EQ(lent(), 4 * kMiB) << "nor at the lender";
+  a.deallocate(q);
+  void* r = a.allocate(4 * kMiB, 0);  // the idle lent pages serve it again
+  a.check_invariants();
+  EXPECT_EQ(lent(), 4 * kMiB);
+  a.deallocate(r);
+  a.deallocate(own);
+  a.empty_cache();
+  a.check_invariants();
+  EXPECT_EQ(lent(), 0u);
+  EXPECT_EQ(finish(), 0);
+}
+
+TEST_F(LakePeersTest, ThePeerBudgetBoundsWhatIsBorrowed) {
+  start(0, "peer_budget_bytes:2M");
+  engine::StitchingAllocator& a = *alloc_;
+  void* own = a.allocate(kOwnBytes, 0);
+  test::expect_error([&] { a.allocate(4 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
+  a.check_invariants();
+  EXPECT_EQ(lent(), 0u) << "a block the budget cannot hold keeps nothing borrowed";
+  void* q = a.allocate(2 * kMiB, 0);
+  EXPECT_EQ(peer_bytes(), 2 * kMiB);
+  test::expect_error([&] { a.allocate(2 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
+  a.check_invariants();
+  EXPECT_EQ(lent(), 2 * kMiB);
+  a.deallocate(q);
+  a.deallocate(own);
+  EXPECT_EQ(finish(), 0);
+}
+
+TEST(LakePeersConfig, ALakeSocketWithNoLenderOrOnABackendThatCannotImportIsAClearError) {
+  HostBackend host(kChunkBytes);
+  test::expect_error([&] { engine::StitchingAllocator(parse_config("lake_socket:" + lake_address("nobody")), host); },
+                     ErrorCode::kBackend, "no gmlake lender");
+  test::expect_error([&] { Pool(parse_config("backend:sim,lake_socket:@x")); }, ErrorCode::kConfig,
+                     "lake_socket: the sim backend cannot import");
+  EXPECT_EQ(host.live_chunks(), 0u);
+}
+
+}  // namespace
+}  // namespace gmlake::test

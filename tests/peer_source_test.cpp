@@ -1,0 +1,79 @@
+// make_peer_source (src/policies/gmlake/peer_source.*): which source a config gives the engine, and how each
+// answers when nothing is borrowed yet.
+#include "policies/gmlake/peer_source.h"
+
+#include <gtest/gtest.h>
+
+#include "expect_error.h"
+#include "gmlake/error.h"
+#include "gmlake/host_backend.h"
+#include "gmlake/lake.h"
+#include "gmlake/sim_backend.h"
+#include "lake_test_support.h"
+#include "policies/gmlake/lake_peers.h"
+#include "policies/gmlake/peer_chunks.h"
+
+namespace gmlake::engine {
+namespace {
+
+TEST(PeerSourceTest, WithoutPeersOrLenderTheSourceIsNeverEnabled) {
+  SimBackend sim;
+  Stats stats;
+  ChunkPool pool(sim, kChunkBytes, stats);
+  const auto source = make_peer_source(Config{}, sim, pool);
+  EXPECT_FALSE(source->enabled());
+  EXPECT_EQ(source->room_bytes(0), 0u);
+  EXPECT_FALSE(source->may_recall());
+  EXPECT_TRUE(source->take_recalls().empty());
+  std::uint64_t retries = 0;
+  EXPECT_EQ(source->borrow(pool, 1, retries), kNoChunk);
+}
+
+TEST(PeerSourceTest, PeerDevicesGiveTheDirectSourceWhosePoolReleasesPeerChunksThroughIt) {
+  HostBackend host(kChunkBytes, {4 * kMiB, 4 * kMiB});
+  Stats stats;
+  ChunkPool pool(host, kChunkBytes, stats);
+  const auto source = make_peer_source(parse_config("peer_devices:1,peer_budget_bytes:2M"), host, pool);
+  ASSERT_NE(dynamic_cast<PeerChunks*>(source.get()), nullptr);
+  EXPECT_TRUE(source->enabled());
+  EXPECT_EQ(source->room_bytes(0), 2 * kMiB);
+  std::uint64_t retries = 0;
+  const ChunkId id = source->borrow(pool, 4, retries);  // the budget allows one page
+  ASSERT_NE(id, kNoChunk);
+  EXPECT_EQ(pool[id].pages, 1u);
+  EXPECT_EQ(host.live_chunk_bytes(1), 2 * kMiB);
+  EXPECT_EQ(source->borrow(pool, 1, retries), kNoChunk) << "the budget is spent";
+  pool.release(id);
+  EXPECT_EQ(host.live_chunks(), 0u);
+  pool.check_invariants();
+}
+
+TEST(PeerSourceTest, ALakeSocketGivesTheBorrowedSourceConnectedToTheLender) {
+  HostBackend lender_backend(kChunkBytes);
+  const LakeAddress address = test::lake_address("peer-source");
+  LakeLender lender(lender_backend, address, 0);
+  HostBackend host(kChunkBytes);
+  Stats stats;
+  ChunkPool pool(host, kChunkBytes, stats);
+  const auto source = make_peer_source(parse_config("lake_socket:" + address + ",peer_budget_bytes:8M"), host, pool);
+  const auto* lake = dynamic_cast<LakePeers*>(source.get());
+  ASSERT_NE(lake, nullptr);
+  EXPECT_TRUE(source->enabled());
+  EXPECT_EQ(source->room_bytes(6 * kMiB), 2 * kMiB);
+  EXPECT_FALSE(source->may_recall()) << "no loan out";
+  EXPECT_EQ(source->imported_bytes(), 0u);
+  lender.poll(0, 0);  // accepts it
+  EXPECT_EQ(lender.borrowers(), 1u);
+  test::expect_error([&] { source->give_back(host, ChunkHandle{7}); }, ErrorCode::kInvalidArgument, "is no loan");
+}
+
+TEST(PeerSourceTest, ALakeSocketOnABackendThatCannotImportIsAConfigError) {
+  SimBackend sim;
+  Stats stats;
+  ChunkPool pool(sim, kChunkBytes, stats);
+  test::expect_error([&] { make_peer_source(parse_config("lake_socket:@nobody"), sim, pool); }, ErrorCode::kConfig,
+                     "lake_socket: the sim backend cannot import");
+}
+
+}  // namespace
+}  // namespace gmlake::engine
