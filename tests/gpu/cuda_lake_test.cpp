@@ -3,7 +3,9 @@
 // writes them over the peer link; and a process on device 1 lends a chunk to this process on device 0
 // (include/gmlake/lake.h: exported as a POSIX fd, sent by SCM_RIGHTS, imported and mapped here), both sides
 // seeing each other's bytes. The lender is a fresh run of this binary (fork, then exec, as cuda_ipc_test.cpp:
-// CUDA does not survive a fork). Needs two devices with peer access; skipped otherwise.
+// CUDA does not survive a fork). Needs two devices with peer access; skipped otherwise. The lending path
+// itself (export, SCM_RIGHTS, import, map, the pool's `lake_socket`, RETURN) is also run with lender and
+// borrower on the same device (CudaLakeSameDeviceTest), which one GPU suffices for.
 #include <gtest/gtest.h>
 
 #include <unistd.h>
@@ -82,27 +84,36 @@ TEST_F(CudaLakeTest, ThePeersBudgetBoundsWhatIsBorrowed) {
 
 constexpr std::uint64_t kLoanBytes = 32 * kMiB;
 
-// The lender's process (device 1): lends one chunk, answers "check" with whether the loan holds 0x5A, serves
-// until the borrower has gone, and exits 0 when every chunk came back.
-int cuda_lender(int to_parent, int from_parent, const std::string& address) {
+// The lender's process (on `device`): lends chunks, and once one is out answers the parent's message (a loan
+// id, or "all") with whether that loan (every loan) holds 0x5A, serves until the borrower has gone, and exits 0
+// when every chunk came back.
+int cuda_lender(int to_parent, int from_parent, const std::string& address, int device) {
   try {
     CudaBackendOptions options;
-    options.device = 1;
+    options.device = device;
     options.exportable = true;
     CudaBackend backend(options);
     cuda::check("cuCtxPushCurrent", cuda::driver().cuCtxPushCurrent(static_cast<CUcontext>(backend.context())));
     LakeLender lender(backend, address, 0);
     test::send_message(to_parent, "ready");
     while (lender.lent_bytes() == 0) lender.poll(-1, 0);
-    const std::string loan = test::receive_message(from_parent);
-    const ChunkHandle chunk = lender.loan_chunk(std::stoull(loan));
-    const std::uintptr_t at = backend.reserve(kLoanBytes);
-    backend.map(at, kLoanBytes, chunk);
-    backend.set_access(at, kLoanBytes);
-    const std::vector<std::uint8_t> bytes = gpu_test::read_bytes(at, kLoanBytes);
-    backend.unmap(at, kLoanBytes);
-    backend.address_free(at, kLoanBytes);
-    const bool all = std::count(bytes.begin(), bytes.end(), 0x5A) == static_cast<std::ptrdiff_t>(bytes.size());
+    const std::string which = test::receive_message(from_parent);
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> loans;  // id, bytes
+    if (which == "all") {
+      for (const auto& [id, bytes] : lender.loans()) loans.emplace_back(id, bytes);
+    } else {
+      loans.emplace_back(std::stoull(which), kLoanBytes);
+    }
+    bool all = !loans.empty();
+    for (const auto& [id, size_bytes] : loans) {
+      const std::uintptr_t at = backend.reserve(size_bytes);
+      backend.map(at, size_bytes, lender.loan_chunk(id));
+      backend.set_access(at, size_bytes);
+      const std::vector<std::uint8_t> bytes = gpu_test::read_bytes(at, size_bytes);
+      backend.unmap(at, size_bytes);
+      backend.address_free(at, size_bytes);
+      all = all && std::count(bytes.begin(), bytes.end(), 0x5A) == static_cast<std::ptrdiff_t>(bytes.size());
+    }
     test::send_message(to_parent, all ? "ok" : "bad");
     while (lender.borrowers() != 0) lender.poll(-1, 0);
     return backend.live_chunks() == 0 ? 0 : 10;
@@ -117,39 +128,85 @@ TEST(CudaLakeLender, Run) {
   const char* up = std::getenv("GMLAKE_LAKE_UP");
   const char* down = std::getenv("GMLAKE_LAKE_DOWN");
   const char* address = std::getenv("GMLAKE_LAKE_ADDRESS");
-  if (up == nullptr || down == nullptr || address == nullptr) GTEST_SKIP() << "the lender half of CudaLakeTest";
+  const char* device = std::getenv("GMLAKE_LAKE_DEVICE");
+  if (up == nullptr || down == nullptr || address == nullptr || device == nullptr) {
+    GTEST_SKIP() << "the lender half of CudaLakeTest";
+  }
   std::fflush(stdout);
-  _exit(cuda_lender(std::atoi(up), std::atoi(down), address));
+  _exit(cuda_lender(std::atoi(up), std::atoi(down), address, std::atoi(device)));
 }
 
-TEST_F(CudaLakeTest, AChunkLentByTheProcessOnDevice1IsWrittenHereAndSeenThere) {
-  const std::string address = "@gmlake-cuda-lake-" + std::to_string(::getpid());
-  test::ForkedChild child([&](int up, int down) {
+// Starts the lender's process on `device`, serving at `address`.
+std::unique_ptr<test::ForkedChild> start_lender(const std::string& address, int device) {
+  return std::make_unique<test::ForkedChild>([address, device](int up, int down) {
     setenv("GMLAKE_LAKE_UP", std::to_string(up).c_str(), 1);
     setenv("GMLAKE_LAKE_DOWN", std::to_string(down).c_str(), 1);
     setenv("GMLAKE_LAKE_ADDRESS", address.c_str(), 1);
+    setenv("GMLAKE_LAKE_DEVICE", std::to_string(device).c_str(), 1);
     execl("/proc/self/exe", "gmlake_gpu_tests", "--gtest_filter=CudaLakeLender.Run", static_cast<char*>(nullptr));
     return 97;
   });
-  ASSERT_EQ(child.receive(), "ready");
+}
+
+// A raw loan: borrowed, mapped, written here, read by the lender, given back.
+void lend_write_and_check(int lender_device) {
+  const std::string address = "@gmlake-cuda-lake-" + std::to_string(::getpid());
+  std::unique_ptr<test::ForkedChild> child = start_lender(address, lender_device);
+  ASSERT_EQ(child->receive(), "ready");
   CudaBackend backend(CudaBackendOptions{});
   {
     LakeBorrower borrower(backend, address);
     const Loan loan = borrower.borrow(kLoanBytes);
     const std::uintptr_t at = backend.reserve(kLoanBytes);
     backend.map(at, kLoanBytes, loan.chunk);
-    backend.set_access(at, kLoanBytes);  // device 0 reaches device 1's memory
+    backend.set_access(at, kLoanBytes);  // device 0 reaches the lender's memory
     gpu_test::fill_bytes(at, 0x5A, kLoanBytes);
     gpu_test::synchronize();
-    ASSERT_TRUE(child.send(std::to_string(loan.id)));
-    EXPECT_EQ(child.receive(), "ok") << "the lender sees the borrower's bytes";
+    ASSERT_TRUE(child->send(std::to_string(loan.id)));
+    EXPECT_EQ(child->receive(), "ok") << "the lender sees the borrower's bytes";
     backend.unmap(at, kLoanBytes);
     backend.address_free(at, kLoanBytes);
     borrower.give_back(loan.id);
   }
-  EXPECT_EQ(child.wait(), 0) << "the lender got its chunk back";
+  EXPECT_EQ(child->wait(), 0) << "the lender got its chunk back";
   EXPECT_EQ(backend.live_chunks(), 0u);
 }
+
+class CudaLakeSameDeviceTest : public gpu_test::CudaTest {};
+
+TEST_F(CudaLakeSameDeviceTest, AChunkLentByAnotherProcessOnThisDeviceIsWrittenHereAndSeenThere) {
+  lend_write_and_check(0);
+}
+
+TEST_F(CudaLakeSameDeviceTest, APoolPastItsCapBorrowsFromALenderProcessAndTheLenderSeesTheBlocksBytes) {
+  const std::string address = "@gmlake-cuda-lake-pool-" + std::to_string(::getpid());
+  std::unique_ptr<test::ForkedChild> child = start_lender(address, 0);
+  ASSERT_EQ(child->receive(), "ready");
+  CudaBackend backend(CudaBackendOptions{});
+  {
+    std::unique_ptr<Allocator> allocator =
+        make_allocator(parse_config("cap_bytes:64M,lake_socket:" + address + ",peer_budget_bytes:256M"), backend);
+    void* local = allocator->allocate(64 * kMiB, 0);
+    void* borrowed = allocator->allocate(kLoanBytes, 0);  // past the cap: from the lender
+    allocator->check_invariants();
+    EXPECT_EQ(allocator->stats().peer_reserved_bytes.current, static_cast<std::int64_t>(kLoanBytes));
+    const auto at = reinterpret_cast<std::uintptr_t>(borrowed);
+    gpu_test::fill_bytes(at, 0x5A, kLoanBytes);
+    gpu_test::synchronize();
+    ASSERT_TRUE(child->send("all"));
+    EXPECT_EQ(child->receive(), "ok") << "the lender sees the block's bytes in what it lent";
+    allocator->deallocate(borrowed);
+    allocator->deallocate(local);
+    allocator->empty_cache();  // the loan goes back
+    allocator->check_invariants();
+    EXPECT_EQ(allocator->stats().peer_reserved_bytes.current, 0);
+  }
+  EXPECT_EQ(child->wait(), 0) << "the lender got every chunk back";
+  EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
+TEST_F(CudaLakeTest, AChunkLentByTheProcessOnDevice1IsWrittenHereAndSeenThere) { lend_write_and_check(1); }
+
 
 }  // namespace
 }  // namespace gmlake
