@@ -4,8 +4,8 @@
 # importable, the c10 extension; then, from another folder, gmlake.torch.enable() must come up in extension
 # mode with the extension compiled at install time, and a CUDA tensor must compute. CMAKE_PREFIX_PATH must name
 # fmt and abseil when they are not installed system-wide (scripts/gpu-carry.sh carries them as .dev/sysroot).
-# Label gpu. Its steps passed on the H100 on 2026-11-24 (pip 26.1.2, Python 3.12, torch 2.11: .dev/run4.sh);
-# this script was written from them afterwards and has not run there itself yet.
+# Label gpu. Passed on the H100 on 2026-11-24 (Python 3.12, torch 2.11, 60 s; run as
+# `CMAKE_PREFIX_PATH=$PWD/.dev/sysroot/usr bash tests/gpu/pip_install_gpu_test.sh`, .dev/sysroot carried).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/../.." && pwd)
 work=$(mktemp -d)
