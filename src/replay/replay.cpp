@@ -3,11 +3,11 @@
 #include <algorithm>
 #include <chrono>
 #include <unordered_map>
+#include <vector>
 
 #include "gmlake/backend_factory.h"
 #include "gmlake/error.h"
 #include "gmlake/pool.h"
-#include "recording_backend.h"
 
 namespace gmlake {
 namespace {
@@ -140,10 +140,43 @@ Program compile(const DeviceTrace& device) {
   return prog;
 }
 
+// Where reserved memory became usable or stopped being so, as PyTorch's snapshot trace shows it: the pool's own
+// memory history (TracingAllocator, as torch.cuda.memory._record_memory_history() gets it) drained after each
+// op, of which its segment_map / segment_unmap entries are kept (segment_alloc / segment_free for `caching`,
+// whose segments are cudaMalloc-like); its alloc and free entries are left out, the replay writes its own with
+// the trace's sizes and times.
+class SegmentRecorder {
+ public:
+  struct Event {
+    SnapshotAction action;
+    std::uintptr_t addr;
+    std::uint64_t size_bytes;
+  };
+  explicit SegmentRecorder(Policy policy) : caching_(policy == Policy::kCaching) {}
+  // Takes the segment entries the pool traced since the last call.
+  void take(Pool& pool) {
+    scratch_.clear();
+    pool.drain_trace(&scratch_);
+    for (const SnapshotEvent& e : scratch_) {
+      if (e.action == SnapshotAction::kSegmentMap) {
+        events_.push_back({caching_ ? SnapshotAction::kSegmentAlloc : SnapshotAction::kSegmentMap, e.addr, e.size_bytes});
+      } else if (e.action == SnapshotAction::kSegmentUnmap) {
+        events_.push_back({caching_ ? SnapshotAction::kSegmentFree : SnapshotAction::kSegmentUnmap, e.addr, e.size_bytes});
+      }
+    }
+  }
+  const std::vector<Event>& events() const { return events_; }
+
+ private:
+  bool caching_;
+  std::vector<SnapshotEvent> scratch_;
+  std::vector<Event> events_;
+};
+
 // The ops as the policy served them (ReplayRecord::events): slots[] holds each allocation's address (nullptr
 // when it failed), marks[i] the recorder's event count when op i ended.
 std::vector<SnapshotEvent> served_events(const Program& prog, const std::vector<void*>& slots,
-                                         const std::vector<std::size_t>& marks, const RecordingBackend& recorder) {
+                                         const std::vector<std::size_t>& marks, const SegmentRecorder& recorder) {
   std::vector<SnapshotEvent> out;
   out.reserve(prog.ops.size() * 2 + recorder.events().size());
   std::vector<std::uint64_t> slot_size(prog.slots, 0);
@@ -151,7 +184,7 @@ std::vector<SnapshotEvent> served_events(const Program& prog, const std::vector<
   std::size_t next_backend_event = 0;
   auto backend_events_until = [&](std::size_t end, std::uint64_t stream, std::int64_t time_us) {
     for (; next_backend_event < end; ++next_backend_event) {
-      const RecordingBackend::Event& e = recorder.events()[next_backend_event];
+      const SegmentRecorder::Event& e = recorder.events()[next_backend_event];
       out.push_back({e.action, e.addr, e.size_bytes, stream, time_us});
     }
   };
@@ -214,11 +247,13 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
 
 namespace {
 
-// The replay over `backend`; with `recorder` (which wraps the backend), options.record is filled.
+// The replay over `backend`; with `recorder`, options.record is filled (the pool traces, and the time of
+// draining its trace after each op is in ns_per_op).
 ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend,
-                       const RecordingBackend* recorder) {
+                       SegmentRecorder* recorder) {
   const Program prog = compile(device);
   auto allocator = std::make_unique<Pool>(options.config, backend);  // the stack every front end uses
+  if (recorder != nullptr) allocator->set_tracing(UINT64_MAX);
 
   ReplayResult r;
   r.trace = trace.name;
@@ -270,7 +305,10 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
           if (p) allocator->end_deferred_free(p);
           break;
       }
-      if (recorder != nullptr) marks.push_back(recorder->events().size());
+      if (recorder != nullptr) {
+        recorder->take(*allocator);
+        marks.push_back(recorder->events().size());
+      }
       if (options.empty_cache_every_ops != 0 && (i + 1) % options.empty_cache_every_ops == 0) {
         empty_cache(*allocator, options, &r);
       }
@@ -285,12 +323,10 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
   if (!failed.empty()) r.lower_bound_bytes = lower_bound_of(prog.ops, prog.slots, failed);
   r.lower_bound_held_bytes = lower_bound_of(prog.ops, prog.slots, failed, /*held=*/true);
   r.stats = allocator->stats();
-  // Under a recorder, the backend's own figures (the recorder's calls are the same ones, untimed).
-  const Backend& measured = recorder != nullptr ? recorder->inner() : backend;
-  r.stats.backend_calls = measured.counters();
+  r.stats.backend_calls = backend.counters();
   r.peak_reserved_bytes = static_cast<std::uint64_t>(r.stats.reserved_bytes.peak);
   r.peak_allocated_bytes = static_cast<std::uint64_t>(r.stats.allocated_bytes.peak);
-  r.peak_mappings = measured.peak_mappings();
+  r.peak_mappings = backend.peak_mappings();
   r.backend_time_ns = r.stats.backend_calls.total_time_ns();
   for (std::size_t k = 0; k < kBackendCallKinds; ++k) {
     r.backend_calls_second_half.calls[k] = r.stats.backend_calls.calls[k] - at_half.calls[k];
@@ -301,7 +337,7 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
   }
   // A modelled backend (sim:h100) charges time that the loop did not spend: added here, so ns_per_op is what
   // the allocator would cost on that GPU (its own CPU time here plus the modelled driver calls).
-  const std::uint64_t modelled_ns = measured.time_is_modelled() ? r.backend_time_ns : 0;
+  const std::uint64_t modelled_ns = backend.time_is_modelled() ? r.backend_time_ns : 0;
   r.ns_per_op = r.ops ? static_cast<double>(timed.count() + static_cast<std::int64_t>(modelled_ns)) /
                             static_cast<double>(r.ops)
                       : 0;
@@ -317,8 +353,8 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
 
 ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend) {
   if (options.record == nullptr) return replay_on(trace, device, options, backend, nullptr);
-  RecordingBackend recorder(backend, options.config.policy);
-  return replay_on(trace, device, options, recorder, &recorder);
+  SegmentRecorder recorder(options.config.policy);
+  return replay_on(trace, device, options, backend, &recorder);
 }
 
 }  // namespace gmlake
