@@ -16,12 +16,16 @@
   fraction   torch.cuda.set_per_process_memory_fraction: gmlake's cap (gmlake_set_cap_bytes) at fraction x the
              device's memory; a tensor past it raises torch.OutOfMemoryError, reserved bytes stay under it, one
              that fits still allocates, and fraction 1 lifts the cap
+  use_on_oom torch.cuda.MemPool(use_on_oom=True): an allocation the main pool (capped by the memory fraction)
+             cannot hold is served from that MemPool's cached memory, reserved bytes unchanged; without
+             use_on_oom the same allocation raises torch.OutOfMemoryError
 
 Run: python3 tests/gpu/torch_features_test.py [feature ...] (default: all). Prints one line per check and exits 1
 when any fails; every feature runs even when an earlier one failed. Needs torch with CUDA and gmlake's
 extension (GMLAKE_LIBRARY / PYTHONPATH as tests/gpu/torch_allocator_test.py).
 """
 
+import gc
 import os
 import pickle
 import subprocess
@@ -244,10 +248,42 @@ def feature_fraction():
     torch.cuda.empty_cache()
 
 
+def feature_use_on_oom():
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    total = torch.cuda.get_device_properties(0).total_memory
+    plain, spare = torch.cuda.MemPool(), torch.cuda.MemPool(use_on_oom=True)
+    for pool in (plain, spare):  # each caches 1 GiB, free
+        with torch.cuda.use_mem_pool(pool):
+            t = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+        del t
+    del pool  # (the loop's name for spare: its destructor must run at `del spare` below)
+    torch.cuda.set_per_process_memory_fraction((512 << 20) / total)  # the main pool: 512 MiB
+    try:
+        before = torch.cuda.memory_reserved()
+        x = torch.full((768 << 20,), 3, dtype=torch.uint8, device="cuda")  # past the main pool's cap
+        in_spare = any(s["address"] <= x.data_ptr() < s["address"] + s["total_size"] for s in spare.snapshot())
+        check(in_spare, "an allocation past the main pool's cap came from the use_on_oom MemPool's cached memory")
+        check(torch.cuda.memory_reserved() == before, "no memory was reserved for it")
+        check(int(x[-1]) == 3, "the tensor computes")
+        del x
+        del spare  # its destructor sets use_on_oom back to False
+        gc.collect()
+        try:
+            torch.empty(768 << 20, dtype=torch.uint8, device="cuda")
+            check(False, "without a use_on_oom MemPool the allocation raises torch.OutOfMemoryError (it did not)")
+        except torch.OutOfMemoryError:
+            check(True, "without a use_on_oom MemPool the allocation raises torch.OutOfMemoryError")
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0)
+    del plain
+    torch.cuda.empty_cache()
+
+
 def main():
     gmlake.torch.enable()
     check(gmlake.torch.mode() == "extension", f"gmlake in extension mode ({gmlake.torch.mode()})")
-    wanted = sys.argv[1:] or ["history", "mempool", "graph", "compile", "checkpoint", "fraction"]
+    wanted = sys.argv[1:] or ["history", "mempool", "graph", "compile", "checkpoint", "fraction", "use_on_oom"]
     for name in wanted:
         try:
             globals()["feature_" + name]()

@@ -103,6 +103,40 @@ class PrivatePools {
     return blocks;
   }
 
+  // MemPool(use_on_oom=...): whether `id` serves, as a last resort, allocations of the device's main pool that
+  // ran out of memory (PyTorch: "used as a last resort if a memory allocation outside of the pool fails due to
+  // Out Of Memory"). MemPool's destructor sets it back to false.
+  void set_use_on_oom(c10::DeviceIndex device, MempoolId id, bool use_on_oom) {
+    std::lock_guard lock(mutex_);
+    oom_pools_.erase(std::remove_if(oom_pools_.begin(), oom_pools_.end(),
+                                    [&](const std::pair<c10::DeviceIndex, MempoolId>& p) {
+                                      return p.first == device && p.second == id;
+                                    }),
+                     oom_pools_.end());
+    if (use_on_oom) oom_pools_.emplace_back(device, id);
+    oom_count_.store(static_cast<int>(oom_pools_.size()), std::memory_order_release);
+  }
+
+  // A block from the first use_on_oom pool of `device` that has room (its cached blocks first, then new memory
+  // if the device has any), or null when there is none. No pool, no cost: one atomic load.
+  void* allocate_on_oom(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t stream) {
+    if (oom_count_.load(std::memory_order_acquire) == 0) return nullptr;
+    std::vector<MempoolId> pools;
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto& [d, id] : oom_pools_) {
+        if (d == device) pools.push_back(id);
+      }
+    }
+    c10::cuda::CUDAStreamCaptureModeGuard relaxed{cudaStreamCaptureModeRelaxed};
+    for (const MempoolId id : pools) {
+      if (void* ptr = g_api.pool_malloc(size_bytes, device, reinterpret_cast<std::uintptr_t>(stream), pool_id_of(id))) {
+        return ptr;
+      }
+    }
+    return nullptr;
+  }
+
   // True when the pool's allocated blocks are exactly `expected` (cudagraph trees' check).
   bool live_allocations_are(c10::DeviceIndex device, MempoolId id, const std::unordered_set<void*>& expected) {
     const std::vector<gmlake_block> blocks = allocated_blocks(device, id);
@@ -123,6 +157,8 @@ class PrivatePools {
   }
 
  private:
+  std::vector<std::pair<c10::DeviceIndex, MempoolId>> oom_pools_;  // guarded by mutex_: use_on_oom pools
+  std::atomic<int> oom_count_{0};                                   // oom_pools_.size()
   struct Route {
     c10::DeviceIndex device;
     MempoolId pool;

@@ -134,6 +134,14 @@ void* allocate_raw(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t
     }
   } else {
     ptr = g_api.malloc(size_bytes, device, stream_id(stream));
+    if (ptr == nullptr && g_api.last_error_code() == GMLAKE_ERROR_OUT_OF_MEMORY) {
+      const std::string main_error = g_api.last_error();  // what the user sees if no MemPool can help either
+      ptr = PrivatePools::instance().allocate_on_oom(size_bytes, device, stream);
+      if (ptr == nullptr) {
+        if (traced) history.after_call(device, nullptr, /*allocated=*/true, nullptr);  // the oom entry
+        TORCH_CHECK_WITH(OutOfMemoryError, false, "CUDA out of memory (gmlake, malloc): ", main_error);
+      }
+    }
   }
   if (traced) history.after_call(device, ptr, /*allocated=*/true, std::move(context));
   if (ptr == nullptr) raise_last_error("malloc");
@@ -277,10 +285,10 @@ class GmlakeAllocator final : public PluggableBase {
     PrivatePools::instance().create_or_incref(device, mempool_id);
   }
 
-  // MemPool(use_on_oom=True) lets the main pool take a MemPool's free memory when it runs out: not done by
-  // gmlake yet. False (what MemPool's destructor sets) is what gmlake does.
-  void setUseOnOOM(c10::DeviceIndex /*device*/, c10::cuda::MempoolId_t /*mempool_id*/, bool use_on_oom) override {
-    TORCH_CHECK(!use_on_oom, "gmlake: MemPool(use_on_oom=True) is not supported yet (its free memory stays its own)");
+  // MemPool(use_on_oom=True): when the device's main pool runs out, the allocation is served by that MemPool as a
+  // last resort (private_pools.h); False (what MemPool's destructor sets) stops it.
+  void setUseOnOOM(c10::DeviceIndex device, c10::cuda::MempoolId_t mempool_id, bool use_on_oom) override {
+    PrivatePools::instance().set_use_on_oom(device, mempool_id, use_on_oom);
   }
 
   void beginAllocateToPool(c10::DeviceIndex device, c10::cuda::MempoolId_t mempool_id,
