@@ -82,8 +82,7 @@ class PrivatePools {
 
   // A block of `pool` (see the file comment on capture).
   void* allocate(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t stream, MempoolId pool) {
-    c10::cuda::CUDAStreamCaptureModeGuard relaxed{cudaStreamCaptureModeRelaxed};
-    void* ptr = g_api.pool_malloc(size_bytes, device, reinterpret_cast<std::uintptr_t>(stream), pool_id_of(pool));
+    void* ptr = try_allocate(size_bytes, device, stream, pool);
     if (ptr == nullptr && size_bytes != 0) raise_last_error("malloc in a private pool");
     return ptr;
   }
@@ -128,11 +127,8 @@ class PrivatePools {
         if (d == device) pools.push_back(id);
       }
     }
-    c10::cuda::CUDAStreamCaptureModeGuard relaxed{cudaStreamCaptureModeRelaxed};
     for (const MempoolId id : pools) {
-      if (void* ptr = g_api.pool_malloc(size_bytes, device, reinterpret_cast<std::uintptr_t>(stream), pool_id_of(id))) {
-        return ptr;
-      }
+      if (void* ptr = try_allocate(size_bytes, device, stream, id)) return ptr;
     }
     return nullptr;
   }
@@ -157,6 +153,12 @@ class PrivatePools {
   }
 
  private:
+  // gmlake_pool_malloc under relaxed capture mode (file comment); null when it failed (gmlake_last_error says why).
+  static void* try_allocate(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t stream, MempoolId pool) {
+    c10::cuda::CUDAStreamCaptureModeGuard relaxed{cudaStreamCaptureModeRelaxed};
+    return g_api.pool_malloc(size_bytes, device, reinterpret_cast<std::uintptr_t>(stream), pool_id_of(pool));
+  }
+
   std::vector<std::pair<c10::DeviceIndex, MempoolId>> oom_pools_;  // guarded by mutex_: use_on_oom pools
   std::atomic<int> oom_count_{0};                                   // oom_pools_.size()
   struct Route {

@@ -168,15 +168,20 @@ ChunkHandle CudaBackend::do_create(std::uint64_t size_bytes) {
     throw OutOfMemoryError(size_bytes, live_bytes, 0, physical_limit_bytes_, "cuda backend physical limit");
   }
   const cuda::ScopedContext current(as_context(context_));
+  return created(size_bytes, device_);
+}
+
+ChunkHandle CudaBackend::created(std::uint64_t size_bytes, DeviceId location) {
   CUmemGenericAllocationHandle handle = 0;
   CUresult result = CUDA_ERROR_NOT_SUPPORTED;
   if (exportable_) {
-    const CUmemAllocationProp prop = allocation_prop(device_, true);
+    const CUmemAllocationProp prop = allocation_prop(location, true);
     result = driver().cuMemCreate(&handle, size_bytes, &prop, 0);
-    if (result == CUDA_ERROR_NOT_SUPPORTED) exportable_ = false;  // this driver cannot: no IPC, no error
+    // This driver cannot export the own device's memory: no IPC, no error (a peer's refusal changes nothing).
+    if (result == CUDA_ERROR_NOT_SUPPORTED && location == device_) exportable_ = false;
   }
-  if (!exportable_) {
-    const CUmemAllocationProp prop = allocation_prop(device_, false);
+  if (!exportable_ || result == CUDA_ERROR_NOT_SUPPORTED) {
+    const CUmemAllocationProp prop = allocation_prop(location, false);
     result = driver().cuMemCreate(&handle, size_bytes, &prop, 0);
   }
   check_memory("cuMemCreate", result, size_bytes);
@@ -200,15 +205,7 @@ ChunkHandle CudaBackend::do_create_on(std::uint64_t size_bytes, DeviceId device)
                                                     " cannot access the memory of device " + std::to_string(device) +
                                                     " (no peer-to-peer path)");
   }
-  CUmemGenericAllocationHandle handle = 0;
-  const CUmemAllocationProp prop = allocation_prop(device, exportable_);
-  CUresult result = driver().cuMemCreate(&handle, size_bytes, &prop, 0);
-  if (result == CUDA_ERROR_NOT_SUPPORTED && exportable_) {
-    const CUmemAllocationProp plain = allocation_prop(device, false);
-    result = driver().cuMemCreate(&handle, size_bytes, &plain, 0);
-  }
-  check_memory("cuMemCreate", result, size_bytes);
-  return tracked(handle);
+  return created(size_bytes, device);
 }
 
 void CudaBackend::do_release(ChunkHandle chunk, std::uint64_t) {

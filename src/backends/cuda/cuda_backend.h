@@ -114,6 +114,10 @@ class CudaBackend final : public Backend {
   CudaBackend(const CudaBackendOptions& options, OpenedDevice&& opened);
   // Throws OutOfMemoryError for CUDA_ERROR_OUT_OF_MEMORY, BackendError for any other failure of `call`.
   void check_memory(const char* call, int result, std::uint64_t size_bytes) const;
+  // cuMemCreate of `size_bytes` on device `location` (this one or a peer), in the current context: exportable
+  // (POSIX fd) while exportable_, plain when not or when the driver refuses export (CUDA_ERROR_NOT_SUPPORTED;
+  // for this device's memory that turns exportable_ off for good); then tracked. Throws as check_memory.
+  ChunkHandle created(std::uint64_t size_bytes, DeviceId location);
   // Records a handle (CUmemGenericAllocationHandle) the driver just made; releases it when that fails.
   ChunkHandle tracked(std::uint64_t handle);
 

@@ -119,11 +119,12 @@ void ChunkPool::check_invariants() const {
     pages += size;
   }
   if (pages != free_pages_) broken("free pages differ from the recount");
-  std::uint64_t peer_pages = 0;
-  for_each([&](ChunkId, const Chunk& c) { peer_pages += c.on_peer ? c.pages : 0; });
+  std::uint64_t peer_pages = 0, recalled = 0;
+  for_each([&](ChunkId, const Chunk& c) {
+    peer_pages += c.on_peer ? c.pages : 0;
+    recalled += c.recalled ? 1 : 0;
+  });
   if (peer_pages * page_bytes_ != peer_bytes()) broken("peer_reserved_bytes differs from the recount");
-  std::uint64_t recalled = 0;
-  for_each([&](ChunkId, const Chunk& c) { recalled += c.recalled ? 1 : 0; });
   if (recalled != recalled_.size()) broken("recalled chunks differ from the recall list");
   for (const ChunkId id : recalled_) {
     if (!chunks_.at(id).recalled || !chunks_[id].on_peer) broken("a listed recalled chunk is not a recalled peer chunk");

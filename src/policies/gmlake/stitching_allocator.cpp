@@ -328,28 +328,21 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested)
       return free;
     }
     // 2. A new chunk of the run's size: within headroom (memory spent on fewer calls: a repeating step keeps its
-    //    chunks mapped), or where free memory released below made room for it (a trade: one chunk for many).
+    //    chunks mapped), where free memory released below made room for it (a trade: one chunk for many), or
+    //    once the move budget is spent (MoveBudget: time first) while memory is not what limits: no cap, and the
+    //    device not yet found full (then, as under a cap, memory comes first whatever the moves cost).
     const std::uint64_t reserved = reserved_now();
     const bool headroom = within_headroom(want);
-    if (headroom || (reserved + (want << page_shift_) <= reserved_at_start && cap_allows(want))) {
+    const bool out_of_budget = !moves_.allows_move() && cap_bytes_ == 0 && !headroom_exhausted_ &&
+                               (pages_.idle_chunks != 0 || pool_.free_chunks() != 0);
+    if (headroom || out_of_budget || (reserved + (want << page_shift_) <= reserved_at_start && cap_allows(want))) {
       try {
         return pool_.create(want);
       } catch (const OutOfMemoryError&) {
         // The device is full: use idle memory below, as PyTorch retries a failed cudaMalloc from its cache
-        // (counted as num_alloc_retries), and spend no more headroom until empty_cache.
+        // (counted as num_alloc_retries), and spend neither headroom nor growth for time until empty_cache.
         ++stats_.num_alloc_retries;
-        if (headroom) headroom_exhausted_ = true;
-      }
-    }
-    // 2b. Out of move budget: grow rather than move (time first) while memory is not what limits: no cap, and
-    //     the device not yet found full (then, as under a cap, memory comes first whatever the moves cost).
-    if (!moves_.allows_move() && cap_bytes_ == 0 && !headroom_exhausted_ &&
-        (pages_.idle_chunks != 0 || pool_.free_chunks() != 0)) {
-      try {
-        return pool_.create(want);
-      } catch (const OutOfMemoryError&) {
-        ++stats_.num_alloc_retries;
-        headroom_exhausted_ = true;
+        if (headroom || out_of_budget) headroom_exhausted_ = true;
       }
     }
     // 3. Free chunks that do not suit the run (too small to be worth a map each, or too large) are released once
