@@ -1,0 +1,178 @@
+// Does moving cuMemUnmap / cuMemRelease to a second thread take their time off the allocating thread, or does
+// the driver serialize VMM calls? Times the allocating thread's calls (cuMemCreate + cuMemMap + cuMemSetAccess
+// of a new chunk; cuMemMap + cuMemSetAccess of a chunk still mapped elsewhere, as an eviction that leaves its
+// unmap to another thread) alone, and while a second thread unmaps and releases other chunks of the same size.
+//
+//   nvcc -O2 -std=c++17 -o vmm_async_probe bench/cuda/vmm_async_probe.cpp -lcuda && ./vmm_async_probe > out.json
+//
+// Prints one JSON object: per chunk size and case, the allocating thread's median and mean ns per chunk, and the
+// second thread's ns per unmap + release.
+#include <cuda.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <numeric>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+namespace {
+
+void ok(CUresult r, const char* what) {
+  if (r != CUDA_SUCCESS) {
+    const char* name = nullptr;
+    cuGetErrorName(r, &name);
+    std::fprintf(stderr, "%s failed: %s\n", what, name ? name : "?");
+    std::exit(1);
+  }
+}
+
+std::uint64_t now_ns() {
+  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+      .count();
+}
+
+CUmemAllocationProp prop_of(int device) {
+  CUmemAllocationProp prop{};
+  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
+  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  prop.location.id = device;
+  return prop;
+}
+
+CUmemAccessDesc access_of(int device) {
+  CUmemAccessDesc a{};
+  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  a.location.id = device;
+  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  return a;
+}
+
+struct Figures {
+  double median_ns, mean_ns;
+};
+
+Figures summarize(std::vector<std::uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  return {static_cast<double>(v[v.size() / 2]), mean};
+}
+
+struct Chunk {
+  CUmemGenericAllocationHandle handle;
+  CUdeviceptr va;
+};
+
+}  // namespace
+
+int main() {
+  ok(cuInit(0), "cuInit");
+  CUdevice dev;
+  ok(cuDeviceGet(&dev, 0), "cuDeviceGet");
+  CUcontext ctx;
+  ok(cuDevicePrimaryCtxRetain(&ctx, dev), "retain");
+  ok(cuCtxSetCurrent(ctx), "set current");
+  const CUmemAllocationProp prop = prop_of(0);
+  const CUmemAccessDesc access = access_of(0);
+  std::printf("{\"cases\": [\n");
+  bool first_row = true;
+  for (const std::uint64_t size : {std::uint64_t{2} << 20, std::uint64_t{64} << 20}) {
+    const int n = size == (std::uint64_t{2} << 20) ? 400 : 60;
+    CUdeviceptr base;  // four regions of n chunks: fg new, victims, fg alias, spare
+    ok(cuMemAddressReserve(&base, size * n * 4, size, 0, 0), "reserve");
+    auto slot = [&](int region, int i) { return base + size * (static_cast<std::uint64_t>(region) * n + i); };
+    auto make_victims = [&](int region) {
+      std::vector<Chunk> v(n);
+      for (int i = 0; i < n; ++i) {
+        ok(cuMemCreate(&v[i].handle, size, &prop, 0), "create");
+        v[i].va = slot(region, i);
+        ok(cuMemMap(v[i].va, size, 0, v[i].handle, 0), "map");
+        ok(cuMemSetAccess(v[i].va, size, &access, 1), "set access");
+      }
+      return v;
+    };
+    auto teardown = [&](std::vector<Chunk>& v, std::vector<std::uint64_t>* times) {
+      for (Chunk& c : v) {
+        const std::uint64_t t = now_ns();
+        ok(cuMemUnmap(c.va, size), "unmap");
+        ok(cuMemRelease(c.handle), "release");
+        if (times) times->push_back(now_ns() - t);
+      }
+      v.clear();
+    };
+    for (const char* mode : {"new_alone", "new_beside_teardown", "alias_alone", "alias_beside_unmap"}) {
+      const bool alias = mode[0] == 'a';
+      const bool beside = std::string_view(mode).find("beside") != std::string_view::npos;
+      // Alias: chunks already mapped in region 1 get a second mapping in region 2 (what an eviction maps when
+      // its unmap is left to another thread); the other thread then unmaps region 1's mappings.
+      std::vector<Chunk> victims = make_victims(1);
+      std::vector<Chunk> made;
+      std::vector<std::uint64_t> fg, bg;
+      std::atomic<bool> go{false};
+      std::thread worker;
+      std::vector<Chunk> others;
+      if (beside && !alias) others = make_victims(3);
+      if (beside) {
+        worker = std::thread([&] {
+          ok(cuCtxSetCurrent(ctx), "worker context");
+          while (!go.load()) {
+          }
+          for (int i = 0; i < n; ++i) {
+            const std::uint64_t t = now_ns();
+            if (alias) {
+              ok(cuMemUnmap(victims[i].va, size), "unmap");  // the handle stays mapped in region 2
+            } else {
+              ok(cuMemUnmap(others[i].va, size), "unmap");
+              ok(cuMemRelease(others[i].handle), "release");
+            }
+            bg.push_back(now_ns() - t);
+          }
+        });
+      }
+      go.store(true);
+      for (int i = 0; i < n; ++i) {
+        const std::uint64_t t = now_ns();
+        Chunk c;
+        if (alias) {
+          c = {victims[i].handle, slot(2, i)};
+        } else {
+          ok(cuMemCreate(&c.handle, size, &prop, 0), "create");
+          c.va = slot(0, i);
+        }
+        ok(cuMemMap(c.va, size, 0, c.handle, 0), "map");
+        ok(cuMemSetAccess(c.va, size, &access, 1), "set access");
+        fg.push_back(now_ns() - t);
+        if (!alias) made.push_back(c);
+      }
+      if (worker.joinable()) worker.join();
+      if (alias) {
+        for (int i = 0; i < n; ++i) {
+          ok(cuMemUnmap(slot(2, i), size), "unmap alias");
+          if (!beside) ok(cuMemUnmap(victims[i].va, size), "unmap");
+          ok(cuMemRelease(victims[i].handle), "release");
+        }
+        victims.clear();
+      } else {
+        teardown(victims, nullptr);
+        teardown(made, nullptr);
+      }
+      const Figures f = summarize(fg);
+      std::printf("%s{\"size_bytes\": %llu, \"case\": \"%s\", \"chunks\": %d, \"fg_median_ns\": %.0f, "
+                  "\"fg_mean_ns\": %.0f",
+                  first_row ? "" : ",\n", static_cast<unsigned long long>(size), mode, n, f.median_ns, f.mean_ns);
+      if (!bg.empty()) {
+        const Figures b = summarize(bg);
+        std::printf(", \"bg_median_ns\": %.0f, \"bg_mean_ns\": %.0f", b.median_ns, b.mean_ns);
+      }
+      std::printf("}");
+      first_row = false;
+    }
+    ok(cuMemAddressFree(base, size * n * 4), "address free");
+  }
+  std::printf("\n]}\n");
+  return 0;
+}
