@@ -82,10 +82,10 @@ int main() {
   bool first_row = true;
   for (const std::uint64_t size : {std::uint64_t{2} << 20, std::uint64_t{64} << 20}) {
     const int n = size == (std::uint64_t{2} << 20) ? 400 : 60;
-    CUdeviceptr base;  // four regions of n chunks: fg new, victims, fg alias, spare
+    CUdeviceptr base;  // four regions of n chunks: new chunks, chunks to alias, their aliases, chunks to tear down
     ok(cuMemAddressReserve(&base, size * n * 4, size, 0, 0), "reserve");
     auto slot = [&](int region, int i) { return base + size * (static_cast<std::uint64_t>(region) * n + i); };
-    auto make_victims = [&](int region) {
+    auto make_mapped = [&](int region) {
       std::vector<Chunk> v(n);
       for (int i = 0; i < n; ++i) {
         ok(cuMemCreate(&v[i].handle, size, &prop, 0), "create");
@@ -95,12 +95,10 @@ int main() {
       }
       return v;
     };
-    auto teardown = [&](std::vector<Chunk>& v, std::vector<std::uint64_t>* times) {
+    auto teardown = [&](std::vector<Chunk>& v) {
       for (Chunk& c : v) {
-        const std::uint64_t t = now_ns();
         ok(cuMemUnmap(c.va, size), "unmap");
         ok(cuMemRelease(c.handle), "release");
-        if (times) times->push_back(now_ns() - t);
       }
       v.clear();
     };
@@ -109,13 +107,14 @@ int main() {
       const bool beside = std::string_view(mode).find("beside") != std::string_view::npos;
       // Alias: chunks already mapped in region 1 get a second mapping in region 2 (what an eviction maps when
       // its unmap is left to another thread); the other thread then unmaps region 1's mappings.
-      std::vector<Chunk> victims = make_victims(1);
+      std::vector<Chunk> victims;
+      if (alias) victims = make_mapped(1);
       std::vector<Chunk> made;
       std::vector<std::uint64_t> fg, bg;
       std::atomic<bool> go{false};
       std::thread worker;
       std::vector<Chunk> others;
-      if (beside && !alias) others = make_victims(3);
+      if (beside && !alias) others = make_mapped(3);
       if (beside) {
         worker = std::thread([&] {
           ok(cuCtxSetCurrent(ctx), "worker context");
@@ -157,8 +156,7 @@ int main() {
         }
         victims.clear();
       } else {
-        teardown(victims, nullptr);
-        teardown(made, nullptr);
+        teardown(made);
       }
       const Figures f = summarize(fg);
       std::printf("%s{\"size_bytes\": %llu, \"case\": \"%s\", \"chunks\": %d, \"fg_median_ns\": %.0f, "
