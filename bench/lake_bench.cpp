@@ -54,6 +54,38 @@ void BM_Lake(benchmark::State& state, std::string path, bool peers) {
   state.counters["link_cost"] = all == 0 ? 1 : ((all - peer) / hbm + peer / nvlink) / (all / hbm);
 }
 
+// Under a cap instead of a small device (as a user runs the lake: `cap_bytes` 80% of the trace's peak and
+// peer_devices:1, both devices unbounded): what the engine moves in the steady state. Counters as above, plus
+// steady_calls: create + map + unmap + release calls in the second half of the ops, when a repeating trace
+// should need none (against base_steady_calls, the same trace with no cap).
+void BM_LakeUnderCap(benchmark::State& state, std::string path, bool peers) {
+  const gmlake::Trace& trace = load_trace(path);
+  gmlake::ReplayOptions options;
+  gmlake::SimBackend unconstrained(kChunkBytes);
+  const gmlake::ReplayResult base = gmlake::replay(trace, trace.devices.at(0), options, unconstrained);
+  const std::uint64_t cap_bytes = base.peak_reserved_bytes / 10 * 8 / kChunkBytes * kChunkBytes;
+  options.config.apply("cap_bytes:" + std::to_string(cap_bytes));
+  if (peers) options.config.apply("peer_devices:1");
+  gmlake::ReplayResult r;
+  for (auto _ : state) {
+    gmlake::SimBackend backend(kChunkBytes, {gmlake::SimDevice{0, gmlake::kH100HbmBytesPerS},
+                                             gmlake::SimDevice{0, gmlake::kH100NvlinkBytesPerS}});
+    r = gmlake::replay(trace, trace.devices.at(0), options, backend);
+  }
+  auto steady = [](const gmlake::BackendCounters& c) {
+    using gmlake::BackendCall;
+    return static_cast<double>(c[BackendCall::kCreate] + c[BackendCall::kMap] + c[BackendCall::kUnmap] +
+                               c[BackendCall::kRelease]);
+  };
+  state.counters["cap_GB"] = static_cast<double>(cap_bytes) * 1e-9;
+  state.counters["ooms"] = static_cast<double>(r.ooms);
+  state.counters["peak_reserved_GB"] = static_cast<double>(r.peak_reserved_bytes) * 1e-9;
+  state.counters["peak_peer_GB"] = static_cast<double>(r.stats.peer_reserved_bytes.peak) * 1e-9;
+  state.counters["steady_calls"] = steady(r.backend_calls_second_half);
+  state.counters["base_steady_calls"] = steady(base.backend_calls_second_half);
+  state.counters["chunks_created"] = static_cast<double>(r.stats.chunks_created);
+}
+
 int register_lake() {
   std::map<std::string, std::string> traces;
   if (std::filesystem::is_directory(GMLAKE_TRACES_DIR)) {
@@ -66,6 +98,10 @@ int register_lake() {
   for (const auto& [name, path] : traces) {
     for (const bool peers : {false, true}) {
       benchmark::RegisterBenchmark(("lake/" + name + (peers ? "/peer" : "/own_only")).c_str(), BM_Lake, path, peers)
+          ->Unit(benchmark::kMillisecond)
+          ->Iterations(1);
+      benchmark::RegisterBenchmark(("lake_cap/" + name + (peers ? "/peer" : "/own_only")).c_str(), BM_LakeUnderCap,
+                                   path, peers)
           ->Unit(benchmark::kMillisecond)
           ->Iterations(1);
     }

@@ -59,7 +59,7 @@ TEST_F(PeerChunksTest, ALargeBlockBorrowsFromThePeerOnlyOnceTheOwnDeviceIsFull) 
 }
 
 TEST_F(PeerChunksTest, IdleMemoryOfTheOwnDeviceIsUsedBeforeAnyPeerChunk) {
-  StitchingAllocator& a = make("peer_devices:1");
+  StitchingAllocator& a = make("peer_devices:1,move_budget_ns_per_op:0");  // moves never over budget
   void* p = a.allocate(4 * kMiB, 0);
   void* q = a.allocate(4 * kMiB, 0);
   a.deallocate(p);  // its 4 MiB stay mapped and idle
@@ -67,6 +67,41 @@ TEST_F(PeerChunksTest, IdleMemoryOfTheOwnDeviceIsUsedBeforeAnyPeerChunk) {
   a.check_invariants();
   EXPECT_EQ(peer_bytes(), 2 * kMiB) << "4 MiB came from the idle chunks, only the 2 MiB beyond the device";
   EXPECT_GE(a.stats().evictions + a.stats().stitch_reuses, 1u);
+  a.deallocate(q);
+  a.deallocate(r);
+  a.check_invariants();
+}
+
+// Time first with a peer: once a move is over the move budget (MoveBudget: the first move is allowed, then the
+// credit is negative for hundreds of allocations), the full own device's idle memory stays where it is and the
+// peer serves the run, as a new chunk would with no cap.
+TEST_F(PeerChunksTest, AMoveOverTheBudgetIsLeftToThePeer) {
+  StitchingAllocator& a = make("peer_devices:1");
+  void* p = a.allocate(4 * kMiB, 0);
+  void* q = a.allocate(4 * kMiB, 0);
+  a.deallocate(p);  // two idle pages
+  void* r = a.allocate(6 * kMiB, 0);  // three pages to back: one move within the budget, then the peer
+  a.check_invariants();
+  EXPECT_EQ(a.stats().evictions, 1u) << "only the move the budget allowed";
+  EXPECT_EQ(peer_bytes(), 4 * kMiB) << "the two pages past the budget came from the peer";
+  EXPECT_EQ(backend_.live_chunk_bytes(0), 8 * kMiB) << "the own device still holds all it can";
+  a.deallocate(q);
+  a.deallocate(r);
+  a.check_invariants();
+}
+
+// The same, with a peer that refuses past its budget: the own device serves the rest memory first, moving idle
+// memory whatever the moves cost; nothing fails.
+TEST_F(PeerChunksTest, WhenThePeerRefusesAMoveOverTheBudgetIsMadeOnTheOwnDevice) {
+  StitchingAllocator& a = make("peer_devices:1,peer_budget_bytes:2M");
+  void* p = a.allocate(4 * kMiB, 0);
+  void* q = a.allocate(4 * kMiB, 0);
+  a.deallocate(p);
+  void* r = a.allocate(6 * kMiB, 0);
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 2 * kMiB) << "the peer's budget";
+  EXPECT_EQ(a.stats().evictions, 2u) << "both idle pages moved: one within the budget, one memory first";
+  EXPECT_EQ(backend_.live_chunk_bytes(0), 8 * kMiB);
   a.deallocate(q);
   a.deallocate(r);
   a.check_invariants();

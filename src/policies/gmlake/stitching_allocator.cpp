@@ -315,9 +315,11 @@ void StitchingAllocator::idle_past(Arena& arena, std::uint64_t block_last, std::
   if (tick != 0) fence_.note_idle(arena.stream, tick);
 }
 
-ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested) {
-  // Near the cap memory comes first: page-sized chunks, which move one page at a time and strand nothing.
-  const std::uint64_t want = near_cap(pages) ? 1 : std::min(pages, max_chunk_pages_);
+ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget) {
+  // Near the cap memory comes first: page-sized chunks, which move one page at a time and strand nothing; unless
+  // a peer takes what the own device cannot hold (OverBudget::kPeer).
+  const bool peer_takes_over = over_budget == OverBudget::kPeer;
+  const std::uint64_t want = !peer_takes_over && near_cap(pages) ? 1 : std::min(pages, max_chunk_pages_);
   // Past the headroom, reserved bytes do not grow beyond what they are now while idle or free memory is left.
   const std::uint64_t reserved_at_start = reserved_now();
   for (;;) {
@@ -344,6 +346,12 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested)
         ++stats_.num_alloc_retries;
         if (headroom || out_of_budget) headroom_exhausted_ = true;
       }
+    }
+    // 2b. Out of credit for moves while the own device cannot grow: with a peer that may lend, the peer serves
+    //     the run instead (obtain_or_borrow), as a new chunk would with no cap.
+    if (peer_takes_over && !moves_.allows_move() && (headroom_exhausted_ || !cap_allows(want)) &&
+        (pages_.idle_chunks != 0 || pool_.free_chunks() != 0)) {
+      return kNoChunk;
     }
     // 3. Free chunks that do not suit the run (too small to be worth a map each, or too large) are released once
     //    enough memory is free, or nothing idle is left, or the cap leaves no room: their memory comes back as

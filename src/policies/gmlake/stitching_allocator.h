@@ -21,14 +21,16 @@
 //     size. One set_access covers the whole run. So the backend calls of a stitch follow the number of runs and
 //     chunks, not bytes, and reserved bytes grow only when no idle or free memory is left (or within headroom).
 //   - The lake (peer_source.h): a run that obtain() cannot back (nothing idle, nothing free, the own device or
-//     the cap refuses a page) gets a chunk borrowed from a peer device (peer_devices) or lent by another
-//     process (lake_socket), within peer_budget_bytes, for the block's own pages only (no grow-ahead while
-//     peers hold memory). A peer chunk that turns free is given back at once; cap_bytes and the headroom count
-//     the own device's bytes only. A lent chunk its lender recalls takes no new block and goes back once no
+//     the cap refuses a page), or could back only by moving memory over the move budget while the own device
+//     cannot grow, gets a chunk borrowed from a peer device (peer_devices) or lent by another process
+//     (lake_socket), within peer_budget_bytes, for the block's own pages only (no grow-ahead while peers hold
+//     memory); when the peers refuse, the own device serves it memory first. A peer chunk that turns free is
+//     given back at once; cap_bytes and the headroom count the own device's bytes only. A lent chunk its lender recalls takes no new block and goes back once no
 //     block uses it, at the next allocate or free (serve_recalls).
 //   - Move budget (move_budget_ns_per_op, MoveBudget): steps that move memory (releasing a free chunk to remake
 //     it, evicting an idle one) are charged a modelled driver cost against credit earned per allocation; out of
-//     credit, with no cap set and the device not yet found full, a new chunk is created instead.
+//     credit, with no cap set and the device not yet found full, a new chunk is created instead; with peers
+//     that may lend, a chunk is borrowed instead.
 //   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
 //     only by its own stream (safe in stream order); a chunk leaves its place only once a StreamFence says the
 //     freeing stream's queued work has finished. When the oldest idle chunk is not known finished, a new chunk
@@ -162,11 +164,20 @@ class StitchingAllocator final : public Allocator {
   // their run was stitched turn idle.
   void idle_past(Arena& arena, std::uint64_t block_last, std::uint64_t last);
   bool is_small_arena(const Arena& arena) const { return arena_small_[arena.id]; }
-  // A chunk of 1..`pages` pages, free and out of the free index, for a run of that many pages (see above).
-  ChunkId obtain(std::uint64_t pages, std::uint64_t requested);
-  // obtain(), and with peer_devices, a chunk of at most `block_pages` pages (the block's own
-  // pages left in the run; 0 for pages grown ahead) borrowed from a peer when obtain() runs out of memory
-  // (stitching_allocator_lake.cpp). Throws obtain()'s OutOfMemoryError when no peer has room either.
+  // What obtain() does when the own device cannot grow (the cap, or the device found full) and moving memory is
+  // over budget (MoveBudget). kOwnDevice: memory first, it moves anyway (page-sized chunks under a cap).
+  // kPeer, for a pool whose peers may lend: the move is left to the peer (obtain returns kNoChunk, and
+  // obtain_or_borrow borrows instead), and chunks keep the run's size under a cap too: what the own device would
+  // strand in a partly used chunk the peer absorbs, as a new chunk absorbs it without a cap.
+  enum class OverBudget : std::uint8_t { kOwnDevice, kPeer };
+  // A chunk of 1..`pages` pages, free and out of the free index, for a run of that many pages (see above); with
+  // OverBudget::kPeer, kNoChunk when the move is left to the peer. Throws OutOfMemoryError (nothing idle or free
+  // and the cap or the device refuses) or BackendError; either way nothing changed but moves already done.
+  ChunkId obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice);
+  // obtain(), and with a peer source, a chunk of at most `block_pages` pages (the block's own pages left in the
+  // run; 0 for pages grown ahead: never borrowed) borrowed from a peer when obtain() runs out of memory or leaves
+  // an over-budget move to the peer (stitching_allocator_lake.cpp). When the peers refuse, obtain() again with
+  // memory first; throws its OutOfMemoryError when the own device cannot serve either.
   ChunkId obtain_or_borrow(std::uint64_t pages, std::uint64_t block_pages, std::uint64_t requested);
   // Pages the lake may still add beyond the own device's cap (UINT64_MAX without a budget, 0 without peers).
   std::uint64_t peer_room_pages() const;

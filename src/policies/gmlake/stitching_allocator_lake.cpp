@@ -14,12 +14,16 @@ ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t 
   // Pages grown ahead of a block (block_pages 0) never borrow: a peer holds only what blocks need.
   if (!peers_->enabled() || block_pages == 0) return obtain(pages, requested);
   try {
-    return obtain(pages, requested);  // the own device's idle, free and new memory, in its order
+    // The own device's idle, free and new memory, in its order, time first: a move over budget is left to the
+    // peer (kNoChunk).
+    const ChunkId id = obtain(pages, requested, OverBudget::kPeer);
+    if (id != kNoChunk) return id;
   } catch (const OutOfMemoryError&) {
-    const ChunkId id = peers_->borrow(pool_, std::min({pages, block_pages, max_chunk_pages_}), stats_.num_alloc_retries);
-    if (id == kNoChunk) throw;
-    return id;
+    // Nothing idle or free, and the own device or the cap refuses: the peer's turn.
   }
+  const ChunkId id = peers_->borrow(pool_, std::min({pages, block_pages, max_chunk_pages_}), stats_.num_alloc_retries);
+  if (id != kNoChunk) return id;
+  return obtain(pages, requested);  // the peers refused: memory first on the own device, or its OutOfMemoryError
 }
 
 std::uint64_t StitchingAllocator::peer_room_pages() const {
