@@ -136,9 +136,13 @@ TEST(CudaLakeLender, Run) {
   _exit(cuda_lender(std::atoi(up), std::atoi(down), address, std::atoi(device)));
 }
 
-// Starts the lender's process on `device`, serving at `address`.
-std::unique_ptr<test::ForkedChild> start_lender(const std::string& address, int device) {
-  return std::make_unique<test::ForkedChild>([address, device](int up, int down) {
+// Starts the lender's process on `device`, serving at `address`; with `visible_devices`, the lender runs under
+// CUDA_VISIBLE_DEVICES=visible_devices (as a launcher that gives each process one GPU starts it), so `device`
+// counts within what it sees.
+std::unique_ptr<test::ForkedChild> start_lender(const std::string& address, int device,
+                                                const std::string& visible_devices = "") {
+  return std::make_unique<test::ForkedChild>([address, device, visible_devices](int up, int down) {
+    if (!visible_devices.empty()) setenv("CUDA_VISIBLE_DEVICES", visible_devices.c_str(), 1);
     setenv("GMLAKE_LAKE_UP", std::to_string(up).c_str(), 1);
     setenv("GMLAKE_LAKE_DOWN", std::to_string(down).c_str(), 1);
     setenv("GMLAKE_LAKE_ADDRESS", address.c_str(), 1);
@@ -178,9 +182,12 @@ TEST_F(CudaLakeSameDeviceTest, AChunkLentByAnotherProcessOnThisDeviceIsWrittenHe
   lend_write_and_check(0);
 }
 
-TEST_F(CudaLakeSameDeviceTest, APoolPastItsCapBorrowsFromALenderProcessAndTheLenderSeesTheBlocksBytes) {
+// A gmlake pool on device 0 with `cap_bytes:64M,lake_socket:...` borrows the 32 MiB past its cap from a lender
+// process on `lender_device` (under `visible_devices`, see start_lender); the lender sees the block's bytes in
+// what it lent, and gets every chunk back at empty_cache.
+void pool_borrows_past_its_cap(int lender_device, const std::string& visible_devices = "") {
   const std::string address = "@gmlake-cuda-lake-pool-" + std::to_string(::getpid());
-  std::unique_ptr<test::ForkedChild> child = start_lender(address, 0);
+  std::unique_ptr<test::ForkedChild> child = start_lender(address, lender_device, visible_devices);
   ASSERT_EQ(child->receive(), "ready");
   CudaBackend backend(CudaBackendOptions{});
   {
@@ -205,7 +212,23 @@ TEST_F(CudaLakeSameDeviceTest, APoolPastItsCapBorrowsFromALenderProcessAndTheLen
   EXPECT_EQ(backend.live_chunks(), 0u);
 }
 
+TEST_F(CudaLakeSameDeviceTest, APoolPastItsCapBorrowsFromALenderProcessAndTheLenderSeesTheBlocksBytes) {
+  pool_borrows_past_its_cap(0);
+}
+
+// One GPU per process, as a launcher that sets CUDA_VISIBLE_DEVICES per rank runs them: the lender sees only the
+// GPU named by GMLAKE_TEST_LENDER_VISIBLE_DEVICES (its device 0). Run it with this process limited too, e.g.
+//   CUDA_VISIBLE_DEVICES=0 GMLAKE_TEST_LENDER_VISIBLE_DEVICES=1 gmlake_gpu_tests --gtest_filter='*SeesOnlyItsOwn*'
+// so that neither process can name the other's device. Skipped without that variable.
+TEST_F(CudaLakeSameDeviceTest, APoolBorrowsFromALenderThatSeesOnlyItsOwnGpu) {
+  const char* visible = std::getenv("GMLAKE_TEST_LENDER_VISIBLE_DEVICES");
+  if (visible == nullptr || *visible == '\0') GTEST_SKIP() << "set GMLAKE_TEST_LENDER_VISIBLE_DEVICES";
+  pool_borrows_past_its_cap(0, visible);
+}
+
 TEST_F(CudaLakeTest, AChunkLentByTheProcessOnDevice1IsWrittenHereAndSeenThere) { lend_write_and_check(1); }
+
+TEST_F(CudaLakeTest, APoolOnDevice0PastItsCapBorrowsFromALenderProcessOnDevice1) { pool_borrows_past_its_cap(1); }
 
 
 }  // namespace
