@@ -17,6 +17,7 @@
 #include "gmlake/pool.h"
 #include "ipc_test_support.h"
 #include "lake_test_support.h"
+#include "manual_events.h"
 #include "policies/gmlake/stitching_allocator.h"
 
 namespace gmlake::test {
@@ -38,7 +39,7 @@ class LakePeersTest : public ::testing::Test {
  protected:
   // A lender in a child with a host backend of `lender_bytes` (0: no limit), then this process's engine over
   // its own host backend of kOwnBytes, borrowing from the child.
-  void start(std::uint64_t lender_bytes, const std::string& conf = "") {
+  void start(std::uint64_t lender_bytes, const std::string& conf = "", StreamEvents* events = nullptr) {
     const LakeAddress address = address_;
     child_ = std::make_unique<ForkedChild>([=](int up, int down) {
       HostBackend backend(kChunkBytes, lender_bytes);
@@ -48,7 +49,7 @@ class LakePeersTest : public ::testing::Test {
     });
     ASSERT_EQ(child_->receive(), "ready");
     alloc_ = std::make_unique<engine::StitchingAllocator>(
-        parse_config(kBase + ",lake_socket:" + address_ + (conf.empty() ? "" : "," + conf)), backend_);
+        parse_config(kBase + ",lake_socket:" + address_ + (conf.empty() ? "" : "," + conf)), backend_, events);
   }
   // The child's answer to `command`.
   std::string ask(const std::string& command) {
@@ -141,6 +142,37 @@ TEST_F(LakePeersTest, ARecalledIdleChunkGoesBackAtTheNextCall) {
   EXPECT_EQ(lent(), 2 * kMiB);
   a.deallocate(r);
   a.deallocate(own);
+  a.check_invariants();
+  EXPECT_EQ(finish(), 0);
+}
+
+// With asynchronous streams (here ManualEvents, events that finish when the test says), a recalled loan its
+// stream may still write goes back only once that work is known finished. The free that made it idle fell
+// between the stream's marks, so no mark of its own follows it: the recall records one, and the loan goes back at
+// the first call after the stream finished, though nothing more is freed on that stream.
+TEST_F(LakePeersTest, ARecalledLoanUnderQueuedWorkGoesBackOnceThatWorkFinished) {
+  ManualEvents events;
+  start(0, "cross_stream_reuse:false", &events);
+  engine::StitchingAllocator& a = *alloc_;
+  constexpr StreamId kStream = 1;
+  void* own = a.allocate(kOwnBytes, kStream);
+  void* q = a.allocate(4 * kMiB, kStream);  // lent: two chunks
+  a.deallocate(own);                         // the stream's first mark is recorded at this free
+  a.deallocate(q);                           // within the mark spacing: the loan's idle tick has no mark
+  a.check_invariants();
+  EXPECT_EQ(events.recorded(), 1);
+  EXPECT_EQ(ask("recall"), "2");
+  void* r = a.allocate(2 * kMiB, kStream);  // serves the recall first; placed in own's pages, no backend call
+  a.check_invariants();
+  EXPECT_EQ(lent(), 4 * kMiB) << "the stream may still write the loan: kept";
+  EXPECT_EQ(peer_bytes(), 4 * kMiB);
+  events.finish(kStream);  // the device finished everything queued on the stream so far
+  void* s = a.allocate(2 * kMiB, kStream);  // no free in between: the recall's own mark tells
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 0u) << "both recalled chunks went back";
+  EXPECT_EQ(lent(), 0u);
+  a.deallocate(s);
+  a.deallocate(r);
   a.check_invariants();
   EXPECT_EQ(finish(), 0);
 }

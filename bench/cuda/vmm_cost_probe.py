@@ -10,7 +10,7 @@ Calls the driver API through ctypes (libcuda.so.1 only: no torch, no cuda-python
 - cuMemMap of a handle at a non-zero offset: accepted or not (the error code);
 - cuMemAddressReserve / cuMemAddressFree of 1 TiB.
 
-    python3 bench/cuda/vmm_cost_probe.py [--out bench/cuda/vmm_costs_h100.json] [--device 0] [--quick]
+    python3 bench/cuda/vmm_cost_probe.py [--out bench/cuda/vmm_costs_h100.json] [--device 0] [--location 1] [--quick]
 
 The struct layouts (CUmemLocation, CUmemAllocationProp, CUmemAccessDesc) are printed with their ctypes offsets;
 when a C compiler and cuda.h are found, the script also compiles a few offsetof() lines against that cuda.h and
@@ -172,6 +172,9 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="bench/cuda/vmm_costs_h100.json")
     ap.add_argument("--device", type=int, default=0)
+    ap.add_argument("--location", type=int, default=-1,
+                    help="the device whose memory backs the chunks (cuMemCreate's location; default --device): "
+                         "a peer, as the lake's peer_devices creates them; access is granted to --device")
     ap.add_argument("--quick", action="store_true", help="fewer repetitions and sizes (a smoke test)")
     args = ap.parse_args()
 
@@ -258,7 +261,12 @@ def main():
     prop.type = CU_MEM_ALLOCATION_TYPE_PINNED
     prop.requestedHandleTypes = CU_MEM_HANDLE_TYPE_NONE
     prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE
-    prop.location.id = dev.value
+    location = dev.value if args.location < 0 else args.location
+    if location != dev.value:
+        loc_dev = ctypes.c_int()
+        ok(cuDeviceGet(ctypes.byref(loc_dev), location), "cuDeviceGet(location)")
+        location = loc_dev.value
+    prop.location.id = location
     access = CUmemAccessDesc()
     access.location.type = CU_MEM_LOCATION_TYPE_DEVICE
     access.location.id = dev.value
@@ -303,6 +311,7 @@ def main():
         "driver_version_int": ver.value,
         "kernel_driver": nvsmi,
         "total_mem_bytes": total.value,
+        "location_device": location,
         "granularity_bytes": gran,
         "granularity_recommended_bytes": grec.value,
         "entry_points": drv.names,

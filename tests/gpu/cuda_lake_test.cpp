@@ -8,6 +8,7 @@
 // borrower on the same device (CudaLakeSameDeviceTest), which one GPU suffices for.
 #include <gtest/gtest.h>
 
+#include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -18,12 +19,14 @@
 #include <vector>
 
 #include "backends/cuda/cuda_backend.h"
+#include "backends/cuda/cuda_stream_events.h"
 #include "gmlake/allocator.h"
 #include "gmlake/config.h"
 #include "gmlake/error.h"
 #include "gmlake/lake.h"
 #include "gmlake/units.h"
 #include "gpu/cuda_test_support.h"
+#include "policies/gmlake/stitching_allocator.h"
 #include "ipc_test_support.h"
 
 namespace gmlake {
@@ -98,6 +101,13 @@ int cuda_lender(int to_parent, int from_parent, const std::string& address, int 
     test::send_message(to_parent, "ready");
     while (lender.lent_bytes() == 0) lender.poll(-1, 0);
     const std::string which = test::receive_message(from_parent);
+    if (which == "recall") {  // every loan asked back; answers once they all came back, or after 20 s
+      lender.recall_all(UINT64_MAX);
+      for (int i = 0; i < 2000 && lender.lent_bytes() != 0; ++i) lender.poll(10, 0);
+      test::send_message(to_parent, lender.lent_bytes() == 0 ? "returned" : "kept");
+      while (lender.borrowers() != 0) lender.poll(-1, 0);
+      return backend.live_chunks() == 0 ? 0 : 10;
+    }
     std::vector<std::pair<std::uint64_t, std::uint64_t>> loans;  // id, bytes
     if (which == "all") {
       for (const auto& [id, bytes] : lender.loans()) loans.emplace_back(id, bytes);
@@ -229,6 +239,104 @@ TEST_F(CudaLakeSameDeviceTest, APoolBorrowsFromALenderThatSeesOnlyItsOwnGpu) {
 TEST_F(CudaLakeTest, AChunkLentByTheProcessOnDevice1IsWrittenHereAndSeenThere) { lend_write_and_check(1); }
 
 TEST_F(CudaLakeTest, APoolOnDevice0PastItsCapBorrowsFromALenderProcessOnDevice1) { pool_borrows_past_its_cap(1); }
+
+CUstream make_stream() {
+  CUstream s = nullptr;
+  cuda::check("cuStreamCreate", cuda::driver().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  return s;
+}
+
+// Queues `n` writes of the whole block on `stream` (each over the peer link: ~0.1 ms per 32 MiB on H200s).
+void queue_writes(void* block, std::uint64_t size_bytes, int n, CUstream stream) {
+  for (int i = 0; i < n; ++i) {
+    cuda::check("cuMemsetD32Async", cuda::driver().cuMemsetD32Async(reinterpret_cast<CUdeviceptr>(block),
+                                                                    0x5A5A5A5Au, size_bytes / 4, stream));
+  }
+}
+
+// A recall that comes while the pool's stream still writes the loan: the loan goes back only once that work
+// has finished (cuMemUnmap does not wait for it), at a call after it, with no fault and no further free on the
+// stream; the lender on device 1 gets it back.
+TEST_F(CudaLakeTest, ARecalledLoanUnderQueuedWorkGoesBackOnlyOnceThatWorkFinished) {
+  const std::string address = "@gmlake-cuda-lake-recall-" + std::to_string(::getpid());
+  std::unique_ptr<test::ForkedChild> child = start_lender(address, 1);
+  ASSERT_EQ(child->receive(), "ready");
+  CudaBackend backend(CudaBackendOptions{});
+  CudaStreamEvents events(backend);
+  const CUstream a = make_stream();
+  const auto sa = reinterpret_cast<StreamId>(a);
+  {
+    engine::StitchingAllocator alloc(
+        parse_config("cap_bytes:64M,cross_stream_reuse:false,peer_budget_bytes:256M,lake_socket:" + address),
+        backend, &events);
+    void* local = alloc.allocate(64 * kMiB, sa);
+    void* borrowed = alloc.allocate(kLoanBytes, sa);  // past the cap: the loan
+    EXPECT_EQ(alloc.stats().peer_reserved_bytes.current, static_cast<std::int64_t>(kLoanBytes));
+    queue_writes(borrowed, kLoanBytes, 2000, a);  // about 0.2 s of writes over the link
+    const StreamEvents::Token writes_done = events.record(sa);
+    alloc.deallocate(local);     // the stream's first mark
+    alloc.deallocate(borrowed);  // between marks: none of its own
+    ASSERT_TRUE(child->send("recall"));
+    // Calls while the writes run: each serves the recall, none may give the loan back yet.
+    for (int i = 0; i < 20 && !events.done(writes_done); ++i) {
+      ::usleep(2000);
+      void* p = alloc.allocate(2 * kMiB, sa);  // in local's pages: no backend call
+      const bool running = !events.done(writes_done);
+      if (running) {
+        EXPECT_EQ(alloc.stats().peer_reserved_bytes.current, static_cast<std::int64_t>(kLoanBytes))
+            << "the loan went back while the stream still wrote it";
+      }
+      alloc.deallocate(p);
+    }
+    events.wait(writes_done);
+    events.release(writes_done);
+    void* q = alloc.allocate(2 * kMiB, sa);  // after the writes: this call gives the loan back
+    alloc.check_invariants();
+    EXPECT_EQ(alloc.stats().peer_reserved_bytes.current, 0);
+    EXPECT_EQ(child->receive(), "returned");
+    gpu_test::synchronize();  // any write into an unmapped range would fault here
+    alloc.deallocate(q);
+    alloc.empty_cache();
+  }
+  EXPECT_EQ(child->wait(), 0) << "the lender got its chunk back";
+  EXPECT_EQ(backend.live_chunks(), 0u);
+  cuda::driver().cuStreamDestroy(a);
+}
+
+// The lender killed while the pool's stream writes its loan: the memory stays (an import holds its own
+// reference), the writes complete with no fault and their bytes are there; the pool goes on on its own device,
+// gives the loan up once its block is freed, and cannot borrow any more.
+TEST_F(CudaLakeTest, ALenderKilledWhileTheStreamWritesItsLoanLeavesTheBytesAndThePoolIntact) {
+  const std::string address = "@gmlake-cuda-lake-kill-" + std::to_string(::getpid());
+  std::unique_ptr<test::ForkedChild> child = start_lender(address, 1);
+  ASSERT_EQ(child->receive(), "ready");
+  CudaBackend backend(CudaBackendOptions{});
+  CudaStreamEvents events(backend);
+  const CUstream a = make_stream();
+  const auto sa = reinterpret_cast<StreamId>(a);
+  {
+    engine::StitchingAllocator alloc(
+        parse_config("cap_bytes:64M,cross_stream_reuse:false,peer_budget_bytes:256M,lake_socket:" + address),
+        backend, &events);
+    void* local = alloc.allocate(64 * kMiB, sa);
+    void* borrowed = alloc.allocate(kLoanBytes, sa);
+    queue_writes(borrowed, kLoanBytes, 1000, a);
+    ::kill(child->pid(), SIGKILL);
+    EXPECT_EQ(child->wait(), -1) << "killed";
+    gpu_test::synchronize();  // the writes complete with no fault
+    const std::vector<std::uint8_t> bytes = gpu_test::read_bytes(reinterpret_cast<std::uintptr_t>(borrowed), kLoanBytes);
+    EXPECT_EQ(std::count(bytes.begin(), bytes.end(), 0x5A), static_cast<std::ptrdiff_t>(bytes.size()));
+    alloc.deallocate(borrowed);  // the lender is gone: released here
+    alloc.check_invariants();
+    EXPECT_EQ(alloc.stats().peer_reserved_bytes.current, 0);
+    EXPECT_THROW(alloc.allocate(kLoanBytes, sa), OutOfMemoryError) << "no lender: nothing past the cap";
+    alloc.check_invariants();
+    alloc.deallocate(local);
+    alloc.empty_cache();
+  }
+  EXPECT_EQ(backend.live_chunks(), 0u);
+  cuda::driver().cuStreamDestroy(a);
+}
 
 
 }  // namespace

@@ -187,8 +187,9 @@ class StitchingAllocator final : public Allocator {
   // (unmapped, then released: the lender is told). Best effort, never throws: what fails is tried again at the
   // next call. Called at the start of allocate() and the end of each free; one poll(2) while loans are out.
   void serve_recalls() noexcept;
-  // Gives recalled chunk `id` back if no block uses it and no queued work can touch it (evict, then release).
-  // A backend failure leaves it as it was, for the next call.
+  // Gives recalled chunk `id` back if no block uses it and no queued work can touch it (evict, then release);
+  // while queued work may, it makes sure a stream mark follows the chunk (StreamFence::cover), so that a later
+  // call gives it back. A backend failure leaves it as it was, for the next call.
   void give_back_if_unused(ChunkId id);
   // Unmaps idle chunk `id` into the free chunks. Throws BackendError: nothing changed.
   void evict(ChunkId id);

@@ -49,7 +49,13 @@ void StitchingAllocator::give_back_if_unused(ChunkId id) {
   if (c.users != 0) return;  // a live block uses it: it goes back once the last one is freed
   try {
     if (c.mapped()) {
-      if (fence_.asynchronous() && !fence_.safe(arenas_[c.arena]->stream, c.idle_since)) return;
+      const StreamId stream = arenas_[c.arena]->stream;
+      if (fence_.asynchronous() && !fence_.safe(stream, c.idle_since)) {
+        // Queued work may still touch it. Make sure a mark follows it (a free between the stream's marks has
+        // none of its own), so that a later call finds it safe even if nothing more is freed on that stream.
+        fence_.cover(stream, c.idle_since, idle_.next_tick());
+        return;
+      }
       evict(id);  // into the free chunks, which give a peer chunk back at once (ChunkPool::add_free)
     } else {
       pool_.release(id);  // unmapped, out of the free index (ChunkPool::recall): a release that failed before

@@ -62,6 +62,15 @@ void StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t n
   poll(s);
 }
 
+void StreamFence::cover(StreamId stream, std::uint64_t tick, std::uint64_t now_tick) {
+  if (readiness(stream, tick) != Readiness::kUncovered) return;
+  const StreamEvents::Token token = events_->record(stream);  // throws: nothing changed
+  Stream& s = streams_[stream];
+  s.marks.push_back({now_tick, token});
+  s.marked = true;
+  s.last_mark_tick = now_tick;
+}
+
 void StreamFence::wait_all(std::uint64_t now_tick) {
   if (!events_) return;
   events_->synchronize_all();

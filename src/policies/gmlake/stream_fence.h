@@ -45,6 +45,11 @@ class StreamFence {
   bool safe(StreamId stream, std::uint64_t tick) { return readiness(stream, tick) == Readiness::kSafe; }
   // Blocks until safe(stream, tick); `now_tick` (>= tick) labels a mark recorded now if none covers tick.
   void wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick);
+  // Never blocks: when no mark covers `tick` yet, records one on `stream` labelled `now_tick` (>= tick), so that
+  // readiness() finds `tick` safe once the stream gets there, with no further free on that stream. For work that
+  // must wait for the stream, but not now: a recalled loan (StitchingAllocator::give_back_if_unused), which goes
+  // back at a later call. Throws what StreamEvents::record throws (BackendError); then nothing changed.
+  void cover(StreamId stream, std::uint64_t tick, std::uint64_t now_tick);
   // Blocks until all work queued so far on every stream has finished: every tick up to `now_tick` is safe.
   void wait_all(std::uint64_t now_tick);
 
