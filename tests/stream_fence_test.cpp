@@ -33,6 +33,28 @@ class StreamFenceTest : public ::testing::Test {
   std::unique_ptr<StitchingAllocator> alloc_;
 };
 
+// StreamFence::cover on its own: an uncovered tick gets a mark (recorded, never waited for), which makes it
+// safe once the stream finishes; a tick already covered gets none.
+TEST(StreamFenceCoverTest, AnUncoveredTickGetsAMarkThatMakesItSafeOnceTheStreamFinishes) {
+  ManualEvents events;
+  StreamFence fence(&events);
+  constexpr StreamId kStream = 3;
+  fence.note_idle(kStream, 1);  // the stream's first mark, at tick 1
+  fence.note_idle(kStream, 2);  // within the spacing: no mark
+  EXPECT_EQ(events.recorded(), 1);
+  EXPECT_EQ(fence.readiness(kStream, 2), StreamFence::Readiness::kUncovered);
+  fence.cover(kStream, 2, 3);
+  EXPECT_EQ(events.recorded(), 2);
+  EXPECT_EQ(events.waits, 0) << "cover never waits";
+  EXPECT_EQ(fence.readiness(kStream, 2), StreamFence::Readiness::kCovered);
+  fence.cover(kStream, 2, 4);  // covered already: nothing recorded
+  EXPECT_EQ(events.recorded(), 2);
+  events.finish(kStream);
+  EXPECT_TRUE(fence.safe(kStream, 2));
+  fence.cover(kStream, 2, 5);  // safe: nothing recorded
+  EXPECT_EQ(events.recorded(), 2);
+}
+
 TEST_F(StreamFenceTest, SharedArenasAcrossStreamsAreRefusedWithAsynchronousStreams) {
   test::expect_error([&] { make("cross_stream_reuse:true"); }, ErrorCode::kConfig, "cross_stream_reuse");
 }
