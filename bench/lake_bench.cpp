@@ -14,6 +14,7 @@
 
 #include "gmlake/replay.h"
 #include "gmlake/sim_backend.h"
+#include "backends/sim/vmm_cost_model.h"
 #include "gmlake/trace.h"
 
 namespace {
@@ -57,7 +58,8 @@ void BM_Lake(benchmark::State& state, std::string path, bool peers) {
 // Under a cap instead of a small device (as a user runs the lake: `cap_bytes` 80% of the trace's peak and
 // peer_devices:1, both devices unbounded): what the engine moves in the steady state. Counters as above, plus
 // steady_calls: create + map + unmap + release calls in the second half of the ops, when a repeating trace
-// should need none (against base_steady_calls, the same trace with no cap).
+// should need none (against base_steady_calls, the same trace with no cap); vmm_ns_per_op: the modelled VMM
+// time per operation (sim:h100 costs, and a peer chunk's cuMemSetAccess its measured H200 cost).
 void BM_LakeUnderCap(benchmark::State& state, std::string path, bool peers) {
   const gmlake::Trace& trace = load_trace(path);
   gmlake::ReplayOptions options;
@@ -68,8 +70,10 @@ void BM_LakeUnderCap(benchmark::State& state, std::string path, bool peers) {
   if (peers) options.config.apply("peer_devices:1");
   gmlake::ReplayResult r;
   for (auto _ : state) {
-    gmlake::SimBackend backend(kChunkBytes, {gmlake::SimDevice{0, gmlake::kH100HbmBytesPerS},
-                                             gmlake::SimDevice{0, gmlake::kH100NvlinkBytesPerS}});
+    gmlake::SimBackend backend(kChunkBytes,
+                               {gmlake::SimDevice{0, gmlake::kH100HbmBytesPerS},
+                                gmlake::SimDevice{0, gmlake::kH100NvlinkBytesPerS}},
+                               *gmlake::vmm_cost_model("h100"));
     r = gmlake::replay(trace, trace.devices.at(0), options, backend);
   }
   auto steady = [](const gmlake::BackendCounters& c) {
@@ -84,6 +88,7 @@ void BM_LakeUnderCap(benchmark::State& state, std::string path, bool peers) {
   state.counters["steady_calls"] = steady(r.backend_calls_second_half);
   state.counters["base_steady_calls"] = steady(base.backend_calls_second_half);
   state.counters["chunks_created"] = static_cast<double>(r.stats.chunks_created);
+  state.counters["vmm_ns_per_op"] = static_cast<double>(r.backend_time_ns) / static_cast<double>(r.ops);
 }
 
 int register_lake() {

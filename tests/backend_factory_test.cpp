@@ -50,6 +50,24 @@ TEST(BackendFactoryTest, AnUnknownNameIsRejectedWithTheNamesOnOffer) {
   expect_invalid("sim:1", "sim:1");  // only cuda takes a device
 }
 
+TEST(BackendFactoryTest, SimBackendsGetTheDevicesThatPeerDevicesNames) {
+  EXPECT_EQ(sim_devices_for("none"), 1u);
+  EXPECT_EQ(sim_devices_for("1"), 2u);
+  EXPECT_EQ(sim_devices_for("3;1"), 4u);
+  try {
+    sim_devices_for("one");
+    ADD_FAILURE() << "no error";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kConfig) << e.what();
+  }
+  EXPECT_EQ(make_backend("sim", kChunkBytes, false, 3)->device_count(), 3u);
+  const std::unique_ptr<Backend> modelled = make_backend("sim:h100", kChunkBytes, false, 2);
+  EXPECT_EQ(modelled->device_count(), 2u);
+  EXPECT_EQ(modelled->name(), "sim:h100");
+  EXPECT_EQ(make_backend("sim:h100", kChunkBytes)->device_count(), 1u);
+  EXPECT_EQ(make_backend("host", kChunkBytes, false, 3)->device_count(), 1u) << "only sim backends take it";
+}
+
 TEST(BackendFactoryTest, TheBaseNameIsWhatComesBeforeTheDeviceSuffix) {
   EXPECT_EQ(backend_base_name("cuda:3"), "cuda");
   EXPECT_EQ(backend_base_name("cuda"), "cuda");

@@ -74,6 +74,15 @@ TEST_F(CliTest, OnePolicyOnTheHostBackendWithACap) {
   EXPECT_EQ(o.out.find("caching"), std::string::npos);
 }
 
+// The lake in a replay: `--conf peer_devices:1` gives the sim a peer, which takes what the cap cannot hold.
+TEST_F(CliTest, APeerDeviceInTheConfTakesWhatTheCapCannotHoldOnTheSim) {
+  const Outcome o = gmlake("replay " + trace_ + " --policy gmlake --backend sim:h100 --cap 4900M --conf peer_devices:1");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("of which on peer devices at most"), std::string::npos) << o.out;
+  EXPECT_EQ(o.out.find("allocations failed"), std::string::npos) << o.out;
+  expect_bad_input("replay " + trace_ + " --conf peer_devices:x", "peer_devices");
+}
+
 TEST_F(CliTest, AMissingFileIsBadInput) { expect_bad_input("replay /no/such/trace.pickle", "/no/such/trace.pickle"); }
 
 TEST_F(CliTest, ATruncatedXzFileIsBadInput) {

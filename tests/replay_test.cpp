@@ -110,6 +110,21 @@ TEST_P(ShippedTraceTest, UnderACapJustAboveGmlakesPeakGmlakeFitsAndNativeCaching
 
 INSTANTIATE_TEST_SUITE_P(Traces, ShippedTraceTest, ::testing::Values("gpt2_varlen", "resnet50"));
 
+// `peer_devices` in the config gives a sim replay its peer devices (the lake), unbounded: under a cap that the
+// trace does not fit in, the replay borrows instead of failing, and reports how much lay on the peers.
+TEST(ReplayTest, PeerDevicesOfTheConfigAreSimulatedAndTakeWhatTheCapCannotHold) {
+  const Trace t = read_trace(std::string(GMLAKE_TRACES_DIR) + "/resnet50.snapshot.pickle.xz");
+  const ReplayResult alone = run(t, Policy::kGmlake);
+  const std::string cap = "cap_bytes:" + std::to_string(alone.peak_reserved_bytes / 10 * 8);
+  const ReplayResult own_only = run(t, Policy::kGmlake, cap);
+  EXPECT_GT(own_only.ooms, 0u);
+  EXPECT_EQ(own_only.stats.peer_reserved_bytes.peak, 0);
+  const ReplayResult lake = run(t, Policy::kGmlake, cap + ",peer_devices:1", 997);
+  EXPECT_EQ(lake.ooms, 0u);
+  EXPECT_GT(lake.stats.peer_reserved_bytes.peak, 0);
+  EXPECT_GE(lake.peak_reserved_bytes, alone.peak_reserved_bytes * 9 / 10);
+}
+
 TEST(SharedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd095ByDefaultOnEverySharedTrace) {
   const std::filesystem::path dir = GMLAKE_SHARED_TRACES_DIR;
   if (!std::filesystem::is_directory(dir)) GTEST_SKIP() << "no " << dir;

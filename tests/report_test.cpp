@@ -27,6 +27,17 @@ ReplayResult result(Policy policy, std::uint64_t peak_reserved_bytes) {
   return r;
 }
 
+TEST(ReportTest, BytesOnPeerDevicesAreReportedWhenThereWereAny) {
+  ReplayResult lake = result(Policy::kGmlake, 2'000'000'000);
+  lake.stats.peer_reserved_bytes.increase(500'000'000);
+  const ReplayResult alone = result(Policy::kGmlake, 2'000'000'000);
+  EXPECT_NE(format_table({lake}).find("of which on peer devices at most 0.500 GB"), std::string::npos);
+  EXPECT_EQ(format_table({alone}).find("peer devices"), std::string::npos);
+  const nlohmann::json j = nlohmann::json::parse(format_json({lake, alone}));
+  EXPECT_EQ(j[0]["peak_peer_reserved_bytes"], 500'000'000);
+  EXPECT_EQ(j[1]["peak_peer_reserved_bytes"], 0);
+}
+
 TEST(ReportTest, TheTableHasOneHeaderPerTraceAndDeviceAndOneRowPerPolicy) {
   ReplayResult gmlake = result(Policy::kGmlake, 2'000'000'000);
   gmlake.pytorch_peak_reserved_bytes = 3'000'000'000;

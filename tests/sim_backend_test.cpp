@@ -2,6 +2,8 @@
 // handles come from.
 #include "gmlake/sim_backend.h"
 
+#include "backends/sim/vmm_cost_model.h"
+
 #include <gtest/gtest.h>
 
 #include <cstdint>
@@ -101,6 +103,27 @@ TEST(SimBackendTest, AccessCostFollowsEachDevicesLinkBandwidth) {
   EXPECT_EQ(b.access_ns(2, kGiB), 0u) << "not modelled";
   EXPECT_THROW(b.access_ns(3, kGiB), Error);
   EXPECT_THROW(SimBackend(kChunkBytes, std::vector<SimDevice>{}), Error);
+}
+
+// With a cost model and several devices, cuMemSetAccess over a run charges each own chunk its table's time and
+// the peer chunks in it one peer call plus a cost per chunk (measured on two H200s: VmmCostModel).
+TEST(SimBackendTest, ModelledSetAccessChargesPeerChunksThePeerCallAndOwnChunksTheirTable) {
+  const VmmCostModel model = *vmm_cost_model("h100");
+  SimBackend b(kChunkBytes, {SimDevice{}, SimDevice{}}, model);
+  EXPECT_EQ(b.name(), "sim:h100");
+  const std::uintptr_t va = b.reserve(3 * kChunkBytes);
+  b.map(va, kChunkBytes, b.create(kChunkBytes));
+  b.map(va + kChunkBytes, kChunkBytes, b.create(kChunkBytes, 1));
+  b.map(va + 2 * kChunkBytes, kChunkBytes, b.create(kChunkBytes, 1));
+  const std::uint64_t before = b.counters().time_ns_of(BackendCall::kSetAccess);
+  b.set_access(va, 3 * kChunkBytes);
+  EXPECT_EQ(b.counters().time_ns_of(BackendCall::kSetAccess) - before,
+            model.ns(BackendCall::kSetAccess, kChunkBytes) + model.peer_set_access_call_ns +
+                2 * model.peer_set_access_chunk_ns);
+  const std::uint64_t middle = b.counters().time_ns_of(BackendCall::kSetAccess);
+  b.set_access(va, kChunkBytes);  // the own chunk alone: its table's time only
+  EXPECT_EQ(b.counters().time_ns_of(BackendCall::kSetAccess) - middle, model.ns(BackendCall::kSetAccess, kChunkBytes));
+  EXPECT_GT(model.peer_set_access_call_ns, 10 * model.ns(BackendCall::kSetAccess, kChunkBytes));
 }
 
 TEST(SimBackendTest, CreateOnADeviceItDoesNotHaveIsRefusedUncounted) {

@@ -214,6 +214,13 @@ class Backend {
       f(it->second.size_bytes);
     }
   }
+  // The same with the device each mapping's memory lives on: f(size_bytes, device) (chunk_device()).
+  template <typename F>
+  void for_each_mapping_device_in(std::uintptr_t addr, std::uint64_t size_bytes, F&& f) const {
+    for (auto it = mappings_.lower_bound(addr); it != mappings_.end() && it->first < addr + size_bytes; ++it) {
+      f(it->second.size_bytes, chunk_device(it->second.chunk));
+    }
+  }
 
  private:
   struct Mapping {

@@ -16,8 +16,15 @@ namespace gmlake {
 // any other name (or a bad device number), and whatever the backend's constructor throws (cuda without a
 // driver: BackendError("cuInit", ...); see cuda_backend.h). `exportable`: cuda chunks are made exportable as
 // POSIX file descriptors where the device supports it (Config::ipc_handles; the other backends ignore it).
+// `sim_devices` (sim backends only; the others ignore it): a sim of that many devices, device 0 the own one and
+// the others peers reached over NVLink (SimDevice: H100 link figures), all unbounded, as the lake's
+// peer_devices needs them (see sim_devices_for).
 std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes,
-                                      bool exportable = false);
+                                      bool exportable = false, std::uint32_t sim_devices = 1);
+
+// How many devices a sim backend needs for `peer_devices` (a Config value, parse_peer_devices' form): the
+// highest peer listed + 1, at least 1. Throws Error(kConfig) for a bad value.
+std::uint32_t sim_devices_for(std::string_view peer_devices);
 
 // The names make_backend accepts on this build, without device suffixes: {"sim", "host"[, "cuda"]}.
 std::vector<std::string_view> backend_names();

@@ -52,6 +52,9 @@ class SimBackend final : public Backend {
   SimBackend(std::uint64_t granularity_bytes, std::uint64_t physical_limit_bytes, const struct VmmCostModel& model);
   // Several devices, device 0 the own one (devices.size() >= 1, else Error(kInvalidArgument)).
   SimBackend(std::uint64_t granularity_bytes, std::vector<SimDevice> devices);
+  // The same, charging each call the cost `model` gives it; cuMemSetAccess over chunks of devices other than 0
+  // is charged the model's peer costs (VmmCostModel::peer_set_access_*).
+  SimBackend(std::uint64_t granularity_bytes, std::vector<SimDevice> devices, const struct VmmCostModel& model);
   ~SimBackend() override;
 
   // "sim", or "sim:h100" / "sim:h200" with a cost model.

@@ -2,10 +2,12 @@
 // when the CUDA backend is built) adds "cuda" and "cuda:N".
 #include "gmlake/backend_factory.h"
 
+#include <algorithm>
 #include <charconv>
 #include <string>
 
 #include "sim/vmm_cost_model.h"
+#include "gmlake/config.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
 #include "gmlake/sim_backend.h"
@@ -53,15 +55,21 @@ int cuda_device(std::string_view name) {
 std::string_view backend_base_name(std::string_view name) { return name.substr(0, name.find(':')); }
 
 std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes,
-                                      [[maybe_unused]] bool exportable) {
-  if (name == "sim") return std::make_unique<SimBackend>(granularity_bytes);
+                                      [[maybe_unused]] bool exportable, std::uint32_t sim_devices) {
+  std::vector<SimDevice> devices(std::max<std::uint32_t>(sim_devices, 1), SimDevice{0, kH100NvlinkBytesPerS});
+  devices[0] = SimDevice{0, kH100HbmBytesPerS};
+  if (name == "sim") {
+    if (devices.size() == 1) return std::make_unique<SimBackend>(granularity_bytes);
+    return std::make_unique<SimBackend>(granularity_bytes, std::move(devices));
+  }
   if (backend_base_name(name) == "sim") {
     const std::optional<VmmCostModel> model = vmm_cost_model(name.substr(4));
     if (!model) {
       throw Error(ErrorCode::kInvalidArgument, "backend '" + std::string(name) +
                                                    "': no VMM cost model of that name (sim:h100 or sim:h200)");
     }
-    return std::make_unique<SimBackend>(granularity_bytes, 0, *model);
+    if (devices.size() == 1) return std::make_unique<SimBackend>(granularity_bytes, 0, *model);
+    return std::make_unique<SimBackend>(granularity_bytes, std::move(devices), *model);
   }
   if (name == "host") return std::make_unique<HostBackend>(granularity_bytes);
 #if GMLAKE_HAVE_CUDA
@@ -74,6 +82,12 @@ std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granu
   }
 #endif
   unknown(name);
+}
+
+std::uint32_t sim_devices_for(std::string_view peer_devices) {
+  std::uint32_t n = 1;
+  for (const int d : parse_peer_devices(peer_devices)) n = std::max(n, static_cast<std::uint32_t>(d) + 1);
+  return n;
 }
 
 std::unique_ptr<StreamEvents> make_stream_events([[maybe_unused]] Backend& backend) {

@@ -241,7 +241,9 @@ void empty_cache(Allocator& allocator, const ReplayOptions& options, ReplayResul
 std::uint64_t lower_bound_bytes(const DeviceTrace& device) { return compile(device).lower_bound_bytes; }
 
 ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options) {
-  std::unique_ptr<Backend> backend = make_backend(options.backend, options.config.chunk_bytes);
+  // A sim backend gets the peer devices the config names (the lake), unbounded: `--cap` bounds the own one.
+  std::unique_ptr<Backend> backend = make_backend(options.backend, options.config.chunk_bytes, false,
+                                                  sim_devices_for(options.config.peer_devices));
   return replay(trace, device, options, *backend);
 }
 

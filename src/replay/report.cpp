@@ -51,6 +51,10 @@ std::string format_table(const std::vector<ReplayResult>& results) {
                        to_string(r.policy), gb(r.peak_reserved_bytes), r.utilization, r.fragmentation,
                        gb(r.peak_allocated_bytes), backend_calls_text(r.stats.backend_calls), r.stats.stitches,
                        r.stats.evictions, r.ns_per_op, vmm_ns_per_op(r), vmm_us_per_stitch_text(r));
+    if (r.stats.peer_reserved_bytes.peak > 0) {
+      out += fmt::format("  {:<11} of which on peer devices at most {:.3f} GB (the lake: peer_devices)\n", "",
+                         gb(static_cast<std::uint64_t>(r.stats.peer_reserved_bytes.peak)));
+    }
     if (r.ooms || r.unknown_frees) {
       out += fmt::format("  {:<11} {} allocations failed (out of memory), {} frees of unknown addresses skipped\n", "",
                          r.ooms, r.unknown_frees);
@@ -81,6 +85,7 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"lower_bound_held_bytes", r.lower_bound_held_bytes},
         {"peak_reserved_bytes", r.peak_reserved_bytes},
         {"peak_allocated_bytes", r.peak_allocated_bytes},
+        {"peak_peer_reserved_bytes", r.stats.peer_reserved_bytes.peak},
         {"utilization", r.utilization},
         {"fragmentation", r.fragmentation},
         {"pytorch_peak_reserved_bytes",

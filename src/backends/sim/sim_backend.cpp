@@ -30,6 +30,15 @@ SimBackend::SimBackend(std::uint64_t granularity_bytes, std::uint64_t physical_l
       model_(new VmmCostModel(model)),
       name_("sim:" + std::string(model.name)) {}
 
+SimBackend::SimBackend(std::uint64_t granularity_bytes, std::vector<SimDevice> devices, const VmmCostModel& model)
+    : Backend(granularity_bytes, CallTiming::kModelled),
+      devices_(std::move(devices)),
+      next_addr_(round_up(kSimBaseAddress, granularity_bytes)),
+      model_(new VmmCostModel(model)),
+      name_("sim:" + std::string(model.name)) {
+  if (devices_.empty()) throw Error(ErrorCode::kInvalidArgument, "SimBackend: at least one device is needed");
+}
+
 SimBackend::~SimBackend() { delete model_; }
 
 std::uintptr_t SimBackend::do_reserve(std::uint64_t size_bytes) {
@@ -89,8 +98,17 @@ void SimBackend::do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) {
 
 void SimBackend::do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) {
   if (model_ == nullptr) return;
-  for_each_mapping_in(addr, size_bytes,
-                      [&](std::uint64_t s) { charge(BackendCall::kSetAccess, model_->ns(BackendCall::kSetAccess, s)); });
+  std::uint64_t peer_chunks = 0;
+  for_each_mapping_device_in(addr, size_bytes, [&](std::uint64_t s, DeviceId d) {
+    if (d == device()) {
+      charge(BackendCall::kSetAccess, model_->ns(BackendCall::kSetAccess, s));
+    } else {
+      ++peer_chunks;
+    }
+  });
+  if (peer_chunks != 0) {
+    charge(BackendCall::kSetAccess, model_->peer_set_access_call_ns + peer_chunks * model_->peer_set_access_chunk_ns);
+  }
 }
 
 }  // namespace gmlake

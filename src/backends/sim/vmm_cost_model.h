@@ -28,6 +28,13 @@ struct VmmCostModel {
   std::vector<Table> per_chunk;
   std::uint64_t reserve_ns;
   std::uint64_t address_free_ns;
+  // cuMemSetAccess over a range holding chunks of another device (the lake's peer chunks), granting this device
+  // access: a fixed cost per call plus a cost per such chunk; the own device's chunks in the range cost their
+  // table's time as usual. Measured on two H200s joined by NVLink (bench/cuda/vmm_costs_h200_quick_peer.json:
+  // 1.51 ms for one 2 MiB chunk, 1.83 ms for 16, 3.01 ms for 64); no pair of H100s was measured, so both models
+  // take these figures.
+  std::uint64_t peer_set_access_call_ns = 1'490'000;
+  std::uint64_t peer_set_access_chunk_ns = 23'700;
 
   // Modelled ns of call `c` on one chunk (or reservation) of `size_bytes`.
   std::uint64_t ns(BackendCall c, std::uint64_t size_bytes) const;
