@@ -39,6 +39,8 @@ def parse():
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=1024)
+    p.add_argument("--varlen", action="store_true",
+                   help="a sequence length drawn per step, uniform in [seq/4, seq] (seeded): shapes that vary")
     p.add_argument("--cap-gb", type=float, default=0, help="device 0's cap in GB (10^9 bytes)")
     p.add_argument("--cap-fraction", type=float, default=0.75, help="--all: the cap over native's peak requested")
     p.add_argument("--json", default="")
@@ -92,7 +94,8 @@ def train(args):
             if gmlake is not None and len(times) == 5:
                 s5 = gmlake.torch.memory_stats(0)
                 calls_at_5 = (s5["gmlake.backend_calls"], s5["gmlake.backend_time_ns"])
-            x = torch.randint(0, model.config.vocab_size, (args.batch, args.seq), generator=gen).to(dev)
+            seq = int(torch.randint(args.seq // 4, args.seq + 1, (1,), generator=gen)) if args.varlen else args.seq
+            x = torch.randint(0, model.config.vocab_size, (args.batch, seq), generator=gen).to(dev)
             torch.cuda.synchronize()
             t0 = time.perf_counter()
             with saved, torch.autocast("cuda", dtype=torch.bfloat16):
@@ -113,7 +116,8 @@ def train(args):
     if args.record:
         torch.cuda.memory._dump_snapshot(args.record)
         torch.cuda.memory._record_memory_history(enabled=None)
-    out = {"mode": args.mode, "batch": args.batch, "seq": args.seq, "steps": args.steps, "steps_done": len(times),
+    out = {"mode": args.mode, "batch": args.batch, "seq": args.seq, "varlen": args.varlen, "steps": args.steps,
+           "steps_done": len(times),
            "fit": fit, "error": error, "cap_gb": args.cap_gb, "losses": losses,
            "median_step_s": statistics.median(times[3:] or times) if times else None,
            "step_times_s": [round(t, 5) for t in times], "torch": torch.__version__,
