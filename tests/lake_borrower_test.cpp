@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <string>
 
 #include "expect_error.h"
@@ -135,6 +136,45 @@ TEST(LakeBorrower, TheLendersBudgetBoundsItsLoans) {
     borrower.give_back(a.id);
   }
   EXPECT_EQ(child.wait(), 0);
+}
+
+// A lender that is alive but does not answer (here: it does not poll until told): borrow() gives up after
+// answer_timeout_ms with OutOfMemoryError, and refuses at once while that request is unanswered; once the lender
+// answers, the late loan goes straight back (never imported here) and borrowing works again.
+TEST(LakeBorrower, ASilentLenderIsOutOfMemoryAfterTheTimeoutAndItsLateLoanGoesStraightBack) {
+  const LakeAddress address = lake_address("silent");
+  ForkedChild child = lender_child(address, 0, 0, [](LakeLender& lender, HostBackend& backend, int up, int down) {
+    if (receive_message(down) != "serve") return 20;  // silent until then: the request waits in the socket
+    return serve_commands(lender, backend, up, down);
+  });
+  ASSERT_EQ(child.receive(), "ready");
+  HostBackend backend(kChunkBytes);
+  {
+    LakeBorrower borrower(backend, address, 100);
+    using Clock = std::chrono::steady_clock;
+    const Clock::time_point t0 = Clock::now();
+    test::expect_error([&] { borrower.borrow(kLoanBytes); }, ErrorCode::kOutOfMemory, "did not answer within 100 ms");
+    const auto waited = std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count();
+    EXPECT_GE(waited, 90) << "it waited for the answer";
+    EXPECT_LT(waited, 5000) << "then gave up";
+    EXPECT_TRUE(borrower.awaiting_answer());
+    EXPECT_EQ(borrower.borrowed_bytes(), 0u);
+    EXPECT_EQ(backend.live_chunks(), 0u);
+    // No second request, so no second wait: refused at once, naming the unanswered one.
+    test::expect_error([&] { borrower.borrow(kLoanBytes); }, ErrorCode::kOutOfMemory, "has not answered");
+    ASSERT_TRUE(child.send("serve"));  // the lender now answers the old request: a loan
+    for (int i = 0; i < 200 && borrower.awaiting_answer(); ++i) borrower.poll(10);
+    EXPECT_FALSE(borrower.awaiting_answer());
+    EXPECT_FALSE(borrower.lender_gone()) << "a late answer is no garbage";
+    EXPECT_EQ(backend.live_chunks(), 0u) << "the late loan was never imported";
+    ASSERT_TRUE(child.send("lent"));
+    EXPECT_EQ(child.receive(), "0") << "the late loan went back";
+    const Loan loan = borrower.borrow(kLoanBytes);
+    EXPECT_EQ(borrower.borrowed_bytes(), kLoanBytes);
+    borrower.give_back(loan.id);
+  }
+  EXPECT_EQ(child.wait(), 0) << "the lender got every chunk back";
+  EXPECT_EQ(backend.live_chunks(), 0u);
 }
 
 TEST(LakeBorrower, NoLenderAtTheAddressIsABackendError) {

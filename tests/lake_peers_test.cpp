@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
@@ -250,6 +251,47 @@ TEST_F(LakePeersTest, ALenderThatDiesLeavesThePoolUsableAndItsLoansValidUntilThe
   a.deallocate(again);
   alloc_.reset();
   EXPECT_EQ(backend_.live_chunks(), 0u);
+}
+
+// A lender that stops answering (alive, not polling) costs an allocation lake_answer_timeout_ms once, not a hang:
+// the allocation goes on memory first on the own device (here it has none, so out of memory), the next ones do
+// not wait, and the late loan goes back at a call after it came; then the pool borrows again.
+TEST_F(LakePeersTest, ASilentLenderCostsOneTimeoutThenTheLateLoanGoesBackAndBorrowingResumes) {
+  const LakeAddress address = address_;
+  child_ = std::make_unique<ForkedChild>([=](int up, int down) {
+    HostBackend backend(kChunkBytes, 0);
+    LakeLender lender(backend, address, 0);
+    send_message(up, "ready");
+    if (receive_message(down) != "serve") return 20;
+    return serve_commands(lender, backend, up, down);
+  });
+  ASSERT_EQ(child_->receive(), "ready");
+  alloc_ = std::make_unique<engine::StitchingAllocator>(
+      parse_config(kBase + ",lake_socket:" + address_ + ",lake_answer_timeout_ms:100"), backend_);
+  engine::StitchingAllocator& a = *alloc_;
+  void* own = a.allocate(kOwnBytes, 0);
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point t0 = Clock::now();
+  test::expect_error([&] { a.allocate(2 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
+  EXPECT_LT(std::chrono::duration_cast<std::chrono::milliseconds>(Clock::now() - t0).count(), 5000) << "no hang";
+  a.check_invariants();
+  // Refused without a second request (one would be granted later and read as garbage: the lender gone, and the
+  // allocation below would fail).
+  test::expect_error([&] { a.allocate(2 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
+  a.check_invariants();
+  ASSERT_TRUE(child_->send("serve"));
+  for (int i = 0; i < 200 && ask("lent") != "0"; ++i) {
+    ::usleep(5000);
+    EXPECT_EQ(a.allocate(0, 0), nullptr);  // a call that needs no memory: it reads the socket (the late loan)
+  }
+  EXPECT_EQ(lent(), 0u) << "the late loan went back";
+  void* q = a.allocate(2 * kMiB, 0);  // the lender answers again: borrowed
+  a.check_invariants();
+  EXPECT_EQ(peer_bytes(), 2 * kMiB);
+  a.deallocate(q);
+  a.deallocate(own);
+  a.check_invariants();
+  EXPECT_EQ(finish(), 0);
 }
 
 TEST_F(LakePeersTest, OutOfMemoryOnBothSidesIsACleanErrorThatLeavesNothingBehind) {

@@ -79,6 +79,11 @@ namespace gmlake {
     "absolute path or @name (abstract namespace), at most 107 bytes; the pool borrows chunks from it when its "   \
     "own device (or cap_bytes) is full, within peer_budget_bytes, and gives them back when recalled; none = no "  \
     "lender. Not with peer_devices (one source of peer memory per pool); caching and expandable ignore it")      \
+  X(u64, lake_answer_timeout_ms, 5000, "ms",                                                                     \
+    "gmlake, the lake between processes: how long an allocation waits for the lender's answer to a loan "       \
+    "request; past it the request counts as refused (the allocation goes on memory first on the own device), "  \
+    "and no new request is sent until the lender has answered it (a late loan goes straight back); 0 = wait "    \
+    "as long as the lender lives")                                                                               \
   X(u64, move_budget_ns_per_op, 50, "ns",                                                                        \
     "gmlake: driver time that moving memory (evicting idle chunks, remaking chunks of another size) may cost, "   \
     "earned per allocation at a fixed modelled cost per move (src/policies/gmlake/move_budget.h); out of it, "   \

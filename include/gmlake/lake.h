@@ -102,8 +102,9 @@ class LakeLender {
 class LakeBorrower {
  public:
   // Connects to the lender at `address`; imports loans into `backend` (which must outlive the borrower and be
-  // able to import: host, cuda). Throws BackendError("connect", ...) when no lender listens there.
-  LakeBorrower(Backend& backend, const LakeAddress& address);
+  // able to import: host, cuda). `answer_timeout_ms`: how long borrow() waits for an answer (0: as long as the
+  // lender lives). Throws BackendError("connect", ...) when no lender listens there.
+  LakeBorrower(Backend& backend, const LakeAddress& address, std::uint64_t answer_timeout_ms = 0);
   // Releases every loan still held (each must be mapped nowhere by then; one still mapped is left to the
   // backend) and closes the connection. Never throws.
   ~LakeBorrower();
@@ -115,6 +116,10 @@ class LakeBorrower {
   // Throws OutOfMemoryError when the lender refuses for memory or budget, Error(kInvalidArgument) when it
   // refuses the size, Error(kBackend) "lender gone" once the lender has exited or cut this borrower off, and
   // what import_chunk throws. Nothing changes on either side when it throws.
+  // A lender that does not answer within answer_timeout_ms: OutOfMemoryError ("did not answer"); the request
+  // stays outstanding, and until its answer comes every borrow() throws OutOfMemoryError at once ("has not
+  // answered") after reading, without waiting, what arrived. The late answer is read by poll() or borrow(): a
+  // late loan is handed straight back (RETURN, never imported), a late refusal dropped.
   Loan borrow(std::uint64_t size_bytes);
   // Reads what has arrived: recalls (the loan is marked recalled) and the lender's exit (lender_gone()). Waits up
   // to timeout_ms for the first message (0: not at all; -1: until one comes or the lender goes; no wait when
@@ -128,6 +133,8 @@ class LakeBorrower {
 
   // True once the lender exited, closed the connection (cut this borrower off) or sent garbage.
   bool lender_gone() const { return lender_gone_; }
+  // True while a request that timed out has had no answer (poll() or borrow() reads it when it comes).
+  bool awaiting_answer() const { return unanswered_ != 0 && !lender_gone_; }
   // The loans held, by id.
   const std::map<std::uint64_t, Loan>& loans() const { return loans_; }
   // Bytes of the loans held.
@@ -139,6 +146,8 @@ class LakeBorrower {
 
   Backend& backend_;
   int socket_ = -1;
+  std::uint64_t answer_timeout_ms_ = 0;
+  std::uint64_t unanswered_ = 0;  // requests that timed out, answered by none of the messages read so far
   bool lender_gone_ = false;
   std::map<std::uint64_t, Loan> loans_;
   std::vector<std::uint64_t> pending_recalls_;  // seen while borrow() waited, not yet returned by poll

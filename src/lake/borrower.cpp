@@ -1,6 +1,9 @@
 // LakeBorrower (include/gmlake/lake.h): takes chunks on loan from a lender process and gives them back.
 #include <unistd.h>
 
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -17,8 +20,8 @@ namespace {
 
 }  // namespace
 
-LakeBorrower::LakeBorrower(Backend& backend, const LakeAddress& address)
-    : backend_(backend), socket_(lake::connect_to(address)) {}
+LakeBorrower::LakeBorrower(Backend& backend, const LakeAddress& address, std::uint64_t answer_timeout_ms)
+    : backend_(backend), socket_(lake::connect_to(address)), answer_timeout_ms_(answer_timeout_ms) {}
 
 LakeBorrower::~LakeBorrower() {
   for (const auto& [id, loan] : loans_) {
@@ -39,6 +42,23 @@ bool LakeBorrower::receive_one(int timeout_ms, std::vector<std::uint64_t>* recal
     m = lake::receive_message(socket_, &fd);
   } catch (const Error&) {
     m.reset();  // a lender that sends garbage is treated as gone
+  }
+  const bool answer = m && (m->type == lake::MessageType::kGrant || m->type == lake::MessageType::kRefuse);
+  if (answer && unanswered_ != 0) {  // answers come in request order: this one is for a request given up on
+    --unanswered_;
+    if (m->type == lake::MessageType::kGrant) {
+      if (fd >= 0) ::close(fd);  // never imported: straight back, so the lender releases it
+      lake::Message back;
+      back.type = lake::MessageType::kReturn;
+      back.loan_id = m->loan_id;
+      if (!lake::send_message(socket_, back)) {
+        lender_gone_ = true;
+        ::close(socket_);
+        socket_ = -1;
+        return false;
+      }
+    }
+    return true;
   }
   if (!m || (m->type != lake::MessageType::kRecall && granted == nullptr)) {
     if (fd >= 0) ::close(fd);
@@ -94,6 +114,15 @@ Loan LakeBorrower::borrow(std::uint64_t size_bytes) {
                                                  std::to_string(backend_.granularity_bytes()));
   }
   if (lender_gone_) lender_gone_error();
+  // An earlier request that timed out: read what has come (its answer, maybe), without waiting.
+  while (unanswered_ != 0 && !lender_gone_ && lake::wait_readable(socket_, 0)) {
+    if (!receive_one(0, &pending_recalls_, nullptr, nullptr)) lender_gone_error();
+  }
+  if (lender_gone_) lender_gone_error();
+  if (unanswered_ != 0) {
+    throw OutOfMemoryError(size_bytes, borrowed_bytes(), 0, 0,
+                           "the lender has not answered an earlier request yet (lake_answer_timeout_ms)");
+  }
   lake::Message request;
   request.type = lake::MessageType::kRequest;
   request.size_bytes = size_bytes;
@@ -101,10 +130,23 @@ Loan LakeBorrower::borrow(std::uint64_t size_bytes) {
     lender_gone_ = true;
     lender_gone_error();
   }
+  using Clock = std::chrono::steady_clock;
+  const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(answer_timeout_ms_);
   Loan granted;
   bool answered = false;
   while (!answered) {  // recalls that come first are kept for the next poll
-    if (!receive_one(-1, &pending_recalls_, &granted, &answered)) lender_gone_error();
+    int wait_ms = -1;
+    if (answer_timeout_ms_ != 0) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) {
+        ++unanswered_;  // its answer, when it comes, is for nobody: read as a late answer
+        throw OutOfMemoryError(size_bytes, borrowed_bytes(), 0, 0,
+                               "the lender did not answer within " + std::to_string(answer_timeout_ms_) +
+                                   " ms (lake_answer_timeout_ms)");
+      }
+      wait_ms = static_cast<int>(std::min<long long>(left, INT32_MAX));
+    }
+    if (!receive_one(wait_ms, &pending_recalls_, &granted, &answered)) lender_gone_error();
   }
   loans_.emplace(granted.id, granted);
   return granted;

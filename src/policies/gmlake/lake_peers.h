@@ -31,15 +31,19 @@ class LakePeers final : public PeerSource {
  public:
   // Connects to the lender at `address` (Config::lake_socket); loans are imported into `backend`, which must
   // outlive this and be able to import (host, cuda: else Error(kConfig) naming lake_socket). Throws
-  // BackendError("connect", ...) when no lender listens there.
-  LakePeers(Backend& backend, const LakeAddress& address, std::uint64_t budget_bytes);
+  // BackendError("connect", ...) when no lender listens there. `answer_timeout_ms`: LakeBorrower's (0: none).
+  LakePeers(Backend& backend, const LakeAddress& address, std::uint64_t budget_bytes,
+            std::uint64_t answer_timeout_ms = 0);
 
   bool enabled() const override { return !borrower_.lender_gone(); }
   ChunkId borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& retries) override;
   // Releases the loan behind `handle` and tells the lender (if it is still there). Throws Error(kInvalidArgument)
   // for a handle that is no loan of this source, or a chunk still mapped: nothing changed.
   void give_back(Backend& backend, ChunkHandle handle) override;
-  bool may_recall() const override { return !loans_.empty() && !gone_recalled_; }
+  // Loans out (recalls may come), or a late answer to read (a loan to hand straight back).
+  bool may_recall() const override {
+    return (!loans_.empty() && !gone_recalled_) || borrower_.awaiting_answer();
+  }
   std::vector<ChunkHandle> take_recalls() override;
   std::uint64_t imported_bytes() const override { return borrower_.borrowed_bytes(); }
   // The connection (tests: lender_gone(), loans()).

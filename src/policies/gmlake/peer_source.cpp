@@ -16,7 +16,8 @@ std::uint64_t PeerSource::room_bytes(std::uint64_t peer_reserved_bytes) const {
 std::unique_ptr<PeerSource> make_peer_source(const Config& config, Backend& backend, ChunkPool& pool) {
   std::unique_ptr<PeerSource> source;
   if (config.lake_socket != "none") {
-    source = std::make_unique<LakePeers>(backend, config.lake_socket, config.peer_budget_bytes);
+    source = std::make_unique<LakePeers>(backend, config.lake_socket, config.peer_budget_bytes,
+                                         config.lake_answer_timeout_ms);
   } else {
     source = std::make_unique<PeerChunks>(backend, parse_peer_devices(config.peer_devices), config.peer_budget_bytes);
   }
