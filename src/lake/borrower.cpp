@@ -51,7 +51,13 @@ bool LakeBorrower::receive_one(int timeout_ms, std::vector<std::uint64_t>* recal
       lake::Message back;
       back.type = lake::MessageType::kReturn;
       back.loan_id = m->loan_id;
-      if (!lake::send_message(socket_, back)) {
+      bool sent = false;
+      try {
+        sent = lake::send_message(socket_, back);
+      } catch (const Error&) {
+        // as a closed socket: the lender is gone, and so is its loan
+      }
+      if (!sent) {
         lender_gone_ = true;
         ::close(socket_);
         socket_ = -1;
