@@ -7,7 +7,8 @@
 // allocation earns `budget_ns_per_op` of credit (up to kBurstOps allocations' worth, so a burst of moves after a
 // quiet stretch is allowed); each move is charged a fixed modelled cost; while the credit is negative the
 // policy grows instead of moving, as long as memory is not what limits (no cap, the device not full: the
-// caller checks that). So, over any run of n allocations:
+// caller checks that); where it does limit and a peer may lend (the lake), the policy borrows instead of moving.
+// So, over any run of n allocations:
 //     moves_charged_ns <= n x budget_ns_per_op + kBurstOps x budget_ns_per_op + one move's cost
 // (a move is refused only when the credit is already negative, and it can go below zero by one move).
 // The costs are fixed so that decisions are the same on every backend (sim, host, cuda): reproducible replays.
