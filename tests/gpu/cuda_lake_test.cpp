@@ -255,8 +255,9 @@ void queue_writes(void* block, std::uint64_t size_bytes, int n, CUstream stream)
 }
 
 // A recall that comes while the pool's stream still writes the loan: the loan goes back only once that work
-// has finished (cuMemUnmap does not wait for it), at a call after it, with no fault and no further free on the
-// stream; the lender on device 1 gets it back.
+// has finished (cuMemUnmap does not wait for it), at the first call after it, with no fault; the lender on
+// device 1 gets it back. (That it goes back with no further free on its stream is LakePeersTest's
+// ARecalledLoanUnderQueuedWorkGoesBackOnceThatWorkFinished, on the CPU.)
 TEST_F(CudaLakeTest, ARecalledLoanUnderQueuedWorkGoesBackOnlyOnceThatWorkFinished) {
   const std::string address = "@gmlake-cuda-lake-recall-" + std::to_string(::getpid());
   std::unique_ptr<test::ForkedChild> child = start_lender(address, 1);
