@@ -143,6 +143,10 @@ class LakeBorrower {
  private:
   // Handles one message from the lender; false when the connection closed.
   bool receive_one(int timeout_ms, std::vector<std::uint64_t>* recalled, Loan* granted, bool* answered);
+  // Sends RETURN(id); a send that fails marks the lender gone (lose_lender) and returns false. Never throws.
+  bool send_return(std::uint64_t id);
+  // The lender is gone: the connection is closed and no new loan is asked for.
+  void lose_lender();
 
   Backend& backend_;
   int socket_ = -1;

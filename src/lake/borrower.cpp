@@ -48,29 +48,13 @@ bool LakeBorrower::receive_one(int timeout_ms, std::vector<std::uint64_t>* recal
     --unanswered_;
     if (m->type == lake::MessageType::kGrant) {
       if (fd >= 0) ::close(fd);  // never imported: straight back, so the lender releases it
-      lake::Message back;
-      back.type = lake::MessageType::kReturn;
-      back.loan_id = m->loan_id;
-      bool sent = false;
-      try {
-        sent = lake::send_message(socket_, back);
-      } catch (const Error&) {
-        // as a closed socket: the lender is gone, and so is its loan
-      }
-      if (!sent) {
-        lender_gone_ = true;
-        ::close(socket_);
-        socket_ = -1;
-        return false;
-      }
+      return send_return(m->loan_id);
     }
     return true;
   }
   if (!m || (m->type != lake::MessageType::kRecall && granted == nullptr)) {
     if (fd >= 0) ::close(fd);
-    lender_gone_ = true;
-    ::close(socket_);
-    socket_ = -1;
+    lose_lender();
     return false;
   }
   switch (m->type) {
@@ -177,6 +161,10 @@ void LakeBorrower::give_back(std::uint64_t id) {
   backend_.release(it->second.chunk);  // throws while mapped: nothing changed
   loans_.erase(it);
   if (lender_gone_) return;
+  send_return(id);  // the chunk is released here already: a send that fails is a lender gone, not an error
+}
+
+bool LakeBorrower::send_return(std::uint64_t id) {
   lake::Message m;
   m.type = lake::MessageType::kReturn;
   m.loan_id = id;
@@ -184,13 +172,16 @@ void LakeBorrower::give_back(std::uint64_t id) {
   try {
     sent = lake::send_message(socket_, m);
   } catch (const Error&) {
-    // The chunk is released here already: a socket that fails now is a lender gone, not an error of this call.
+    // as a closed socket
   }
-  if (!sent) {
-    lender_gone_ = true;
-    ::close(socket_);
-    socket_ = -1;
-  }
+  if (!sent) lose_lender();
+  return sent;
+}
+
+void LakeBorrower::lose_lender() {
+  lender_gone_ = true;
+  ::close(socket_);
+  socket_ = -1;
 }
 
 std::uint64_t LakeBorrower::borrowed_bytes() const {
