@@ -29,7 +29,11 @@ void StreamFence::note_idle(StreamId stream, std::uint64_t tick) {
   if (s.marked && tick < s.last_mark_tick + kMarkSpacingTicks) return;
   poll(s);
   if (s.marks.size() >= kMaxMarks) return;
-  s.marks.push_back({tick, events_->record(stream)});
+  record_mark(s, stream, tick);
+}
+
+void StreamFence::record_mark(Stream& s, StreamId stream, std::uint64_t tick) {
+  s.marks.push_back({tick, events_->record(stream)});  // record throws: nothing changed
   s.marked = true;
   s.last_mark_tick = tick;
 }
@@ -47,11 +51,7 @@ StreamFence::Readiness StreamFence::readiness(StreamId stream, std::uint64_t tic
 void StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick) {
   if (readiness(stream, tick) == Readiness::kSafe) return;
   Stream& s = streams_[stream];
-  if (s.marks.empty() || s.marks.back().tick < tick) {
-    s.marks.push_back({now_tick, events_->record(stream)});
-    s.marked = true;
-    s.last_mark_tick = now_tick;
-  }
+  if (s.marks.empty() || s.marks.back().tick < tick) record_mark(s, stream, now_tick);
   // Marks finish in stream order: waiting for the first one that covers `tick` is enough.
   for (const Mark& m : s.marks) {
     if (m.tick >= tick) {
@@ -64,11 +64,7 @@ void StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t n
 
 void StreamFence::cover(StreamId stream, std::uint64_t tick, std::uint64_t now_tick) {
   if (readiness(stream, tick) != Readiness::kUncovered) return;
-  const StreamEvents::Token token = events_->record(stream);  // throws: nothing changed
-  Stream& s = streams_[stream];
-  s.marks.push_back({now_tick, token});
-  s.marked = true;
-  s.last_mark_tick = now_tick;
+  record_mark(streams_[stream], stream, now_tick);
 }
 
 void StreamFence::wait_all(std::uint64_t now_tick) {

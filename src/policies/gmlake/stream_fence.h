@@ -65,6 +65,9 @@ class StreamFence {
     std::uint64_t last_mark_tick = 0;
   };
   void poll(Stream& s);
+  // Records a mark on `stream` labelled `tick` at the end of s.marks. Throws what StreamEvents::record throws
+  // (then nothing changed).
+  void record_mark(Stream& s, StreamId stream, std::uint64_t tick);
 
   StreamEvents* events_;
   absl::flat_hash_map<StreamId, Stream> streams_;
