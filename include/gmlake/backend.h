@@ -210,16 +210,12 @@ class Backend {
   // (from do_unmap and do_set_access, which run before the tables change).
   template <typename F>
   void for_each_mapping_in(std::uintptr_t addr, std::uint64_t size_bytes, F&& f) const {
-    for (auto it = mappings_.lower_bound(addr); it != mappings_.end() && it->first < addr + size_bytes; ++it) {
-      f(it->second.size_bytes);
-    }
+    for_each_mapping_record_in(addr, size_bytes, [&](const Mapping& m) { f(m.size_bytes); });
   }
   // The same with the device each mapping's memory lives on: f(size_bytes, device) (chunk_device()).
   template <typename F>
   void for_each_mapping_device_in(std::uintptr_t addr, std::uint64_t size_bytes, F&& f) const {
-    for (auto it = mappings_.lower_bound(addr); it != mappings_.end() && it->first < addr + size_bytes; ++it) {
-      f(it->second.size_bytes, chunk_device(it->second.chunk));
-    }
+    for_each_mapping_record_in(addr, size_bytes, [&](const Mapping& m) { f(m.size_bytes, chunk_device(m.chunk)); });
   }
 
  private:
@@ -240,6 +236,13 @@ class Backend {
   using MappingTable = absl::btree_map<std::uintptr_t, Mapping>;      // start -> mapping
 
   void count(BackendCall c) { ++counters_.calls[static_cast<std::size_t>(c)]; }
+  // Calls f(mapping) for each live mapping that starts inside [addr, addr + size_bytes), in address order.
+  template <typename F>
+  void for_each_mapping_record_in(std::uintptr_t addr, std::uint64_t size_bytes, F&& f) const {
+    for (auto it = mappings_.lower_bound(addr); it != mappings_.end() && it->first < addr + size_bytes; ++it) {
+      f(it->second);
+    }
+  }
   // The live bytes counter of `device` (a tracked device, or kImportedDevice).
   std::uint64_t& device_bytes(DeviceId device) {
     return device == kImportedDevice ? imported_bytes_ : device_bytes_[static_cast<std::size_t>(device)];

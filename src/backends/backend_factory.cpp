@@ -50,17 +50,22 @@ int cuda_device(std::string_view name) {
 }
 #endif
 
+// `n` unbounded devices: device 0 the own one (HBM), the others peers reached over NVLink (H100 figures).
+std::vector<SimDevice> sim_device_list(std::uint32_t n) {
+  std::vector<SimDevice> devices(n, SimDevice{0, kH100NvlinkBytesPerS});
+  devices[0] = SimDevice{0, kH100HbmBytesPerS};
+  return devices;
+}
+
 }  // namespace
 
 std::string_view backend_base_name(std::string_view name) { return name.substr(0, name.find(':')); }
 
 std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes,
                                       [[maybe_unused]] bool exportable, std::uint32_t sim_devices) {
-  std::vector<SimDevice> devices(std::max<std::uint32_t>(sim_devices, 1), SimDevice{0, kH100NvlinkBytesPerS});
-  devices[0] = SimDevice{0, kH100HbmBytesPerS};
   if (name == "sim") {
-    if (devices.size() == 1) return std::make_unique<SimBackend>(granularity_bytes);
-    return std::make_unique<SimBackend>(granularity_bytes, std::move(devices));
+    if (sim_devices <= 1) return std::make_unique<SimBackend>(granularity_bytes);
+    return std::make_unique<SimBackend>(granularity_bytes, sim_device_list(sim_devices));
   }
   if (backend_base_name(name) == "sim") {
     const std::optional<VmmCostModel> model = vmm_cost_model(name.substr(4));
@@ -68,8 +73,8 @@ std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granu
       throw Error(ErrorCode::kInvalidArgument, "backend '" + std::string(name) +
                                                    "': no VMM cost model of that name (sim:h100 or sim:h200)");
     }
-    if (devices.size() == 1) return std::make_unique<SimBackend>(granularity_bytes, 0, *model);
-    return std::make_unique<SimBackend>(granularity_bytes, std::move(devices), *model);
+    if (sim_devices <= 1) return std::make_unique<SimBackend>(granularity_bytes, 0, *model);
+    return std::make_unique<SimBackend>(granularity_bytes, sim_device_list(sim_devices), *model);
   }
   if (name == "host") return std::make_unique<HostBackend>(granularity_bytes);
 #if GMLAKE_HAVE_CUDA
