@@ -240,10 +240,12 @@ TEST_F(CudaLakeTest, AChunkLentByTheProcessOnDevice1IsWrittenHereAndSeenThere) {
 
 TEST_F(CudaLakeTest, APoolOnDevice0PastItsCapBorrowsFromALenderProcessOnDevice1) { pool_borrows_past_its_cap(1); }
 
-CUstream make_stream() {
-  CUstream s = nullptr;
-  cuda::check("cuStreamCreate", cuda::driver().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  return s;
+// A gmlake engine with asynchronous streams (`events`), a 64 MiB cap and the lender at `address` past it.
+engine::StitchingAllocator streamed_pool_with_lender(CudaBackend& backend, CudaStreamEvents& events,
+                                                     const std::string& address) {
+  return engine::StitchingAllocator(
+      parse_config("cap_bytes:64M,cross_stream_reuse:false,peer_budget_bytes:256M,lake_socket:" + address), backend,
+      &events);
 }
 
 // Queues `n` writes of the whole block on `stream` (each over the peer link: ~0.1 ms per 32 MiB on H200s).
@@ -264,12 +266,10 @@ TEST_F(CudaLakeTest, ARecalledLoanUnderQueuedWorkGoesBackOnlyOnceThatWorkFinishe
   ASSERT_EQ(child->receive(), "ready");
   CudaBackend backend(CudaBackendOptions{});
   CudaStreamEvents events(backend);
-  const CUstream a = make_stream();
+  const CUstream a = gpu_test::make_stream();
   const auto sa = reinterpret_cast<StreamId>(a);
   {
-    engine::StitchingAllocator alloc(
-        parse_config("cap_bytes:64M,cross_stream_reuse:false,peer_budget_bytes:256M,lake_socket:" + address),
-        backend, &events);
+    engine::StitchingAllocator alloc = streamed_pool_with_lender(backend, events, address);
     void* local = alloc.allocate(64 * kMiB, sa);
     void* borrowed = alloc.allocate(kLoanBytes, sa);  // past the cap: the loan
     EXPECT_EQ(alloc.stats().peer_reserved_bytes.current, static_cast<std::int64_t>(kLoanBytes));
@@ -313,12 +313,10 @@ TEST_F(CudaLakeTest, ALenderKilledWhileTheStreamWritesItsLoanLeavesTheBytesAndTh
   ASSERT_EQ(child->receive(), "ready");
   CudaBackend backend(CudaBackendOptions{});
   CudaStreamEvents events(backend);
-  const CUstream a = make_stream();
+  const CUstream a = gpu_test::make_stream();
   const auto sa = reinterpret_cast<StreamId>(a);
   {
-    engine::StitchingAllocator alloc(
-        parse_config("cap_bytes:64M,cross_stream_reuse:false,peer_budget_bytes:256M,lake_socket:" + address),
-        backend, &events);
+    engine::StitchingAllocator alloc = streamed_pool_with_lender(backend, events, address);
     void* local = alloc.allocate(64 * kMiB, sa);
     void* borrowed = alloc.allocate(kLoanBytes, sa);
     queue_writes(borrowed, kLoanBytes, 1000, a);

@@ -15,16 +15,10 @@ namespace {
 
 class CudaStreamEventsTest : public gpu_test::CudaTest {};
 
-CUstream make_stream() {
-  CUstream s = nullptr;
-  cuda::check("cuStreamCreate", cuda::driver().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
-  return s;
-}
-
 TEST_F(CudaStreamEventsTest, EventsRecordOnAStreamAndFinish) {
   CudaBackend backend;
   CudaStreamEvents events(backend);
-  const CUstream s = make_stream();
+  const CUstream s = gpu_test::make_stream();
   const StreamEvents::Token t = events.record(reinterpret_cast<StreamId>(s));
   events.wait(t);
   EXPECT_TRUE(events.done(t));
@@ -43,8 +37,8 @@ TEST_F(CudaStreamEventsTest, ChunksFreedUnderQueuedWorkMoveToAnotherStreamOnlyAf
   CudaStreamEvents events(backend);
   // The cap leaves no room for a second block: the second stream's block must take the first one's chunks.
   engine::StitchingAllocator alloc(parse_config("cross_stream_reuse:false,cap_bytes:64M"), backend, &events);
-  const CUstream a = make_stream();
-  const CUstream b = make_stream();
+  const CUstream a = gpu_test::make_stream();
+  const CUstream b = gpu_test::make_stream();
   void* first = alloc.allocate(kBlockBytes, reinterpret_cast<StreamId>(a));
   const auto first_addr = reinterpret_cast<CUdeviceptr>(first);
   // Queue a lot of writes into `first` on stream a (each memset covers the whole block).

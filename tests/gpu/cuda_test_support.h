@@ -67,6 +67,13 @@ class CudaTest : public ::testing::Test {
   bool pushed_ = false;
 };
 
+// A new non-blocking stream (the caller destroys it with cuStreamDestroy).
+inline CUstream make_stream() {
+  CUstream s = nullptr;
+  cuda::check("cuStreamCreate", cuda::driver().cuStreamCreate(&s, CU_STREAM_NON_BLOCKING));
+  return s;
+}
+
 // Waits until the device has finished all work (the tests' fills and copies run on the legacy default stream).
 inline void synchronize() { cuda::check("cuCtxSynchronize", cuda::driver().cuCtxSynchronize()); }
 
