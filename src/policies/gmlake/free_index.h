@@ -1,31 +1,39 @@
 // FreeIndex: the free ranges of one arena's virtual space, for good-fit placement with splitting and
 // coalescing. Offsets and sizes are bytes from the arena's base, multiples of 512 B (kRoundBytes).
 //
-// Structure (a two-level segregated fit, after TLSF: Masmano et al., "TLSF: a New Dynamic Memory Allocator for
-// Real-Time Systems", ECRTS 2004): free ranges sit in size-class bins, 8 classes per power of two, each bin a
-// doubly linked list (most recently freed first), with a bitmap of non-empty bins. Neighbours are found for
-// coalescing through two hash maps keyed by a range's start and end offsets. Every operation is O(1) apart from
-// the bounded candidate walk of best_fit.
+// Structure: the arena is tiled by pieces, each free or used (one per live or pending block), linked in address
+// order as PyTorch's allocator links the blocks of a segment (Block::prev / next in CUDACachingAllocator.cpp),
+// so a freed piece finds its neighbours through its links, with no lookup. The free pieces also sit in size-class
+// bins (a two-level segregated fit, after TLSF: Masmano et al., "TLSF: a New Dynamic Memory Allocator for
+// Real-Time Systems", ECRTS 2004): 8 classes per power of two, each bin a doubly linked list (most recently freed
+// first), with a bitmap of non-empty bins. Every operation is O(1) apart from the bounded candidate walk of
+// best_fit; none hashes.
 //
 // It knows nothing of physical memory: whether a free range is mapped is the page table's business.
 //
-// Invariants (check_invariants): every range is non-empty, sits in the bin of its size and in both maps;
-// no two ranges overlap or touch (touching ranges are coalesced on give); the bitmap marks exactly the
-// non-empty bins; the sizes add up to free_bytes().
+// Invariants (check_invariants): the pieces, in address order from offset 0, tile [0, capacity) exactly, each
+// non-empty and linked both ways; no two free pieces are neighbours (coalesced on give); the bins hold exactly
+// the free pieces, each in the bin of its size; the bitmap marks exactly the non-empty bins;
+//   free_bytes() = sum of the free pieces' sizes;  range_count() = their number.
+// Thread safety: none (the owning allocator is serialized by its caller).
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 
 namespace gmlake::engine {
 
+// A free range as best_fit visits it; `piece` names it for take().
 struct FreeRange {
   std::uint64_t offset;
   std::uint64_t size_bytes;
+  std::uint32_t piece = 0;
 };
+
+// A used piece: what take() returns and give() takes back.
+using PieceId = std::uint32_t;
 
 struct Fit {
   FreeRange range;  // size_bytes 0: nothing large enough
@@ -45,8 +53,8 @@ class FreeIndex {
   Fit best_fit(std::uint64_t size_bytes, std::uint64_t limit, Visit&& visit) const {
     Fit fit{{0, 0}, false};
     std::uint64_t visited = 0;
-    auto consider = [&](const Node& n) {
-      const FreeRange r{n.offset, n.size_bytes};
+    auto consider = [&](const Node& n, std::uint32_t index) {
+      const FreeRange r{n.offset, n.size_bytes, index};
       if (visited++ == 0) fit.range = r;
       if (visit(r)) {
         fit = {r, true};
@@ -57,25 +65,30 @@ class FreeIndex {
     const unsigned own = bin_of(size_bytes);
     std::uint32_t scanned = 0;
     for (std::uint32_t i = heads_[own]; i != kNone && scanned < kOwnBinScan; i = nodes_[i].next, ++scanned) {
-      if (nodes_[i].size_bytes >= size_bytes && consider(nodes_[i])) return fit;
+      if (nodes_[i].size_bytes >= size_bytes && consider(nodes_[i], i)) return fit;
     }
     for (unsigned bin = next_nonempty(own + 1); bin < kBins; bin = next_nonempty(bin + 1)) {
       for (std::uint32_t i = heads_[bin]; i != kNone; i = nodes_[i].next) {
-        if (consider(nodes_[i])) return fit;
+        if (consider(nodes_[i], i)) return fit;
       }
     }
     return fit;
   }
 
-  // Removes [offset, offset+size_bytes) from the free range `from` (which must contain it); what is left on
-  // either side stays free.
-  void take(const FreeRange& from, std::uint64_t offset, std::uint64_t size_bytes);
-  // Returns [offset, offset+size_bytes) (not free now) to the index, coalescing with free neighbours.
-  void give(std::uint64_t offset, std::uint64_t size_bytes);
+  // Removes [offset, offset+size_bytes) from free range `from` (as best_fit visited it, unchanged since); what
+  // is left on either side stays free. Returns the used piece, for give(). Throws std::logic_error when `from` is
+  // not a free range of this index or does not contain the range (nothing changes).
+  PieceId take(const FreeRange& from, std::uint64_t offset, std::uint64_t size_bytes);
+  // Frees used piece `piece` (from take), coalescing it with free neighbours. Throws std::logic_error when it is
+  // not a used piece of this index (nothing changes).
+  void give(PieceId piece);
+  // True when `piece` is a used piece of this index (checks); extent() is then its range.
+  bool used(PieceId piece) const;
+  FreeRange extent(PieceId piece) const { return {nodes_[piece].offset, nodes_[piece].size_bytes, piece}; }
 
   std::uint64_t free_bytes() const { return free_bytes_; }
-  std::uint64_t range_count() const { return by_start_.size(); }
-  // Every free range, in address order. O(n log n): for checks and snapshots.
+  std::uint64_t range_count() const { return free_count_; }
+  // Every free range, in address order. O(pieces): for checks and snapshots.
   std::vector<FreeRange> ranges() const;
   void check_invariants() const;
 
@@ -87,25 +100,33 @@ class FreeIndex {
   struct Node {
     std::uint64_t offset;
     std::uint64_t size_bytes;
-    std::uint32_t prev, next;  // bin list
+    std::uint32_t prev, next;            // bin list (free pieces only)
+    std::uint32_t addr_prev, addr_next;  // neighbours in address order (kNone at the ends)
     std::uint16_t bin;
+    bool free;
+    bool live;                           // false: a spare node
   };
 
   static unsigned bin_of(std::uint64_t size_bytes);
   unsigned next_nonempty(unsigned from) const;
-  std::uint32_t add(std::uint64_t offset, std::uint64_t size_bytes);
+  // A new node (spare or appended) for [offset, offset + size_bytes), free or used, linked after `after` in
+  // address order (kNone: first); free ones go first in their bin.
+  std::uint32_t add(std::uint64_t offset, std::uint64_t size_bytes, bool free, std::uint32_t after);
+  // Unlinks node `index` from the address list (and its bin when free) and makes it spare.
   void remove(std::uint32_t index);
   void link(std::uint32_t index);
   void unlink(std::uint32_t index);
-  void resize(std::uint32_t index, std::uint64_t offset, std::uint64_t size_bytes);
+  // Free node `index` gets a new extent, moving bins when its size class changes (else it keeps its place).
+  void resize_free(std::uint32_t index, std::uint64_t offset, std::uint64_t size_bytes);
 
   std::vector<Node> nodes_;
   std::vector<std::uint32_t> spare_;  // indexes of unused nodes
   std::array<std::uint32_t, kBins> heads_;
   std::array<std::uint64_t, kBins / 64> bitmap_{};
-  absl::flat_hash_map<std::uint64_t, std::uint32_t> by_start_;  // offset -> node
-  absl::flat_hash_map<std::uint64_t, std::uint32_t> by_end_;    // offset + size -> node
+  std::uint32_t first_ = kNone;  // the piece at offset 0
+  std::uint64_t capacity_bytes_;
   std::uint64_t free_bytes_ = 0;
+  std::uint64_t free_count_ = 0;
 };
 
 }  // namespace gmlake::engine

@@ -137,7 +137,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     ++stats_.num_ooms;
     throw_oom(size_bytes, "the cap would be exceeded");
   }
-  arena.free.take(at.range, at.offset, rounded);
+  const PieceId piece = arena.free.take(at.range, at.offset, rounded);
   const std::uint64_t first = first_page(at.offset), last = last_page(at.offset, rounded);
   use_pages(arena, first, last);  // first, so that no chunk of the range is evicted to back the rest
   if (at.cost.unmapped == 0) {
@@ -148,24 +148,24 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
       ++stats_.stitches;
     } catch (const OutOfMemoryError&) {
       unuse_pages(arena, first, last);
-      arena.free.give(at.offset, rounded);
+      arena.free.give(piece);
       ++stats_.num_ooms;
       update_inactive_split();
       throw;
     } catch (...) {
       unuse_pages(arena, first, last);
-      arena.free.give(at.offset, rounded);
+      arena.free.give(piece);
       update_inactive_split();
       throw;
     }
   }
-  return place(arena, at.offset, rounded, size_bytes, stream);
+  return place(arena, piece, at.offset, rounded, size_bytes, stream);
 }
 
-void* StitchingAllocator::place(Arena& arena, std::uint64_t offset, std::uint64_t rounded, std::uint64_t requested,
-                                StreamId stream) {
+void* StitchingAllocator::place(Arena& arena, PieceId piece, std::uint64_t offset, std::uint64_t rounded,
+                                std::uint64_t requested, StreamId stream) {
   const std::uintptr_t address = arena.base + offset;
-  blocks_.emplace(address, Block{arena.id, false, offset, rounded, requested, stream});
+  blocks_.emplace(address, Block{arena.id, piece, false, offset, rounded, requested, stream});
   ++arena.blocks;
   stats_.allocated_bytes.increase(static_cast<std::int64_t>(rounded));
   allocated_high_bytes_ = std::max(allocated_high_bytes_, static_cast<std::uint64_t>(stats_.allocated_bytes.current));
@@ -484,7 +484,7 @@ void StitchingAllocator::release_block(BlockMap::iterator it) {
   Arena& arena = *arenas_[b.arena];
   --arena.blocks;
   unuse_pages(arena, first_page(b.offset), last_page(b.offset, b.size_bytes));
-  arena.free.give(b.offset, b.size_bytes);
+  arena.free.give(b.piece);
   if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
   const auto size = static_cast<std::int64_t>(b.size_bytes);
   stats_.active_bytes.decrease(size);

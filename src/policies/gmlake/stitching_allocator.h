@@ -108,6 +108,7 @@ class StitchingAllocator final : public Allocator {
  private:
   struct Block {
     std::uint32_t arena;
+    PieceId piece;  // its piece in the arena's FreeIndex
     bool pending_free;
     std::uint64_t offset;
     std::uint64_t size_bytes;
@@ -201,7 +202,8 @@ class StitchingAllocator final : public Allocator {
   void trim_idle(std::uint64_t max_idle_bytes);
   BlockMap::iterator find_live(void* ptr, const char* call);
   void release_block(BlockMap::iterator it);
-  void* place(Arena& arena, std::uint64_t offset, std::uint64_t rounded, std::uint64_t requested, StreamId stream);
+  void* place(Arena& arena, PieceId piece, std::uint64_t offset, std::uint64_t rounded, std::uint64_t requested,
+              StreamId stream);
   void update_inactive_split();
   [[noreturn]] void throw_oom(std::uint64_t requested, const std::string& reason);
 

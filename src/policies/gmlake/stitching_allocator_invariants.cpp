@@ -39,6 +39,9 @@ void StitchingAllocator::check_invariants() const {
     if (b.offset % kRoundBytes || b.size_bytes % kRoundBytes || b.size_bytes < b.requested_bytes)
       broken("block " + hex(address) + " is not 512 B aligned or smaller than requested");
     tiles[b.arena].push_back({b.offset, b.size_bytes});
+    if (!arena.free.used(b.piece)) broken("block " + hex(address) + " has no used piece");
+    const FreeRange piece = arena.free.extent(b.piece);
+    if (piece.offset != b.offset || piece.size_bytes != b.size_bytes) broken("block " + hex(address) + " differs from its piece");
     const std::uint64_t first = first_page(b.offset), last = last_page(b.offset, b.size_bytes);
     if (arena.pages.unmapped_pages(first, last) != 0) broken("block " + hex(address) + " has an unmapped page");
     arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) { ++users[e.chunk]; });
