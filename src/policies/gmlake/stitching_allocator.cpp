@@ -33,6 +33,7 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
       pool_(backend, config.chunk_bytes, stats_),
       peers_(make_peer_source(config_, backend, pool_)),
       stitcher_(backend, pool_, page_shift_),
+      placer_(pool_, page_shift_, config_.fit_candidates),
       fence_(events),
       moves_(config.move_budget_ns_per_op) {
   if (events != nullptr && config_.cross_stream_reuse) {
@@ -70,45 +71,6 @@ StitchingAllocator::~StitchingAllocator() {
   }
 }
 
-StitchingAllocator::Cost StitchingAllocator::cost_of(const Arena& arena, std::uint64_t first,
-                                                     std::uint64_t last) const {
-  Cost cost{last - first + 1, 0};
-  bool recalled = false;
-  arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
-    const std::uint64_t lo = std::max(p, first), hi = std::min(p + e.pages - 1, last);
-    cost.unmapped -= hi - lo + 1;
-    if (pool_[e.chunk].users == 0) cost.pinned_waste += e.pages - (hi - lo + 1);
-    recalled = recalled || pool_[e.chunk].recalled;
-  });
-  return recalled ? Cost{UINT64_MAX, 0} : cost;  // a recalled chunk takes no new block: never chosen
-}
-
-StitchingAllocator::Placement StitchingAllocator::choose_placement(const Arena& arena, std::uint64_t rounded) {
-  // Each candidate range is weighed at its start and at its end (a block freed next to unmapped space leaves a
-  // range whose mapped part may lie at either end): first by the pages it would map (time: backend calls), then
-  // by the idle pages it would pin (memory: pages of idle chunks it overlaps without covering them, which no
-  // other place can use while it lives). A range that costs neither is taken at once. Ties keep the start and
-  // the earlier candidate.
-  Placement best{{0, 0}, 0, {UINT64_MAX, 0}};
-  auto weigh = [&](const FreeRange& r) {
-    const std::uint64_t end_offset = r.offset + r.size_bytes - rounded;
-    for (const std::uint64_t offset : {r.offset, end_offset}) {
-      const Cost c = cost_of(arena, first_page(offset), last_page(offset, rounded));
-      if (c.unmapped < best.cost.unmapped ||
-          (c.unmapped == best.cost.unmapped && c.pinned_waste < best.cost.pinned_waste)) {
-        best = {r, offset, c};
-      }
-      if (c.total() == 0) return true;
-      if (end_offset == r.offset) break;
-    }
-    return false;
-  };
-  arena.free.best_fit(rounded, config_.fit_candidates, weigh);
-  // Every candidate lay on a recalled chunk: look at every free range.
-  if (best.range.size_bytes == 0 && !pool_.recalled().empty()) arena.free.best_fit(rounded, UINT64_MAX, weigh);
-  return best;  // range.size_bytes == 0: nothing large enough
-}
-
 void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   serve_recalls();
   if (size_bytes == 0) return nullptr;
@@ -126,7 +88,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     throw_oom(size_bytes, std::string("no address space for a new arena: ") + e.what());
   }
   Arena& arena = *arena_ptr;
-  const Placement at = choose_placement(arena, rounded);
+  const Placer::Placement at = placer_.choose(arena, rounded);
   if (at.range.size_bytes == 0) {
     ++stats_.num_ooms;
     throw_oom(size_bytes, "no free virtual range large enough in the arena");

@@ -6,10 +6,10 @@
 //     its free ranges (FreeIndex), split and coalesced as in PyTorch's allocator.
 //   - Physical memory is a set of chunks of several sizes (ChunkPool): 1 to max_chunk_bytes / chunk_bytes pages.
 //     A chunk is mapped whole at a run of pages (PageMap) and backs them while any block overlaps it.
-//   - Placement weighs the best-fitting free ranges (fit_candidates of them, each at its start and at its end)
-//     by the pages they would still need mapped, then by the idle pages they would pin (a chunk moves whole, so
-//     an idle chunk a block only partly covers is stranded while the block lives), and takes the cheapest: a
-//     range already mapped costs no backend call (GMLake's stitched-block reuse).
+//   - Placement (Placer, placement.h) weighs the best-fitting free ranges (fit_candidates of them, each at its
+//     start and at its end) by the pages they would still need mapped, then by the idle pages they would pin (a
+//     chunk moves whole, so an idle chunk a block only partly covers is stranded while the block lives), and
+//     takes the cheapest: a range already mapped costs no backend call (GMLake's stitched-block reuse).
 //   - Under a cap (memory_first_under_cap, default; else past 90% of cap_bytes), memory comes first: page-sized
 //     chunks and no grow-ahead, so nothing is stranded in a partly used chunk.
 //   - Grow-ahead: in the large pool, a stitch that ends the block's range and is followed by unmapped pages
@@ -65,6 +65,7 @@
 #include "chunk_pool.h"
 #include "idle_chunks.h"
 #include "peer_source.h"
+#include "placement.h"
 #include "move_budget.h"
 #include "stitcher.h"
 #include "stream_fence.h"
@@ -116,20 +117,6 @@ class StitchingAllocator final : public Allocator {
     StreamId stream;
   };
   using BlockMap = absl::flat_hash_map<std::uintptr_t, Block>;
-  // What placing a block on pages [first, last] costs: pages to map, and pages of idle chunks it would overlap
-  // without covering them (pinned: unusable elsewhere while the block lives, since a chunk moves whole).
-  struct Cost {
-    std::uint64_t unmapped;
-    std::uint64_t pinned_waste;
-    std::uint64_t total() const { return unmapped + pinned_waste; }
-  };
-  // Where a block goes: `offset` inside free range `range`.
-  struct Placement {
-    FreeRange range;
-    std::uint64_t offset;
-    Cost cost;
-  };
-
   // The arena of (stream, pool), made on first use. Throws OutOfMemoryError when no address space is left even
   // after the empty arenas went back.
   Arena& arena_for(bool small, StreamId stream);
@@ -139,8 +126,6 @@ class StitchingAllocator final : public Allocator {
   // (into the free chunks) first; with `wait`, after waiting for all queued work, else only those whose chunks
   // no queued work can touch. Returns how many went back. Per-stream arenas only.
   std::uint64_t retire_empty_arenas(bool wait);
-  Cost cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last) const;
-  Placement choose_placement(const Arena& arena, std::uint64_t rounded);
   std::uint64_t first_page(std::uint64_t offset) const { return offset >> page_shift_; }
   std::uint64_t last_page(std::uint64_t offset, std::uint64_t size) const { return (offset + size - 1) >> page_shift_; }
   // A block now overlaps pages [first, last]: users + 1 on each mapped chunk there.
@@ -217,6 +202,7 @@ class StitchingAllocator final : public Allocator {
   ChunkPool pool_;
   std::unique_ptr<PeerSource> peers_;  // peer_devices or lake_socket; set as pool_'s source
   Stitcher stitcher_;
+  Placer placer_;
   IdleChunks idle_;
   StreamFence fence_;
   MoveBudget moves_;

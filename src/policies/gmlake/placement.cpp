@@ -1,0 +1,40 @@
+#include "placement.h"
+
+#include <algorithm>
+
+namespace gmlake::engine {
+
+Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last) const {
+  Cost cost{last - first + 1, 0};
+  bool recalled = false;
+  arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+    const std::uint64_t lo = std::max(p, first), hi = std::min(p + e.pages - 1, last);
+    cost.unmapped -= hi - lo + 1;
+    if (pool_[e.chunk].users == 0) cost.pinned_waste += e.pages - (hi - lo + 1);
+    recalled = recalled || pool_[e.chunk].recalled;
+  });
+  return recalled ? Cost{UINT64_MAX, 0} : cost;  // a recalled chunk takes no new block: never chosen
+}
+
+Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes) const {
+  Placement best{{0, 0}, 0, {UINT64_MAX, 0}};
+  auto weigh = [&](const FreeRange& r) {
+    const std::uint64_t end_offset = r.offset + r.size_bytes - rounded_bytes;
+    for (const std::uint64_t offset : {r.offset, end_offset}) {
+      const Cost c = cost_of(arena, offset >> page_shift_, (offset + rounded_bytes - 1) >> page_shift_);
+      if (c.unmapped < best.cost.unmapped ||
+          (c.unmapped == best.cost.unmapped && c.pinned_waste < best.cost.pinned_waste)) {
+        best = {r, offset, c};
+      }
+      if (c.total() == 0) return true;
+      if (end_offset == r.offset) break;
+    }
+    return false;
+  };
+  arena.free.best_fit(rounded_bytes, fit_candidates_, weigh);
+  // Every candidate lay on a recalled chunk: look at every free range.
+  if (best.range.size_bytes == 0 && !pool_.recalled().empty()) arena.free.best_fit(rounded_bytes, UINT64_MAX, weigh);
+  return best;
+}
+
+}  // namespace gmlake::engine

@@ -1,0 +1,60 @@
+// Placer: where in an arena the gmlake policy places a block, and what that place costs.
+//
+// A block may go anywhere in a free range of its arena (512 B granularity, FreeIndex); what differs between
+// places is physical: pages already mapped cost no backend call (GMLake's stitched-block reuse), pages not mapped
+// must be stitched, and a chunk moves whole, so a block that overlaps an idle chunk without covering it strands
+// the rest of that chunk while the block lives. The Placer weighs the best-fitting free ranges (fit_candidates of
+// them, in FreeIndex's good-fit order), each at its start and at its end (a block freed next to unmapped space
+// leaves a range whose mapped part may lie at either end):
+//   first by Cost::unmapped (time: backend calls), then by Cost::pinned_waste (memory);
+// a place that costs neither is taken at once; ties keep the start and the earlier candidate. A place on a
+// recalled chunk (the lake: its lender wants it back) is never chosen.
+// Invariant of a Placement p for a request of n bytes (n a multiple of 512):
+//   p.range.offset <= p.offset  and  p.offset + n <= p.range.offset + p.range.size_bytes
+//   p.cost = cost_of(pages of [p.offset, p.offset + n))
+// The Placer reads the arena and the chunk pool and changes nothing. Thread safety: none (the policy's lock).
+#pragma once
+
+#include <cstdint>
+
+#include "arena.h"
+#include "chunk_pool.h"
+
+namespace gmlake::engine {
+
+class Placer {
+ public:
+  // What placing a block on pages [first, last] costs: pages to map, and pages of idle chunks it would overlap
+  // without covering them (pinned: unusable elsewhere while the block lives).
+  struct Cost {
+    std::uint64_t unmapped;
+    std::uint64_t pinned_waste;
+    std::uint64_t total() const { return unmapped + pinned_waste; }
+  };
+  // Where a block goes: `offset` (bytes from the arena's base) inside free range `range`, at cost `cost`.
+  struct Placement {
+    FreeRange range;
+    std::uint64_t offset;
+    Cost cost;
+  };
+
+  // `page_shift`: log2 of the page size (Config::chunk_bytes); `fit_candidates`: free ranges weighed at most
+  // (Config::fit_candidates, >= 1). `pool` must outlive the Placer.
+  Placer(const ChunkPool& pool, unsigned page_shift, std::uint64_t fit_candidates)
+      : pool_(pool), page_shift_(page_shift), fit_candidates_(fit_candidates) {}
+
+  // The cost of pages [first, last] of `arena` (first <= last); unmapped == UINT64_MAX when a recalled chunk
+  // backs any of them. O(log m + k) for m chunks mapped in the arena and k of them in the pages.
+  Cost cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last) const;
+  // The cheapest place for `rounded_bytes` (> 0, a multiple of 512) in `arena`, as above; range.size_bytes == 0
+  // when no free range is large enough. When every candidate lies on a recalled chunk, every free range is
+  // weighed.
+  Placement choose(const Arena& arena, std::uint64_t rounded_bytes) const;
+
+ private:
+  const ChunkPool& pool_;
+  unsigned page_shift_;
+  std::uint64_t fit_candidates_;
+};
+
+}  // namespace gmlake::engine

@@ -1,0 +1,121 @@
+// Placer (src/policies/gmlake/placement.h) on its own: an arena whose page map and free ranges the test lays out
+// by hand, over chunks of a ChunkPool on the sim backend (the Placer only reads them).
+#include "policies/gmlake/placement.h"
+
+#include <gtest/gtest.h>
+
+#include "gmlake/sim_backend.h"
+#include "gmlake/units.h"
+
+namespace gmlake::engine {
+namespace {
+
+constexpr unsigned kShift = 21;  // 2 MiB pages
+constexpr std::uint64_t kPage = std::uint64_t{1} << kShift;
+
+class PlacementTest : public ::testing::Test {
+ protected:
+  PlacementTest() : pool_(sim_, kPage, stats_), arena_(0, 0, 0, 64 * kPage) {}
+
+  // A chunk of `pages` pages shown as mapped at `first_page`, used by `users` blocks.
+  ChunkId mapped(std::uint64_t first_page, std::uint64_t pages, std::uint32_t users) {
+    const ChunkId id = pool_.create(pages);
+    pool_[id].arena = arena_.id;
+    pool_[id].first_page = first_page;
+    pool_[id].users = users;
+    arena_.pages.insert(first_page, id, pages);
+    return id;
+  }
+  // Marks [offset, offset + size) used in the arena's free ranges.
+  void occupy(std::uint64_t offset, std::uint64_t size) {
+    for (const FreeRange& r : arena_.free.ranges()) {
+      if (r.offset <= offset && offset + size <= r.offset + r.size_bytes) {
+        arena_.free.take(r, offset, size);
+        return;
+      }
+    }
+    FAIL() << "no free range holds " << offset;
+  }
+
+  SimBackend sim_;
+  Stats stats_;
+  ChunkPool pool_;
+  Arena arena_;
+};
+
+TEST_F(PlacementTest, CostCountsUnmappedPagesAndTheIdlePagesABlockWouldPin) {
+  mapped(0, 4, /*users=*/0);  // idle, pages 0-3
+  mapped(4, 2, /*users=*/1);  // used, pages 4-5
+  const Placer placer(pool_, kShift, 8);
+  // Pages 2..7: 2 of the idle chunk (2 more pinned), 2 of the used one (none pinned: it is in use), 2 unmapped.
+  const Placer::Cost c = placer.cost_of(arena_, 2, 7);
+  EXPECT_EQ(c.unmapped, 2u);
+  EXPECT_EQ(c.pinned_waste, 2u);
+  // The whole idle chunk: nothing pinned, nothing to map.
+  EXPECT_EQ(placer.cost_of(arena_, 0, 3).total(), 0u);
+  // Past every chunk: all unmapped.
+  EXPECT_EQ(placer.cost_of(arena_, 10, 12).unmapped, 3u);
+}
+
+TEST_F(PlacementTest, AMappedPlaceWinsOverAnUnmappedOneOfTheSameFit) {
+  // Two free ranges of 4 pages: [8, 12) unmapped and [20, 24) mapped (an idle chunk); the rest is used.
+  occupy(0, 8 * kPage);
+  occupy(12 * kPage, 8 * kPage);
+  occupy(24 * kPage, 40 * kPage);
+  mapped(20, 4, /*users=*/0);
+  const Placer placer(pool_, kShift, 8);
+  const Placer::Placement p = placer.choose(arena_, 3 * kPage);
+  EXPECT_EQ(p.range.offset, 20 * kPage);
+  EXPECT_EQ(p.cost.unmapped, 0u);
+  // It fits at either end with nothing to map; the start would pin the chunk's last page, the end its first:
+  // equal costs, so the start is kept.
+  EXPECT_EQ(p.offset, 20 * kPage);
+  EXPECT_EQ(p.cost.pinned_waste, 1u);
+}
+
+TEST_F(PlacementTest, TheEndOfARangeIsTakenWhenItsMappedPartLiesThere) {
+  // One free range [0, 16): its last 4 pages are mapped, idle.
+  occupy(16 * kPage, 48 * kPage);
+  mapped(12, 4, /*users=*/0);
+  const Placer placer(pool_, kShift, 8);
+  const Placer::Placement p = placer.choose(arena_, 4 * kPage);
+  EXPECT_EQ(p.offset, 12 * kPage);
+  EXPECT_EQ(p.cost.total(), 0u);
+  EXPECT_GE(p.offset, p.range.offset);
+  EXPECT_LE(p.offset + 4 * kPage, p.range.offset + p.range.size_bytes);
+}
+
+TEST_F(PlacementTest, ARecalledChunkIsNeverChosenAndNothingLargeEnoughGivesAnEmptyRange) {
+  // Free [0, 4) lies on a lent chunk its lender recalled; free [8, 12) is unmapped.
+  occupy(4 * kPage, 4 * kPage);
+  occupy(12 * kPage, 52 * kPage);
+  const ChunkId lent = pool_.adopt(sim_.create(4 * kPage), 4);
+  pool_[lent].arena = arena_.id;
+  pool_[lent].first_page = 0;
+  arena_.pages.insert(0, lent, 4);
+  pool_.recall(lent);
+  const Placer placer(pool_, kShift, 8);
+  EXPECT_EQ(placer.cost_of(arena_, 0, 1).unmapped, UINT64_MAX);
+  const Placer::Placement p = placer.choose(arena_, 2 * kPage);
+  EXPECT_EQ(p.range.offset, 8 * kPage);
+  EXPECT_EQ(p.cost.unmapped, 2u);
+  EXPECT_EQ(placer.choose(arena_, 5 * kPage).range.size_bytes, 0u);
+}
+
+TEST_F(PlacementTest, OnlyFitCandidatesRangesAreWeighed) {
+  // Three free ranges of 2 pages at 0, 4 and 8; only the one at 8 is mapped.
+  occupy(2 * kPage, 2 * kPage);
+  occupy(6 * kPage, 2 * kPage);
+  occupy(10 * kPage, 54 * kPage);
+  mapped(8, 2, /*users=*/0);
+  // With one candidate the first range of the good-fit order is taken, whatever it costs.
+  const Placer one(pool_, kShift, 1);
+  const Placer::Placement first = one.choose(arena_, 2 * kPage);
+  EXPECT_EQ(first.cost.unmapped, first.range.offset == 8 * kPage ? 0u : 2u);
+  // With all three weighed, the mapped one wins.
+  const Placer three(pool_, kShift, 3);
+  EXPECT_EQ(three.choose(arena_, 2 * kPage).range.offset, 8 * kPage);
+}
+
+}  // namespace
+}  // namespace gmlake::engine
