@@ -15,13 +15,16 @@
 namespace gmlake::engine {
 
 struct Arena {
-  Arena(std::uint32_t id_in, StreamId stream_in, std::uintptr_t base_in, std::uint64_t virtual_bytes_in)
-      : id(id_in), stream(stream_in), base(base_in), virtual_bytes(virtual_bytes_in), free(virtual_bytes_in) {}
+  Arena(std::uint32_t id_in, StreamId stream_in, std::uintptr_t base_in, std::uint64_t virtual_bytes_in,
+        bool small_in = false)
+      : id(id_in), stream(stream_in), base(base_in), virtual_bytes(virtual_bytes_in), small(small_in),
+        free(virtual_bytes_in) {}
 
   std::uint32_t id;
   StreamId stream;  // the stream whose blocks it holds; 0 for an arena shared by all streams
   std::uintptr_t base;
   std::uint64_t virtual_bytes;
+  bool small;       // the small pool's (requests <= Config::small_request_max_bytes)
   FreeIndex free;
   PageMap pages;
   std::uint64_t blocks = 0;  // live and pending blocks placed in it

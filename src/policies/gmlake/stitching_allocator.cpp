@@ -35,7 +35,10 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
       stitcher_(backend, pool_, page_shift_),
       placer_(pool_, page_shift_, config_.fit_candidates),
       fence_(events),
-      moves_(config.move_budget_ns_per_op) {
+      moves_(config.move_budget_ns_per_op),
+      arenas_(backend, config.arena_virtual_bytes, !config.cross_stream_reuse,
+              [this](Arena& arena) { return unmap_arena(arena); },
+              [this] { fence_.wait_all(idle_.next_tick()); }) {
   if (events != nullptr && config_.cross_stream_reuse) {
     throw Error(ErrorCode::kConfig,
                 "gmlake config: cross_stream_reuse: must be false with asynchronous streams (each stream keeps its "
@@ -60,15 +63,13 @@ StitchingAllocator::~StitchingAllocator() {
   for (const ChunkId id : live) {
     Chunk& c = pool_[id];
     if (c.mapped()) {
-      Arena& arena = *arenas_[c.arena];
+      Arena& arena = arenas_[c.arena];
       const std::uintptr_t address = stitcher_.address(arena, c.first_page);
       if (!attempt_twice([&] { backend_.unmap(address, c.pages << page_shift_); })) continue;
     }
     attempt_twice([&] { pool_.release(id); });  // a peer chunk goes back through its source
   }
-  for (auto& arena : arenas_) {
-    if (!arena->retired) attempt_twice([&] { backend_.address_free(arena->base, arena->virtual_bytes); });
-  }
+  // ArenaSet's destructor frees the arenas' address space.
 }
 
 void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
@@ -82,7 +83,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   moves_.earn();
   Arena* arena_ptr = nullptr;
   try {
-    arena_ptr = &arena_for(rounded <= config_.small_request_max_bytes, stream);
+    arena_ptr = &arenas_.get(rounded <= config_.small_request_max_bytes, stream);
   } catch (const OutOfMemoryError& e) {
     ++stats_.num_ooms;
     throw_oom(size_bytes, std::string("no address space for a new arena: ") + e.what());
@@ -170,7 +171,7 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
   // once (PyTorch's allocator likewise gives requests under 10 MiB a 20 MiB segment): the next blocks placed
   // after this one find their pages mapped, and the pool grows by a few large chunks, not many small ones.
   // Within the cap and away from it; a grown run the device cannot back is stitched again at the block's size.
-  const std::uint64_t grow_pages = is_small_arena(arena) ? 1 : grow_pages_;
+  const std::uint64_t grow_pages = arena.small ? 1 : grow_pages_;
   const auto [run_first, run_pages] = runs_.back();
   std::uint64_t grown_pages = run_pages;
   if (run_first + run_pages - 1 == last && run_pages < grow_pages) {
@@ -334,7 +335,7 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested,
     // 4. The memory of the chunk idle the longest, once no queued work can touch it.
     const ChunkId oldest = pages_.idle_chunks != 0 ? oldest_idle() : kNoChunk;
     if (oldest != kNoChunk) {
-      const StreamId stream = arenas_[pool_[oldest].arena]->stream;
+      const StreamId stream = arenas_[pool_[oldest].arena].stream;
       const std::uint64_t since = pool_[oldest].idle_since;
       const StreamFence::Readiness readiness = fence_.readiness(stream, since);
       if (readiness != StreamFence::Readiness::kSafe) {
@@ -377,10 +378,22 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested,
   }
 }
 
+bool StitchingAllocator::unmap_arena(Arena& arena) {
+  std::vector<ChunkId> chunks;
+  bool safe = true;
+  arena.pages.for_all([&](std::uint64_t, const PageMap::Entry& e) {
+    chunks.push_back(e.chunk);
+    safe = safe && (!fence_.asynchronous() || fence_.safe(arena.stream, pool_[e.chunk].idle_since));
+  });
+  if (!safe) return false;
+  for (const ChunkId c : chunks) evict(c);  // throws Error: the arena is kept, what was evicted is free memory
+  return true;
+}
+
 void StitchingAllocator::evict(ChunkId id) {
   Chunk& c = pool_[id];
   const std::uint64_t pages = c.pages;
-  stitcher_.unmap(*arenas_[c.arena], id);  // throws: nothing changed, still idle and queued
+  stitcher_.unmap(arenas_[c.arena], id);  // throws: nothing changed, still idle and queued
   pages_.idle -= pages;
   --pages_.idle_chunks;
   pool_.add_free(id);
@@ -443,7 +456,7 @@ void StitchingAllocator::end_deferred_free(void* ptr) {
 void StitchingAllocator::release_block(BlockMap::iterator it) {
   const Block b = it->second;
   blocks_.erase(it);
-  Arena& arena = *arenas_[b.arena];
+  Arena& arena = arenas_[b.arena];
   --arena.blocks;
   unuse_pages(arena, first_page(b.offset), last_page(b.offset, b.size_bytes));
   arena.free.give(b.piece);
@@ -465,7 +478,7 @@ void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
   try {
     while (pages_.idle_chunks != 0 && (pages_.idle << page_shift_) > max_idle_bytes) {
       const ChunkId oldest = oldest_idle();
-      if (fence_.asynchronous() && !fence_.safe(arenas_[pool_[oldest].arena]->stream, pool_[oldest].idle_since)) break;
+      if (fence_.asynchronous() && !fence_.safe(arenas_[pool_[oldest].arena].stream, pool_[oldest].idle_since)) break;
       evict(oldest);
     }
   } catch (const BackendError&) {
@@ -479,7 +492,7 @@ void StitchingAllocator::empty_cache() {
     const ChunkId oldest = oldest_idle();
     evict(oldest);  // throws: the rest stays cached, consistent
   }
-  retire_empty_arenas(false);  // every chunk is safe now (waited for above)
+  arenas_.retire_empty(false);  // every chunk is safe now (waited for above)
   pool_.release_all_free();
   headroom_exhausted_ = false;  // the device has room again
   update_inactive_split();

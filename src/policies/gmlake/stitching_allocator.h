@@ -61,7 +61,7 @@
 #include <vector>
 
 #include "absl/container/flat_hash_map.h"
-#include "arena.h"
+#include "arena_set.h"
 #include "chunk_pool.h"
 #include "idle_chunks.h"
 #include "peer_source.h"
@@ -75,8 +75,8 @@ namespace gmlake::engine {
 
 class StitchingAllocator final : public Allocator {
  public:
-  // Empty per-stream arenas kept for streams that come back; at this many, they go back (retire_empty_arenas).
-  static constexpr std::uint64_t kSpareArenas = 8;
+  // Empty per-stream arenas kept for streams that come back; at this many, they go back (ArenaSet).
+  static constexpr std::uint64_t kSpareArenas = ArenaSet::kSpareArenas;
   // `events` (may be null: host, sim) tells when queued stream work has finished; with it, each stream has its
   // own arenas (cross_stream_reuse must be false) and an idle chunk moves only once the work queued on its
   // stream before it turned idle has finished. Both must outlive the allocator. Throws Error(kConfig) when the
@@ -117,15 +117,6 @@ class StitchingAllocator final : public Allocator {
     StreamId stream;
   };
   using BlockMap = absl::flat_hash_map<std::uintptr_t, Block>;
-  // The arena of (stream, pool), made on first use. Throws OutOfMemoryError when no address space is left even
-  // after the empty arenas went back.
-  Arena& arena_for(bool small, StreamId stream);
-  // Per-stream arenas (cross_stream_reuse off) with no block placed in them.
-  std::uint64_t empty_stream_arenas() const;
-  // Gives back the address space of per-stream arenas with no block placed in them, unmapping their idle chunks
-  // (into the free chunks) first; with `wait`, after waiting for all queued work, else only those whose chunks
-  // no queued work can touch. Returns how many went back. Per-stream arenas only.
-  std::uint64_t retire_empty_arenas(bool wait);
   std::uint64_t first_page(std::uint64_t offset) const { return offset >> page_shift_; }
   std::uint64_t last_page(std::uint64_t offset, std::uint64_t size) const { return (offset + size - 1) >> page_shift_; }
   // A block now overlaps pages [first, last]: users + 1 on each mapped chunk there.
@@ -149,7 +140,9 @@ class StitchingAllocator final : public Allocator {
   // Chunks of [block_last + 1, last] that lie wholly past a block and were counted as its (users 1) while
   // their run was stitched turn idle.
   void idle_past(Arena& arena, std::uint64_t block_last, std::uint64_t last);
-  bool is_small_arena(const Arena& arena) const { return arena_small_[arena.id]; }
+  // ArenaSet's Unmapper: evicts every chunk of `arena` (no block in it) once no queued work can touch any;
+  // false (nothing done) while some may.
+  bool unmap_arena(Arena& arena);
   // What obtain() does when the own device cannot grow (the cap, or the device found full) and moving memory is
   // over budget (MoveBudget). kOwnDevice: memory first, it moves anyway (page-sized chunks under a cap).
   // kPeer, for a pool whose peers may lend: the move is left to the peer (obtain returns kNoChunk, and
@@ -206,11 +199,7 @@ class StitchingAllocator final : public Allocator {
   IdleChunks idle_;
   StreamFence fence_;
   MoveBudget moves_;
-  std::vector<std::unique_ptr<Arena>> arenas_;
-  std::uint32_t shared_arena_[2] = {UINT32_MAX, UINT32_MAX};         // [small] when cross_stream_reuse
-  std::map<std::pair<StreamId, bool>, std::uint32_t> stream_arena_;  // (stream, small) otherwise
-  std::vector<bool> arena_small_;  // by arena id: the small pool's
-  std::vector<std::uint32_t> retired_ids_;  // arena ids whose address space went back, for reuse
+  ArenaSet arenas_;
   BlockMap blocks_;
   struct PageCounts {
     std::uint64_t used = 0;         // pages of mapped chunks with users > 0

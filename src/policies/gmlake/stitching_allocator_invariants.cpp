@@ -15,26 +15,27 @@ void StitchingAllocator::check_invariants() const {
   // Each arena is tiled exactly by its free ranges and its live and pending blocks.
   std::vector<std::vector<FreeRange>> tiles(arenas_.size());
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
-    if (arenas_[a]->retired) {
-      if (arenas_[a]->pages.mapped_chunks() != 0) broken("a retired arena has mapped chunks");
+    if (arenas_[a].retired) {
+      if (arenas_[a].pages.mapped_chunks() != 0) broken("a retired arena has mapped chunks");
       continue;
     }
-    arenas_[a]->free.check_invariants();
-    tiles[a] = arenas_[a]->free.ranges();
+    arenas_[a].free.check_invariants();
+    tiles[a] = arenas_[a].free.ranges();
   }
   std::vector<std::uint64_t> arena_blocks(arenas_.size(), 0);
   for (const auto& [address, b] : blocks_) {
-    if (arenas_.at(b.arena)->retired) broken("a block lies in a retired arena");
+    if (b.arena >= arenas_.size()) broken("a block names no arena");
+    if (arenas_[b.arena].retired) broken("a block lies in a retired arena");
     ++arena_blocks[b.arena];
   }
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
-    if (arenas_[a]->blocks != arena_blocks[a]) broken("an arena's block count differs from the recount");
+    if (arenas_[a].blocks != arena_blocks[a]) broken("an arena's block count differs from the recount");
   }
   // Chunk users recounted from the blocks; every page of a block mapped.
   absl::flat_hash_map<ChunkId, std::uint32_t> users;
   std::int64_t allocated = 0, active = 0, requested = 0;
   for (const auto& [address, b] : blocks_) {
-    const Arena& arena = *arenas_.at(b.arena);
+    const Arena& arena = arenas_[b.arena];
     if (address != arena.base + b.offset) broken("block address differs from its arena offset");
     if (b.offset % kRoundBytes || b.size_bytes % kRoundBytes || b.size_bytes < b.requested_bytes)
       broken("block " + hex(address) + " is not 512 B aligned or smaller than requested");
@@ -52,7 +53,7 @@ void StitchingAllocator::check_invariants() const {
     }
   }
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
-    if (arenas_[a]->retired) continue;
+    if (arenas_[a].retired) continue;
     auto& t = tiles[a];
     std::sort(t.begin(), t.end(), [](const FreeRange& x, const FreeRange& y) { return x.offset < y.offset; });
     std::uint64_t expect = 0;
@@ -60,13 +61,13 @@ void StitchingAllocator::check_invariants() const {
       if (r.offset != expect) broken("arena " + std::to_string(a) + ": overlap or gap at offset " + std::to_string(r.offset));
       expect = r.offset + r.size_bytes;
     }
-    if (expect != arenas_[a]->virtual_bytes) broken("arena " + std::to_string(a) + " is not tiled to its end");
+    if (expect != arenas_[a].virtual_bytes) broken("arena " + std::to_string(a) + " is not tiled to its end");
   }
   // Page maps: no overlap, entries match their chunks.
   std::uint64_t mapped = 0;
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
     std::uint64_t next_free_page = 0;
-    arenas_[a]->pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
+    arenas_[a].pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
       if (p < next_free_page) broken("chunks overlap in arena " + std::to_string(a));
       next_free_page = p + e.pages;
       const Chunk& c = pool_[e.chunk];
@@ -86,7 +87,7 @@ void StitchingAllocator::check_invariants() const {
     if (c.users != expect) broken("chunk users differ from the recount");
     if (c.users != 0) {
       used += c.pages;
-      const Arena& arena = *arenas_[c.arena];
+      const Arena& arena = arenas_[c.arena];
       if (!backend_.is_accessible(stitcher_.address(arena, c.first_page), c.pages << page_shift_))
         broken("a used chunk has no access at " + hex(stitcher_.address(arena, c.first_page)));
     } else {

@@ -49,7 +49,7 @@ void StitchingAllocator::give_back_if_unused(ChunkId id) {
   if (c.users != 0) return;  // a live block uses it: it goes back once the last one is freed
   try {
     if (c.mapped()) {
-      const StreamId stream = arenas_[c.arena]->stream;
+      const StreamId stream = arenas_[c.arena].stream;
       if (fence_.asynchronous() && !fence_.safe(stream, c.idle_since)) {
         // Queued work may still touch it. Make sure a mark follows it (a free between the stream's marks has
         // none of its own), so that a later call finds it safe even if nothing more is freed on that stream.

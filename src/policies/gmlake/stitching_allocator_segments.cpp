@@ -16,7 +16,7 @@ std::vector<SegmentInfo> StitchingAllocator::segments() const {
   for (const auto& [address, b] : blocks_) placed[b.arena].emplace_back(b.offset, address);
   std::vector<SegmentInfo> out;
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
-    const Arena& arena = *arenas_[a];
+    const Arena& arena = arenas_[a];
     if (arena.retired) continue;
     auto& in_arena = placed[a];
     std::sort(in_arena.begin(), in_arena.end());
@@ -51,7 +51,7 @@ std::vector<SegmentInfo> StitchingAllocator::segments() const {
       if (open_index == kNone || first_page != run_end_page) {
         close();
         out.push_back(SegmentInfo{arena.base + (first_page << page_shift_), 0, arena.stream,
-                                  is_small_arena(arena) ? SegmentType::kSmall : SegmentType::kLarge,
+                                  arena.small ? SegmentType::kSmall : SegmentType::kLarge,
                                   /*is_expandable=*/true, {}, {}});
         open_index = out.size() - 1;
       }

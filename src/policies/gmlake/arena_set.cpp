@@ -1,0 +1,91 @@
+#include "arena_set.h"
+
+#include "gmlake/error.h"
+#include "../common/teardown.h"
+
+namespace gmlake::engine {
+
+ArenaSet::~ArenaSet() {
+  for (auto& arena : arenas_) {
+    if (!arena->retired) attempt_twice([&] { backend_.address_free(arena->base, arena->virtual_bytes); });
+  }
+}
+
+Arena& ArenaSet::get(bool small, StreamId stream) {
+  std::uint32_t* slot;
+  if (!per_stream_) {
+    slot = &shared_[small];
+  } else {
+    auto [it, inserted] = per_stream_slots_.try_emplace({stream, small}, UINT32_MAX);
+    slot = &it->second;
+  }
+  if (*slot != UINT32_MAX) return *arenas_[*slot];
+  // A new arena; the empty ones go back beyond kSpareArenas, and all of them when address space runs out.
+  std::uintptr_t base = 0;
+  try {
+    if (per_stream_ && empty_stream_arenas() >= kSpareArenas) retire_empty(false);
+    try {
+      base = backend_.reserve(virtual_bytes_);
+    } catch (const OutOfMemoryError&) {
+      if (retire_empty(true) == 0) throw;
+      base = backend_.reserve(virtual_bytes_);
+    }
+  } catch (...) {  // OutOfMemoryError (no address space left) or BackendError, as the backend said
+    if (per_stream_) per_stream_slots_.erase({stream, small});
+    throw;
+  }
+  const StreamId arena_stream = per_stream_ ? stream : 0;
+  std::uint32_t id;
+  if (!retired_ids_.empty()) {
+    id = retired_ids_.back();
+    retired_ids_.pop_back();
+    arenas_[id] = std::make_unique<Arena>(id, arena_stream, base, virtual_bytes_, small);
+  } else {
+    id = static_cast<std::uint32_t>(arenas_.size());
+    arenas_.push_back(std::make_unique<Arena>(id, arena_stream, base, virtual_bytes_, small));
+  }
+  // The slot may have moved while arenas were retired (per_stream_slots_ is a std::map: its nodes stay put).
+  if (!per_stream_) {
+    shared_[small] = id;
+  } else {
+    per_stream_slots_[{stream, small}] = id;
+  }
+  return *arenas_[id];
+}
+
+std::uint64_t ArenaSet::empty_stream_arenas() const {
+  std::uint64_t n = 0;
+  for (const auto& [key, id] : per_stream_slots_) n += id != UINT32_MAX && arenas_[id]->blocks == 0;
+  return n;
+}
+
+std::uint64_t ArenaSet::retire_empty(bool wait) {
+  if (!per_stream_) return 0;
+  if (wait) wait_all_();
+  std::uint64_t retired = 0;
+  for (auto it = per_stream_slots_.begin(); it != per_stream_slots_.end();) {
+    const std::uint32_t id = it->second;
+    if (id == UINT32_MAX || arenas_[id]->blocks != 0) {  // UINT32_MAX: the slot get() is filling
+      ++it;
+      continue;
+    }
+    Arena& arena = *arenas_[id];
+    try {
+      if (!unmap_(arena)) {  // queued work may still touch a chunk of it
+        ++it;
+        continue;
+      }
+      backend_.address_free(arena.base, arena.virtual_bytes);
+    } catch (const Error&) {  // it stays, usable; what was unmapped is free memory
+      ++it;
+      continue;
+    }
+    arena.retired = true;
+    retired_ids_.push_back(id);
+    it = per_stream_slots_.erase(it);
+    ++retired;
+  }
+  return retired;
+}
+
+}  // namespace gmlake::engine

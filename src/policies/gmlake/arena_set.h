@@ -1,0 +1,74 @@
+// ArenaSet: the gmlake policy's arenas (arena.h), one per pool (small: requests <= small_request_max_bytes; large:
+// the rest), and per stream too when cross_stream_reuse is off (on the GPU, so that a free range is reused only in
+// its own stream's order). Each is made on first use, one backend reservation of Config::arena_virtual_bytes.
+//
+// Streams come and go (a server may make one per request), so the per-stream arenas with no block placed in them
+// go back (issue 15): beyond kSpareArenas of them whenever a new arena is made, and all of them when address
+// space runs out, so it always comes back. Giving an arena back first unmaps its chunks, which is the policy's
+// business: the Unmapper it passes in does that (and says no when queued work may still touch a chunk).
+// Invariant: the arenas in use are exactly those the slots name; a retired arena has no chunk mapped and its id
+// waits in the spare ids for reuse;  live_reservations() of the backend's own = arenas not retired.
+// Thread safety: none (the policy's lock).
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "arena.h"
+#include "gmlake/backend.h"
+
+namespace gmlake::engine {
+
+class ArenaSet {
+ public:
+  // Empty per-stream arenas kept for streams that come back; at this many, they go back.
+  static constexpr std::uint64_t kSpareArenas = 8;
+  // Unmaps every chunk of `arena` (no block is placed in it): true when none is left mapped, false when queued
+  // work may still touch one (the arena is kept). May throw Error: the arena is kept.
+  using Unmapper = std::function<bool(Arena& arena)>;
+  // Waits for all queued work of every stream (before every arena is given back, out of address space).
+  using WaitAll = std::function<void()>;
+
+  // `virtual_bytes`: each arena's size (Config::arena_virtual_bytes); `per_stream`: !Config::cross_stream_reuse.
+  // The backend must outlive the set.
+  ArenaSet(Backend& backend, std::uint64_t virtual_bytes, bool per_stream, Unmapper unmap, WaitAll wait_all)
+      : backend_(backend), virtual_bytes_(virtual_bytes), per_stream_(per_stream), unmap_(std::move(unmap)),
+        wait_all_(std::move(wait_all)) {}
+  // Frees every arena's address space (best effort: the chunks must have been unmapped; never throws).
+  ~ArenaSet();
+  ArenaSet(const ArenaSet&) = delete;
+  ArenaSet& operator=(const ArenaSet&) = delete;
+
+  // The arena of (`stream`, the small or the large pool), made on first use (stream is ignored unless
+  // per_stream). Throws OutOfMemoryError when no address space is left even after every empty arena went back,
+  // or BackendError, as the backend said; nothing changes then.
+  Arena& get(bool small, StreamId stream);
+  // Gives back the address space of per-stream arenas with no block placed in them, unmapping their chunks
+  // first (the Unmapper); with `wait`, after waiting for all queued work. Returns how many went back; none with
+  // shared arenas.
+  std::uint64_t retire_empty(bool wait);
+  // Per-stream arenas in use with no block placed in them.
+  std::uint64_t empty_stream_arenas() const;
+
+  // Arena `id` (retired ones included: Arena::retired); ids are 0..size() - 1.
+  Arena& operator[](std::uint32_t id) { return *arenas_[id]; }
+  const Arena& operator[](std::uint32_t id) const { return *arenas_[id]; }
+  std::uint32_t size() const { return static_cast<std::uint32_t>(arenas_.size()); }
+
+ private:
+  Backend& backend_;
+  std::uint64_t virtual_bytes_;
+  bool per_stream_;
+  Unmapper unmap_;
+  WaitAll wait_all_;
+  std::vector<std::unique_ptr<Arena>> arenas_;
+  std::uint32_t shared_[2] = {UINT32_MAX, UINT32_MAX};             // [small], when shared
+  std::map<std::pair<StreamId, bool>, std::uint32_t> per_stream_slots_;  // (stream, small), when per stream
+  std::vector<std::uint32_t> retired_ids_;                          // ids whose address space went back
+};
+
+}  // namespace gmlake::engine

@@ -1,0 +1,97 @@
+// ArenaSet (src/policies/gmlake/arena_set.h) on its own, on the sim backend (and a FaultBackend over it for
+// address space that runs out): which arena a (stream, pool) gets, and how empty per-stream arenas go back.
+#include "policies/gmlake/arena_set.h"
+
+#include <gtest/gtest.h>
+
+#include "backends/fault/fault_backend.h"
+#include "gmlake/error.h"
+#include "gmlake/sim_backend.h"
+#include "gmlake/units.h"
+
+namespace gmlake::engine {
+namespace {
+
+constexpr std::uint64_t kArenaBytes = 64 * kGiB;
+
+TEST(ArenaSetTest, SharedArenasAreOnePerPoolWhateverTheStream) {
+  SimBackend sim;
+  int unmaps = 0;
+  {
+    ArenaSet set(sim, kArenaBytes, /*per_stream=*/false, [&](Arena&) { return ++unmaps, true; }, [] {});
+    Arena& large = set.get(false, 1);
+    Arena& small = set.get(true, 2);
+    EXPECT_NE(&large, &small);
+    EXPECT_TRUE(small.small);
+    EXPECT_FALSE(large.small);
+    EXPECT_EQ(&set.get(false, 7), &large);
+    EXPECT_EQ(&set.get(true, 1), &small);
+    EXPECT_EQ(large.stream, 0u) << "a shared arena belongs to no stream";
+    EXPECT_EQ(set.size(), 2u);
+    EXPECT_EQ(sim.live_reservations(), 2u);
+    EXPECT_EQ(set.retire_empty(true), 0u) << "shared arenas never go back";
+  }
+  EXPECT_EQ(sim.live_reservations(), 0u) << "the set frees its address space";
+  EXPECT_EQ(unmaps, 0);
+}
+
+TEST(ArenaSetTest, EmptyPerStreamArenasGoBackAndTheirIdsAreReused) {
+  SimBackend sim;
+  int waits = 0;
+  bool may_unmap = false;
+  ArenaSet set(sim, kArenaBytes, /*per_stream=*/true, [&](Arena&) { return may_unmap; }, [&] { ++waits; });
+  Arena& a = set.get(false, 1);
+  Arena& b = set.get(false, 2);
+  EXPECT_NE(&a, &b);
+  EXPECT_EQ(b.stream, 2u);
+  a.blocks = 1;  // stream 1 has a block placed; stream 2 has none
+  EXPECT_EQ(set.empty_stream_arenas(), 1u);
+  EXPECT_EQ(set.retire_empty(false), 0u) << "the Unmapper said queued work may touch its chunks";
+  may_unmap = true;
+  EXPECT_EQ(set.retire_empty(true), 1u);
+  EXPECT_EQ(waits, 1);
+  EXPECT_EQ(sim.live_reservations(), 1u);
+  const std::uint32_t retired_id = b.id;
+  EXPECT_TRUE(set[retired_id].retired);
+  // Stream 2 comes back: a new arena under the id that went back.
+  Arena& again = set.get(false, 2);
+  EXPECT_EQ(again.id, retired_id);
+  EXPECT_FALSE(again.retired);
+  EXPECT_EQ(sim.live_reservations(), 2u);
+  EXPECT_EQ(&set.get(false, 1), &a) << "the arena in use stays";
+}
+
+TEST(ArenaSetTest, BeyondTheSpareArenasTheEmptyOnesGoBackWhenANewOneIsMade) {
+  SimBackend sim;
+  ArenaSet set(sim, kArenaBytes, /*per_stream=*/true, [](Arena&) { return true; }, [] {});
+  for (StreamId s = 1; s <= 100; ++s) {
+    set.get(s % 2 == 0, s);
+    ASSERT_LE(set.empty_stream_arenas(), ArenaSet::kSpareArenas + 1) << "stream " << s;
+  }
+  EXPECT_LE(sim.live_reservations(), ArenaSet::kSpareArenas + 1);
+}
+
+TEST(ArenaSetTest, OutOfAddressSpaceTheEmptyArenasGoBackAfterAWaitOrTheErrorStands) {
+  SimBackend sim;
+  FaultBackend faults(sim);
+  int waits = 0;
+  ArenaSet set(faults, kArenaBytes, /*per_stream=*/true, [](Arena&) { return true; }, [&] { ++waits; });
+  set.get(false, 1);
+  // The next reservation fails as out of memory: the empty arena of stream 1 goes back, after a wait, and the
+  // retried reservation serves stream 2.
+  faults.arm({BackendCall::kReserve, 1, 1, FaultError::kOutOfMemory});
+  Arena& two = set.get(false, 2);
+  EXPECT_EQ(waits, 1);
+  EXPECT_EQ(two.stream, 2u);
+  EXPECT_EQ(sim.live_reservations(), 1u);
+  // Now nothing is empty to give back: the error reaches the caller and no slot is left half made.
+  two.blocks = 1;
+  faults.arm({BackendCall::kReserve, 1, 1, FaultError::kOutOfMemory});
+  EXPECT_THROW(set.get(false, 3), OutOfMemoryError);
+  EXPECT_EQ(set.empty_stream_arenas(), 0u);
+  EXPECT_EQ(set.get(false, 3).stream, 3u) << "a later call makes it";
+  EXPECT_EQ(sim.live_reservations(), 2u);
+}
+
+}  // namespace
+}  // namespace gmlake::engine
