@@ -34,11 +34,12 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
       peers_(make_peer_source(config_, backend, pool_)),
       stitcher_(backend, pool_, page_shift_),
       placer_(pool_, page_shift_, config_.fit_candidates),
+      use_(pool_),
       fence_(events),
       moves_(config.move_budget_ns_per_op),
       arenas_(backend, config.arena_virtual_bytes, !config.cross_stream_reuse,
               [this](Arena& arena) { return unmap_arena(arena); },
-              [this] { fence_.wait_all(idle_.next_tick()); }) {
+              [this] { fence_.wait_all(use_.next_tick()); }) {
   if (events != nullptr && config_.cross_stream_reuse) {
     throw Error(ErrorCode::kConfig,
                 "gmlake config: cross_stream_reuse: must be false with asynchronous streams (each stream keeps its "
@@ -55,7 +56,7 @@ StitchingAllocator::~StitchingAllocator() {
   // Teardown must not throw: every backend call is tried twice (teardown.h); what fails twice stays with the
   // backend (a chunk whose unmap failed is not released).
   try {
-    fence_.wait_all(idle_.next_tick());  // no queued work may still touch what is unmapped below
+    fence_.wait_all(use_.next_tick());  // no queued work may still touch what is unmapped below
   } catch (...) {
   }
   std::vector<ChunkId> live;
@@ -96,13 +97,13 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   }
   // A request the cap can never hold (its new pages plus the pages blocks use now exceed it) fails before any
   // memory is created or moved for it, so it leaves nothing behind.
-  if (cap_bytes_ != 0 && at.cost.unmapped + pages_.used > (cap_bytes_ >> page_shift_) + peer_room_pages()) {
+  if (cap_bytes_ != 0 && at.cost.unmapped + use_.used_pages() > (cap_bytes_ >> page_shift_) + peer_room_pages()) {
     ++stats_.num_ooms;
     throw_oom(size_bytes, "the cap would be exceeded");
   }
   const PieceId piece = arena.free.take(at.range, at.offset, rounded);
   const std::uint64_t first = first_page(at.offset), last = last_page(at.offset, rounded);
-  use_pages(arena, first, last);  // first, so that no chunk of the range is evicted to back the rest
+  use_.use(arena, first, last);  // first, so that no chunk of the range is evicted to back the rest
   if (at.cost.unmapped == 0) {
     ++stats_.stitch_reuses;
   } else {
@@ -110,13 +111,13 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
       stats_.stitched_chunks += stitch(arena, first, last, size_bytes);
       ++stats_.stitches;
     } catch (const OutOfMemoryError&) {
-      unuse_pages(arena, first, last);
+      noted(arena, use_.unuse(arena, first, last));
       arena.free.give(piece);
       ++stats_.num_ooms;
       update_inactive_split();
       throw;
     } catch (...) {
-      unuse_pages(arena, first, last);
+      noted(arena, use_.unuse(arena, first, last));
       arena.free.give(piece);
       update_inactive_split();
       throw;
@@ -137,30 +138,6 @@ void* StitchingAllocator::place(Arena& arena, PieceId piece, std::uint64_t offse
   ++stats_.num_allocs;
   update_inactive_split();
   return reinterpret_cast<void*>(address);
-}
-
-void StitchingAllocator::use_pages(Arena& arena, std::uint64_t first, std::uint64_t last) {
-  arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
-    Chunk& c = pool_[e.chunk];
-    if (c.users++ != 0) return;
-    pages_.idle -= c.pages;
-    --pages_.idle_chunks;
-    pages_.used += c.pages;
-  });
-}
-
-void StitchingAllocator::unuse_pages(Arena& arena, std::uint64_t first, std::uint64_t last) {
-  std::uint64_t tick = 0;
-  arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
-    Chunk& c = pool_[e.chunk];
-    if (--c.users != 0) return;
-    if (tick == 0) tick = idle_.next_tick();
-    turn_idle(e.chunk, tick);
-  });
-  if (tick != 0) {
-    fence_.note_idle(arena.stream, tick);
-    idle_.compact_if_dead(pages_.idle_chunks, pool_);
-  }
 }
 
 std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std::uint64_t last,
@@ -206,15 +183,15 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
         pool_.add_free(id);
         throw;
       }
-      Chunk& c = pool_[id];
-      c.users = 1;  // the block being placed; grown-ahead chunks too until the run is whole (else the next
-      pages_.used += c.pages;  // obtain() could evict one and leave a hole under the run's set_access)
-      done += c.pages;
+      // Used by the block being placed; grown-ahead chunks too until the run is whole (else the next obtain()
+      // could evict one and leave a hole under the run's set_access).
+      use_.mapped_for_block(id);
+      done += pool_[id].pages;
       ++chunks;
     }
     stitcher_.grant(arena, first, pages);
     // Chunks grown ahead, wholly past the block, are idle from the start.
-    if (first + pages - 1 > block_last) idle_past(arena, block_last, first + pages - 1);
+    if (first + pages - 1 > block_last) noted(arena, use_.idle_past(arena, block_last, first + pages - 1));
   } catch (...) {
     // This run's chunks have no access yet: unmap them back into the free chunks. One that cannot be unmapped
     // gets access instead, so that it is an ordinary chunk once the caller unuses the range (the first failure
@@ -236,46 +213,14 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
         }
         continue;
       }
-      if (used) {
-        pages_.used -= n;
-      } else {
-        pages_.idle -= n;
-        --pages_.idle_chunks;
-      }
+      use_.unmapped(n, used);
       pool_.add_free(id);
     }
     // Grown chunks left mapped past the block: the caller unuses only the block's pages.
-    if (done != 0 && first + done - 1 > block_last) idle_past(arena, block_last, first + done - 1);
+    if (done != 0 && first + done - 1 > block_last) noted(arena, use_.idle_past(arena, block_last, first + done - 1));
     throw;
   }
   return chunks;
-}
-
-void StitchingAllocator::turn_idle(ChunkId id, std::uint64_t tick) {
-  Chunk& c = pool_[id];
-  c.idle_since = tick;
-  idle_.push(id, tick);
-  pages_.used -= c.pages;
-  pages_.idle += c.pages;
-  ++pages_.idle_chunks;
-}
-
-ChunkId StitchingAllocator::oldest_idle() {
-  const ChunkId id = idle_.oldest(pool_);
-  if (id == kNoChunk) broken("idle chunks are counted but none is queued");
-  return id;
-}
-
-void StitchingAllocator::idle_past(Arena& arena, std::uint64_t block_last, std::uint64_t last) {
-  std::uint64_t tick = 0;
-  arena.pages.for_each(block_last + 1, last, [&](std::uint64_t p, const PageMap::Entry& e) {
-    Chunk& c = pool_[e.chunk];
-    if (p <= block_last || c.users != 1) return;  // the chunk the block ends in stays used
-    if (tick == 0) tick = idle_.next_tick();
-    c.users = 0;
-    turn_idle(e.chunk, tick);
-  });
-  if (tick != 0) fence_.note_idle(arena.stream, tick);
 }
 
 ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget) {
@@ -299,7 +244,7 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested,
     const std::uint64_t reserved = reserved_now();
     const bool headroom = within_headroom(want);
     const bool out_of_budget = !moves_.allows_move() && cap_bytes_ == 0 && !headroom_exhausted_ &&
-                               (pages_.idle_chunks != 0 || pool_.free_chunks() != 0);
+                               (use_.idle_chunks() != 0 || pool_.free_chunks() != 0);
     if (headroom || out_of_budget || (reserved + (want << page_shift_) <= reserved_at_start && cap_allows(want))) {
       try {
         return pool_.create(want);
@@ -313,14 +258,14 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested,
     // 2b. Out of credit for moves while the own device cannot grow: with a peer that may lend, the peer serves
     //     the run instead (obtain_or_borrow), as a new chunk would with no cap.
     if (peer_takes_over && !moves_.allows_move() && (headroom_exhausted_ || !cap_allows(want)) &&
-        (pages_.idle_chunks != 0 || pool_.free_chunks() != 0)) {
+        (use_.idle_chunks() != 0 || pool_.free_chunks() != 0)) {
       return kNoChunk;
     }
     // 3. Free chunks that do not suit the run (too small to be worth a map each, or too large) are released once
     //    enough memory is free, or nothing idle is left, or the cap leaves no room: their memory comes back as
     //    one chunk of the run's size (step 2).
     if (pool_.free_chunks() != 0 &&
-        (pages_.idle_chunks == 0 || pool_.free_pages() >= want || !cap_allows(want))) {
+        (use_.idle_chunks() == 0 || pool_.free_pages() >= want || !cap_allows(want))) {
       const ChunkId largest = pool_.largest_free();
       pool_.take_free(largest);
       try {
@@ -333,7 +278,7 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested,
       continue;
     }
     // 4. The memory of the chunk idle the longest, once no queued work can touch it.
-    const ChunkId oldest = pages_.idle_chunks != 0 ? oldest_idle() : kNoChunk;
+    const ChunkId oldest = use_.idle_chunks() != 0 ? use_.oldest_idle() : kNoChunk;
     if (oldest != kNoChunk) {
       const StreamId stream = arenas_[pool_[oldest].arena].stream;
       const std::uint64_t since = pool_[oldest].idle_since;
@@ -352,7 +297,7 @@ ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested,
             ++stats_.num_alloc_retries;
           }
         }
-        fence_.wait_safe(stream, since, idle_.next_tick());
+        fence_.wait_safe(stream, since, use_.next_tick());
         ++stats_.fence_waits;
       }
       lag_grown_pages_ = 0;  // the oldest idle chunk is safe now: the device caught up
@@ -394,8 +339,7 @@ void StitchingAllocator::evict(ChunkId id) {
   Chunk& c = pool_[id];
   const std::uint64_t pages = c.pages;
   stitcher_.unmap(arenas_[c.arena], id);  // throws: nothing changed, still idle and queued
-  pages_.idle -= pages;
-  --pages_.idle_chunks;
+  use_.unmapped(pages, /*was_used=*/false);
   pool_.add_free(id);
   ++stats_.evictions;
 }
@@ -458,7 +402,7 @@ void StitchingAllocator::release_block(BlockMap::iterator it) {
   blocks_.erase(it);
   Arena& arena = arenas_[b.arena];
   --arena.blocks;
-  unuse_pages(arena, first_page(b.offset), last_page(b.offset, b.size_bytes));
+  noted(arena, use_.unuse(arena, first_page(b.offset), last_page(b.offset, b.size_bytes)));
   arena.free.give(b.piece);
   if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
   const auto size = static_cast<std::int64_t>(b.size_bytes);
@@ -476,8 +420,8 @@ void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
   // Best effort, since a free must not fail once its block is released: a chunk whose unmap fails stays idle
   // and queued, and the next free trims again. Only chunks no queued work can touch are evicted.
   try {
-    while (pages_.idle_chunks != 0 && (pages_.idle << page_shift_) > max_idle_bytes) {
-      const ChunkId oldest = oldest_idle();
+    while (use_.idle_chunks() != 0 && (use_.idle_pages() << page_shift_) > max_idle_bytes) {
+      const ChunkId oldest = use_.oldest_idle();
       if (fence_.asynchronous() && !fence_.safe(arenas_[pool_[oldest].arena].stream, pool_[oldest].idle_since)) break;
       evict(oldest);
     }
@@ -487,9 +431,9 @@ void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
 }
 
 void StitchingAllocator::empty_cache() {
-  if (pages_.idle_chunks != 0) fence_.wait_all(idle_.next_tick());
-  while (pages_.idle_chunks != 0) {
-    const ChunkId oldest = oldest_idle();
+  if (use_.idle_chunks() != 0) fence_.wait_all(use_.next_tick());
+  while (use_.idle_chunks() != 0) {
+    const ChunkId oldest = use_.oldest_idle();
     evict(oldest);  // throws: the rest stays cached, consistent
   }
   arenas_.retire_empty(false);  // every chunk is safe now (waited for above)
@@ -502,11 +446,11 @@ void StitchingAllocator::set_cap_bytes(std::uint64_t cap_bytes) {
   cap_bytes_ = cap_bytes;
   if (cap_bytes_ == 0) return;
   pool_.release_all_free();
-  if (reserved_now() > cap_bytes_ && pages_.idle_chunks != 0) {
-    fence_.wait_all(idle_.next_tick());
+  if (reserved_now() > cap_bytes_ && use_.idle_chunks() != 0) {
+    fence_.wait_all(use_.next_tick());
   }
-  while (reserved_now() > cap_bytes_ && pages_.idle_chunks != 0) {
-    const ChunkId oldest = oldest_idle();
+  while (reserved_now() > cap_bytes_ && use_.idle_chunks() != 0) {
+    const ChunkId oldest = use_.oldest_idle();
     evict(oldest);
     pool_.release_all_free();
   }
@@ -514,7 +458,7 @@ void StitchingAllocator::set_cap_bytes(std::uint64_t cap_bytes) {
 
 void StitchingAllocator::update_inactive_split() {
   Gauge& g = stats_.inactive_split_bytes;
-  g.current = static_cast<std::int64_t>(pages_.used << page_shift_) - stats_.active_bytes.current;
+  g.current = static_cast<std::int64_t>(use_.used_pages() << page_shift_) - stats_.active_bytes.current;
   g.peak = std::max(g.peak, g.current);
 }
 

@@ -63,7 +63,7 @@
 #include "absl/container/flat_hash_map.h"
 #include "arena_set.h"
 #include "chunk_pool.h"
-#include "idle_chunks.h"
+#include "chunk_use.h"
 #include "peer_source.h"
 #include "placement.h"
 #include "move_budget.h"
@@ -119,30 +119,20 @@ class StitchingAllocator final : public Allocator {
   using BlockMap = absl::flat_hash_map<std::uintptr_t, Block>;
   std::uint64_t first_page(std::uint64_t offset) const { return offset >> page_shift_; }
   std::uint64_t last_page(std::uint64_t offset, std::uint64_t size) const { return (offset + size - 1) >> page_shift_; }
-  // A block now overlaps pages [first, last]: users + 1 on each mapped chunk there.
-  void use_pages(Arena& arena, std::uint64_t first, std::uint64_t last);
-  // A block no longer overlaps them: users - 1; chunks left unused turn idle.
-  void unuse_pages(Arena& arena, std::uint64_t first, std::uint64_t last);
+  // Tells the stream fence that chunks of `arena` turned idle at `tick` (0: none did).
+  void noted(const Arena& arena, std::uint64_t tick) {
+    if (tick != 0) fence_.note_idle(arena.stream, tick);
+  }
   // Maps every unmapped run of [first, last] (whose mapped chunks are used); returns the chunks mapped.
   std::uint64_t stitch(Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t requested);
   // Backs pages [first, first + pages) (unmapped) with chunks and grants access; chunks starting past
   // `block_last` (grown ahead) are idle from the start.
   std::uint64_t stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages, std::uint64_t block_last,
                            std::uint64_t requested);
-  // Chunk `id`, whose users just fell to 0, turns idle at `tick` (queued, counted).
-  void turn_idle(ChunkId id, std::uint64_t tick);
-  // The chunk idle the longest; requires idle chunks (pages_.idle_chunks != 0).
-  ChunkId oldest_idle();
   // Reserved bytes on the own device (what cap_bytes and the headroom bound): peer chunks are not counted.
   std::uint64_t reserved_now() const {
     return static_cast<std::uint64_t>(stats_.reserved_bytes.current - stats_.peer_reserved_bytes.current);
   }
-  // Chunks of [block_last + 1, last] that lie wholly past a block and were counted as its (users 1) while
-  // their run was stitched turn idle.
-  void idle_past(Arena& arena, std::uint64_t block_last, std::uint64_t last);
-  // ArenaSet's Unmapper: evicts every chunk of `arena` (no block in it) once no queued work can touch any;
-  // false (nothing done) while some may.
-  bool unmap_arena(Arena& arena);
   // What obtain() does when the own device cannot grow (the cap, or the device found full) and moving memory is
   // over budget (MoveBudget). kOwnDevice: memory first, it moves anyway (page-sized chunks under a cap).
   // kPeer, for a pool whose peers may lend: the move is left to the peer (obtain returns kNoChunk, and
@@ -170,6 +160,9 @@ class StitchingAllocator final : public Allocator {
   // while queued work may, it makes sure a stream mark follows the chunk (StreamFence::cover), so that a later
   // call gives it back. A backend failure leaves it as it was, for the next call.
   void give_back_if_unused(ChunkId id);
+  // ArenaSet's Unmapper: evicts every chunk of `arena` (no block in it) once no queued work can touch any;
+  // false (nothing done) while some may.
+  bool unmap_arena(Arena& arena);
   // Unmaps idle chunk `id` into the free chunks. Throws BackendError: nothing changed.
   void evict(ChunkId id);
   bool cap_allows(std::uint64_t pages) const;
@@ -196,16 +189,11 @@ class StitchingAllocator final : public Allocator {
   std::unique_ptr<PeerSource> peers_;  // peer_devices or lake_socket; set as pool_'s source
   Stitcher stitcher_;
   Placer placer_;
-  IdleChunks idle_;
+  ChunkUse use_;
   StreamFence fence_;
   MoveBudget moves_;
   ArenaSet arenas_;
   BlockMap blocks_;
-  struct PageCounts {
-    std::uint64_t used = 0;         // pages of mapped chunks with users > 0
-    std::uint64_t idle = 0;         // pages of mapped chunks with users == 0
-    std::uint64_t idle_chunks = 0;  // those chunks
-  } pages_;
   std::uint64_t allocated_high_bytes_ = 0;  // highest allocated bytes ever (reset_peak_stats leaves it)
   bool headroom_exhausted_ = false;         // a headroom chunk found the device full; reset by empty_cache
   std::uint64_t lag_grown_pages_ = 0;       // pages created in a row because the oldest idle chunk was uncovered

@@ -76,7 +76,7 @@ void StitchingAllocator::check_invariants() const {
     });
   }
   std::set<ChunkId> queued;
-  idle_.for_each_current(pool_, [&](ChunkId id) { queued.insert(id); });
+  use_.for_each_idle([&](ChunkId id) { queued.insert(id); });
   std::uint64_t used = 0, idle = 0, idle_chunks = 0, live_pages = 0, mapped_chunks = 0;
   pool_.for_each([&](ChunkId id, const Chunk& c) {
     live_pages += c.pages;
@@ -97,8 +97,8 @@ void StitchingAllocator::check_invariants() const {
     }
   });
   if (mapped_chunks != mapped) broken("mapped chunks differ from the page map entries");
-  if (used != pages_.used) broken("used page count differs from the recount");
-  if (idle != pages_.idle || idle_chunks != pages_.idle_chunks) broken("idle page count differs from the recount");
+  if (used != use_.used_pages()) broken("used page count differs from the recount");
+  if (idle != use_.idle_pages() || idle_chunks != use_.idle_chunks()) broken("idle page count differs from the recount");
   if (backend_.live_mappings() != mapped) broken("backend live mappings differ from the mapped chunks");
   const auto reserved = static_cast<std::int64_t>(live_pages << page_shift_);
   if (stats_.reserved_bytes.current != reserved) broken("reserved_bytes differs from the recount");

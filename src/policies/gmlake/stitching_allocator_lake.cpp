@@ -53,7 +53,7 @@ void StitchingAllocator::give_back_if_unused(ChunkId id) {
       if (fence_.asynchronous() && !fence_.safe(stream, c.idle_since)) {
         // Queued work may still touch it. Make sure a mark follows it (a free between the stream's marks has
         // none of its own), so that a later call finds it safe even if nothing more is freed on that stream.
-        fence_.cover(stream, c.idle_since, idle_.next_tick());
+        fence_.cover(stream, c.idle_since, use_.next_tick());
         return;
       }
       evict(id);  // into the free chunks, which give a peer chunk back at once (ChunkPool::add_free)

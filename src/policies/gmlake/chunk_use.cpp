@@ -1,0 +1,70 @@
+#include "chunk_use.h"
+
+#include "engine_checks.h"
+
+namespace gmlake::engine {
+
+void ChunkUse::use(const Arena& arena, std::uint64_t first, std::uint64_t last) {
+  arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
+    Chunk& c = pool_[e.chunk];
+    if (c.users++ != 0) return;
+    idle_pages_ -= c.pages;
+    --idle_chunks_;
+    used_ += c.pages;
+  });
+}
+
+std::uint64_t ChunkUse::unuse(const Arena& arena, std::uint64_t first, std::uint64_t last) {
+  std::uint64_t tick = 0;
+  arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
+    if (--pool_[e.chunk].users != 0) return;
+    if (tick == 0) tick = idle_.next_tick();
+    turn_idle(e.chunk, tick);
+  });
+  if (tick != 0) idle_.compact_if_dead(idle_chunks_, pool_);
+  return tick;
+}
+
+void ChunkUse::mapped_for_block(ChunkId id) {
+  Chunk& c = pool_[id];
+  c.users = 1;
+  used_ += c.pages;
+}
+
+std::uint64_t ChunkUse::idle_past(const Arena& arena, std::uint64_t block_last, std::uint64_t last) {
+  std::uint64_t tick = 0;
+  arena.pages.for_each(block_last + 1, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+    Chunk& c = pool_[e.chunk];
+    if (p <= block_last || c.users != 1) return;  // the chunk the block ends in stays used
+    if (tick == 0) tick = idle_.next_tick();
+    c.users = 0;
+    turn_idle(e.chunk, tick);
+  });
+  return tick;
+}
+
+void ChunkUse::unmapped(std::uint64_t pages, bool was_used) {
+  if (was_used) {
+    used_ -= pages;
+  } else {
+    idle_pages_ -= pages;
+    --idle_chunks_;
+  }
+}
+
+ChunkId ChunkUse::oldest_idle() {
+  const ChunkId id = idle_.oldest(pool_);
+  if (id == kNoChunk) broken("idle chunks are counted but none is queued");
+  return id;
+}
+
+void ChunkUse::turn_idle(ChunkId id, std::uint64_t tick) {
+  Chunk& c = pool_[id];
+  c.idle_since = tick;
+  idle_.push(id, tick);
+  used_ -= c.pages;
+  idle_pages_ += c.pages;
+  ++idle_chunks_;
+}
+
+}  // namespace gmlake::engine

@@ -1,0 +1,66 @@
+// ChunkUse: which mapped chunks the blocks use and which are idle, with the page counts the policy's growth and
+// its statistics read. The idle ones wait in IdleChunks, least recently idled first (GMLake's stitched-block
+// cache: a range stays mapped after its blocks are freed and serves the next block placed there with no backend
+// call).
+//
+// A block overlapping pages [first, last] of an arena uses every chunk mapped there (a chunk moves whole, so a
+// block that covers one page of it holds all of it). So, for every mapped chunk c and the counts kept here:
+//   c.users = #{ blocks b : pages(b) and pages(c) overlap }
+//   used_pages() = sum of c.pages over mapped c with users > 0;   idle_pages() = the same with users == 0
+//   idle_chunks() = #{ mapped c : users == 0 };   c idle  <=>  the queue holds c at c.idle_since
+// (recounted by StitchingAllocator::check_invariants). Chunks that no block can overlap yet (mapped for a block
+// being placed, users 1 until the run is whole) count as used.
+// Thread safety: none (the policy's lock).
+#pragma once
+
+#include <cstdint>
+
+#include "arena.h"
+#include "chunk_pool.h"
+#include "idle_chunks.h"
+
+namespace gmlake::engine {
+
+class ChunkUse {
+ public:
+  // `pool` must outlive this.
+  explicit ChunkUse(ChunkPool& pool) : pool_(pool) {}
+
+  // A block now overlaps pages [first, last] of `arena`: users + 1 on each chunk mapped there.
+  void use(const Arena& arena, std::uint64_t first, std::uint64_t last);
+  // A block no longer overlaps them: users - 1; chunks left unused turn idle. Returns the tick they turned idle
+  // at (for the stream fence), or 0 when none did.
+  std::uint64_t unuse(const Arena& arena, std::uint64_t first, std::uint64_t last);
+  // Chunk `id`, just mapped for the block being placed, is used by it (users 1).
+  void mapped_for_block(ChunkId id);
+  // Chunks of pages [block_last + 1, last] that lie wholly past the block (grown ahead: counted as the block's
+  // while their run was stitched) turn idle. Returns their tick, or 0 when none did.
+  std::uint64_t idle_past(const Arena& arena, std::uint64_t block_last, std::uint64_t last);
+  // A chunk of `pages` pages, used or idle as `was_used` says, was unmapped (evicted, or a stitch undone).
+  void unmapped(std::uint64_t pages, bool was_used);
+
+  // The chunk idle the longest; requires idle_chunks() != 0 (throws std::logic_error when the queue disagrees).
+  ChunkId oldest_idle();
+  // A new tick: every chunk idle now turned idle before it (StreamFence marks and waits use it).
+  std::uint64_t next_tick() { return idle_.next_tick(); }
+  // Calls f(id) for every idle chunk, oldest first (checks).
+  template <typename F>
+  void for_each_idle(F&& f) const {
+    idle_.for_each_current(pool_, f);
+  }
+
+  std::uint64_t used_pages() const { return used_; }
+  std::uint64_t idle_pages() const { return idle_pages_; }
+  std::uint64_t idle_chunks() const { return idle_chunks_; }
+
+ private:
+  void turn_idle(ChunkId id, std::uint64_t tick);
+
+  ChunkPool& pool_;
+  IdleChunks idle_;
+  std::uint64_t used_ = 0;         // pages of mapped chunks with users > 0
+  std::uint64_t idle_pages_ = 0;   // pages of mapped chunks with users == 0
+  std::uint64_t idle_chunks_ = 0;  // those chunks
+};
+
+}  // namespace gmlake::engine

@@ -1,0 +1,110 @@
+// ChunkUse (src/policies/gmlake/chunk_use.h) on its own: chunks of a ChunkPool on the sim backend, shown as mapped
+// in an arena's page map by hand (ChunkUse only counts; it maps nothing).
+#include "policies/gmlake/chunk_use.h"
+
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "gmlake/sim_backend.h"
+#include "gmlake/units.h"
+
+namespace gmlake::engine {
+namespace {
+
+class ChunkUseTest : public ::testing::Test {
+ protected:
+  ChunkUseTest() : pool_(sim_, kChunkBytes, stats_), arena_(0, 0, 0, 64 * kChunkBytes), use_(pool_) {}
+
+  // A chunk of `pages` pages mapped at `first_page` for a block being placed (users 1, as a stitch leaves it).
+  ChunkId mapped_for_block(std::uint64_t first_page, std::uint64_t pages) {
+    const ChunkId id = pool_.create(pages);
+    pool_[id].arena = arena_.id;
+    pool_[id].first_page = first_page;
+    arena_.pages.insert(first_page, id, pages);
+    use_.mapped_for_block(id);
+    return id;
+  }
+  std::vector<ChunkId> idle_order() const {
+    std::vector<ChunkId> out;
+    use_.for_each_idle([&](ChunkId id) { out.push_back(id); });
+    return out;
+  }
+
+  SimBackend sim_;
+  Stats stats_;
+  ChunkPool pool_;
+  Arena arena_;
+  ChunkUse use_;
+};
+
+TEST_F(ChunkUseTest, AChunkTurnsIdleWhenItsLastBlockGoesAndUsedAgainWhenOneComes) {
+  const ChunkId a = mapped_for_block(0, 4);
+  EXPECT_EQ(use_.used_pages(), 4u);
+  use_.use(arena_, 2, 3);  // a second block on pages 2-3
+  EXPECT_EQ(pool_[a].users, 2u);
+  EXPECT_EQ(use_.unuse(arena_, 0, 1), 0u) << "still used by the second block: no tick";
+  const std::uint64_t tick = use_.unuse(arena_, 2, 3);
+  EXPECT_NE(tick, 0u);
+  EXPECT_EQ(pool_[a].idle_since, tick);
+  EXPECT_EQ(use_.used_pages(), 0u);
+  EXPECT_EQ(use_.idle_pages(), 4u);
+  EXPECT_EQ(use_.idle_chunks(), 1u);
+  EXPECT_EQ(use_.oldest_idle(), a);
+  use_.use(arena_, 1, 1);  // reused in place: no longer idle
+  EXPECT_EQ(use_.idle_chunks(), 0u);
+  EXPECT_EQ(use_.used_pages(), 4u);
+  EXPECT_TRUE(idle_order().empty()) << "its queue entry is dead";
+}
+
+TEST_F(ChunkUseTest, TheOldestIdleChunkComesFirstAndTicksGrow) {
+  const ChunkId a = mapped_for_block(0, 1);
+  const ChunkId b = mapped_for_block(1, 2);
+  const ChunkId c = mapped_for_block(3, 1);
+  const std::uint64_t tb = use_.unuse(arena_, 1, 2);
+  const std::uint64_t ta = use_.unuse(arena_, 0, 0);
+  const std::uint64_t tc = use_.unuse(arena_, 3, 3);
+  EXPECT_LT(tb, ta);
+  EXPECT_LT(ta, tc);
+  EXPECT_EQ(idle_order(), (std::vector<ChunkId>{b, a, c}));
+  EXPECT_EQ(use_.oldest_idle(), b);
+  EXPECT_GT(use_.next_tick(), tc);
+  // b leaves (evicted): the next oldest is a.
+  pool_[b].arena = Chunk::kUnmapped;
+  arena_.pages.erase(1);
+  use_.unmapped(2, /*was_used=*/false);
+  EXPECT_EQ(use_.idle_pages(), 2u);
+  EXPECT_EQ(use_.idle_chunks(), 2u);
+  EXPECT_EQ(use_.oldest_idle(), a);
+}
+
+TEST_F(ChunkUseTest, ChunksGrownPastABlockTurnIdleButTheOneItEndsInStaysUsed) {
+  // A block on pages 0-4, its run stitched with chunks [0,4) [4,6) and grown ahead with [6,8) [8,10).
+  const ChunkId first = mapped_for_block(0, 4);
+  const ChunkId ends_in = mapped_for_block(4, 2);
+  const ChunkId grown1 = mapped_for_block(6, 2);
+  const ChunkId grown2 = mapped_for_block(8, 2);
+  const std::uint64_t tick = use_.idle_past(arena_, /*block_last=*/4, /*last=*/9);
+  EXPECT_NE(tick, 0u);
+  EXPECT_EQ(pool_[first].users, 1u);
+  EXPECT_EQ(pool_[ends_in].users, 1u);
+  EXPECT_EQ(pool_[grown1].users, 0u);
+  EXPECT_EQ(pool_[grown2].users, 0u);
+  EXPECT_EQ(use_.used_pages(), 6u);
+  EXPECT_EQ(use_.idle_pages(), 4u);
+  EXPECT_EQ(idle_order(), (std::vector<ChunkId>{grown1, grown2}));
+  EXPECT_EQ(use_.idle_past(arena_, 9, 9), 0u) << "nothing past the last page";
+}
+
+TEST_F(ChunkUseTest, AnUnmappedUsedChunkLeavesTheUsedCount) {
+  const ChunkId a = mapped_for_block(0, 3);
+  pool_[a].arena = Chunk::kUnmapped;  // a stitch undone
+  arena_.pages.erase(0);
+  use_.unmapped(3, /*was_used=*/true);
+  EXPECT_EQ(use_.used_pages(), 0u);
+  EXPECT_EQ(use_.idle_pages(), 0u);
+  EXPECT_EQ(use_.idle_chunks(), 0u);
+}
+
+}  // namespace
+}  // namespace gmlake::engine
