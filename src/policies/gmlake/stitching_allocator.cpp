@@ -27,19 +27,17 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
     : config_(validated(config)),
       backend_(backend),
       page_shift_(static_cast<unsigned>(std::countr_zero(config.chunk_bytes))),
-      max_chunk_pages_(config.max_chunk_bytes / config.chunk_bytes),
       grow_pages_(std::max<std::uint64_t>(1, std::min(config.grow_bytes, config.max_chunk_bytes) / config.chunk_bytes)),
-      cap_bytes_(config.cap_bytes),
       pool_(backend, config.chunk_bytes, stats_),
       peers_(make_peer_source(config_, backend, pool_)),
       stitcher_(backend, pool_, page_shift_),
       placer_(pool_, page_shift_, config_.fit_candidates),
       use_(pool_),
       fence_(events),
-      moves_(config.move_budget_ns_per_op),
       arenas_(backend, config.arena_virtual_bytes, !config.cross_stream_reuse,
               [this](Arena& arena) { return unmap_arena(arena); },
-              [this] { fence_.wait_all(use_.next_tick()); }) {
+              [this] { fence_.wait_all(use_.next_tick()); }),
+      source_(config_, page_shift_, {backend, pool_, use_, fence_, arenas_, stitcher_, stats_}) {
   if (events != nullptr && config_.cross_stream_reuse) {
     throw Error(ErrorCode::kConfig,
                 "gmlake config: cross_stream_reuse: must be false with asynchronous streams (each stream keeps its "
@@ -78,28 +76,29 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   if (size_bytes == 0) return nullptr;
   if (size_bytes > config_.arena_virtual_bytes || size_bytes > kMaxRequestBytes) {
     ++stats_.num_ooms;
-    throw_oom(size_bytes, "larger than the arena's virtual space (arena_virtual_bytes) or 256 TiB");
+    source_.throw_oom(size_bytes, "larger than the arena's virtual space (arena_virtual_bytes) or 256 TiB");
   }
   const std::uint64_t rounded = round_up(size_bytes, kRoundBytes);
-  moves_.earn();
+  source_.earn();
   Arena* arena_ptr = nullptr;
   try {
     arena_ptr = &arenas_.get(rounded <= config_.small_request_max_bytes, stream);
   } catch (const OutOfMemoryError& e) {
     ++stats_.num_ooms;
-    throw_oom(size_bytes, std::string("no address space for a new arena: ") + e.what());
+    source_.throw_oom(size_bytes, std::string("no address space for a new arena: ") + e.what());
   }
   Arena& arena = *arena_ptr;
   const Placer::Placement at = placer_.choose(arena, rounded);
   if (at.range.size_bytes == 0) {
     ++stats_.num_ooms;
-    throw_oom(size_bytes, "no free virtual range large enough in the arena");
+    source_.throw_oom(size_bytes, "no free virtual range large enough in the arena");
   }
   // A request the cap can never hold (its new pages plus the pages blocks use now exceed it) fails before any
   // memory is created or moved for it, so it leaves nothing behind.
-  if (cap_bytes_ != 0 && at.cost.unmapped + use_.used_pages() > (cap_bytes_ >> page_shift_) + peer_room_pages()) {
+  if (source_.cap_bytes() != 0 &&
+      at.cost.unmapped + use_.used_pages() > (source_.cap_bytes() >> page_shift_) + peer_room_pages()) {
     ++stats_.num_ooms;
-    throw_oom(size_bytes, "the cap would be exceeded");
+    source_.throw_oom(size_bytes, "the cap would be exceeded");
   }
   const PieceId piece = arena.free.take(at.range, at.offset, rounded);
   const std::uint64_t first = first_page(at.offset), last = last_page(at.offset, rounded);
@@ -132,7 +131,7 @@ void* StitchingAllocator::place(Arena& arena, PieceId piece, std::uint64_t offse
   blocks_.emplace(address, Block{arena.id, piece, false, offset, rounded, requested, stream});
   ++arena.blocks;
   stats_.allocated_bytes.increase(static_cast<std::int64_t>(rounded));
-  allocated_high_bytes_ = std::max(allocated_high_bytes_, static_cast<std::uint64_t>(stats_.allocated_bytes.current));
+  source_.note_allocated(static_cast<std::uint64_t>(stats_.allocated_bytes.current));
   stats_.active_bytes.increase(static_cast<std::int64_t>(rounded));
   stats_.requested_bytes.increase(static_cast<std::int64_t>(requested));
   ++stats_.num_allocs;
@@ -155,7 +154,7 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
     const std::uint64_t arena_pages = arena.virtual_bytes >> page_shift_;
     const std::uint64_t limit = std::min(arena.pages.next_mapped_after(last), arena_pages);
     const std::uint64_t candidate = std::min(grow_pages, limit - run_first);
-    if (cap_allows(candidate) && !near_cap(candidate) && pool_.peer_bytes() == 0) grown_pages = candidate;
+    if (source_.cap_allows(candidate) && !source_.near_cap(candidate) && pool_.peer_bytes() == 0) grown_pages = candidate;
   }
   std::uint64_t chunks = 0;
   for (std::size_t i = 0; i + 1 < runs_.size(); ++i) {
@@ -223,106 +222,6 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
   return chunks;
 }
 
-ChunkId StitchingAllocator::obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget) {
-  // Near the cap memory comes first: page-sized chunks, which move one page at a time and strand nothing; unless
-  // a peer takes what the own device cannot hold (OverBudget::kPeer).
-  const bool peer_takes_over = over_budget == OverBudget::kPeer;
-  const std::uint64_t want = !peer_takes_over && near_cap(pages) ? 1 : std::min(pages, max_chunk_pages_);
-  // Past the headroom, reserved bytes do not grow beyond what they are now while idle or free memory is left.
-  const std::uint64_t reserved_at_start = reserved_now();
-  for (;;) {
-    // 1. A free chunk that backs at least half of what is wanted: one more map, no new memory.
-    const ChunkId free = pool_.largest_free_at_most(pages);
-    if (free != kNoChunk && pool_[free].pages * 2 >= want) {
-      pool_.take_free(free);
-      return free;
-    }
-    // 2. A new chunk of the run's size: within headroom (memory spent on fewer calls: a repeating step keeps its
-    //    chunks mapped), where free memory released below made room for it (a trade: one chunk for many), or
-    //    once the move budget is spent (MoveBudget: time first) while memory is not what limits: no cap, and the
-    //    device not yet found full (then, as under a cap, memory comes first whatever the moves cost).
-    const std::uint64_t reserved = reserved_now();
-    const bool headroom = within_headroom(want);
-    const bool out_of_budget = !moves_.allows_move() && cap_bytes_ == 0 && !headroom_exhausted_ &&
-                               (use_.idle_chunks() != 0 || pool_.free_chunks() != 0);
-    if (headroom || out_of_budget || (reserved + (want << page_shift_) <= reserved_at_start && cap_allows(want))) {
-      try {
-        return pool_.create(want);
-      } catch (const OutOfMemoryError&) {
-        // The device is full: use idle memory below, as PyTorch retries a failed cudaMalloc from its cache
-        // (counted as num_alloc_retries), and spend neither headroom nor growth for time until empty_cache.
-        ++stats_.num_alloc_retries;
-        if (headroom || out_of_budget) headroom_exhausted_ = true;
-      }
-    }
-    // 2b. Out of credit for moves while the own device cannot grow: with a peer that may lend, the peer serves
-    //     the run instead (obtain_or_borrow), as a new chunk would with no cap.
-    if (peer_takes_over && !moves_.allows_move() && (headroom_exhausted_ || !cap_allows(want)) &&
-        (use_.idle_chunks() != 0 || pool_.free_chunks() != 0)) {
-      return kNoChunk;
-    }
-    // 3. Free chunks that do not suit the run (too small to be worth a map each, or too large) are released once
-    //    enough memory is free, or nothing idle is left, or the cap leaves no room: their memory comes back as
-    //    one chunk of the run's size (step 2).
-    if (pool_.free_chunks() != 0 &&
-        (use_.idle_chunks() == 0 || pool_.free_pages() >= want || !cap_allows(want))) {
-      const ChunkId largest = pool_.largest_free();
-      pool_.take_free(largest);
-      try {
-        pool_.release(largest);
-      } catch (...) {
-        pool_.add_free(largest);
-        throw;
-      }
-      moves_.charge_release();
-      continue;
-    }
-    // 4. The memory of the chunk idle the longest, once no queued work can touch it.
-    const ChunkId oldest = use_.idle_chunks() != 0 ? use_.oldest_idle() : kNoChunk;
-    if (oldest != kNoChunk) {
-      const StreamId stream = arenas_[pool_[oldest].arena].stream;
-      const std::uint64_t since = pool_[oldest].idle_since;
-      const StreamFence::Readiness readiness = fence_.readiness(stream, since);
-      if (readiness != StreamFence::Readiness::kSafe) {
-        // Uncovered: only draining the stream would tell, so grow if allowed, up to lag_grow_chunks x chunk_bytes
-        // in a row (the device's lag raises the peak by a bounded amount). Covered: waiting for the mark is
-        // cheap, since the work queued after it keeps the device busy.
-        if (readiness == StreamFence::Readiness::kUncovered && lag_grown_pages_ + want <= config_.lag_grow_chunks &&
-            cap_allows(want)) {
-          try {
-            const ChunkId created = pool_.create(want);
-            lag_grown_pages_ += want;
-            return created;
-          } catch (const OutOfMemoryError&) {
-            ++stats_.num_alloc_retries;
-          }
-        }
-        fence_.wait_safe(stream, since, use_.next_tick());
-        ++stats_.fence_waits;
-      }
-      lag_grown_pages_ = 0;  // the oldest idle chunk is safe now: the device caught up
-      evict(oldest);
-      moves_.charge_eviction();
-      continue;
-    }
-    // 5. Nothing idle, nothing free: new memory, as much of the run as the cap and the device allow.
-    std::uint64_t n = want;
-    if (cap_bytes_ != 0) {  // `reserved` is still current: steps 3 and 4 continue the loop when they act
-      n = std::min(n, reserved >= cap_bytes_ ? 0 : (cap_bytes_ - reserved) >> page_shift_);
-    }
-    if (n == 0) throw_oom(requested, "the cap would be exceeded");
-    for (;;) {
-      try {
-        return pool_.create(n);
-      } catch (const OutOfMemoryError&) {
-        if (n == 1) throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
-        ++stats_.num_alloc_retries;  // retried smaller, as PyTorch retries a failed cudaMalloc
-        n /= 2;
-      }
-    }
-  }
-}
-
 bool StitchingAllocator::unmap_arena(Arena& arena) {
   std::vector<ChunkId> chunks;
   bool safe = true;
@@ -331,34 +230,8 @@ bool StitchingAllocator::unmap_arena(Arena& arena) {
     safe = safe && (!fence_.asynchronous() || fence_.safe(arena.stream, pool_[e.chunk].idle_since));
   });
   if (!safe) return false;
-  for (const ChunkId c : chunks) evict(c);  // throws Error: the arena is kept, what was evicted is free memory
+  for (const ChunkId c : chunks) source_.evict(c);  // throws Error: the arena is kept, what was evicted is free memory
   return true;
-}
-
-void StitchingAllocator::evict(ChunkId id) {
-  Chunk& c = pool_[id];
-  const std::uint64_t pages = c.pages;
-  stitcher_.unmap(arenas_[c.arena], id);  // throws: nothing changed, still idle and queued
-  use_.unmapped(pages, /*was_used=*/false);
-  pool_.add_free(id);
-  ++stats_.evictions;
-}
-
-bool StitchingAllocator::near_cap(std::uint64_t pages) const {
-  if (cap_bytes_ == 0) return false;
-  if (config_.memory_first_under_cap) return true;
-  return reserved_now() + (pages << page_shift_) > cap_bytes_ / 10 * 9;
-}
-
-bool StitchingAllocator::cap_allows(std::uint64_t pages) const {
-  return cap_bytes_ == 0 ||
-         reserved_now() + (pages << page_shift_) <= cap_bytes_;
-}
-
-bool StitchingAllocator::within_headroom(std::uint64_t pages) const {
-  if (config_.headroom_permille == 0 || headroom_exhausted_ || !cap_allows(pages)) return false;
-  const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * config_.headroom_permille;
-  return reserved_now() + (pages << page_shift_) <= target_bytes;
 }
 
 StitchingAllocator::BlockMap::iterator StitchingAllocator::find_live(void* ptr, const char* call) {
@@ -423,7 +296,7 @@ void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
     while (use_.idle_chunks() != 0 && (use_.idle_pages() << page_shift_) > max_idle_bytes) {
       const ChunkId oldest = use_.oldest_idle();
       if (fence_.asynchronous() && !fence_.safe(arenas_[pool_[oldest].arena].stream, pool_[oldest].idle_since)) break;
-      evict(oldest);
+      source_.evict(oldest);
     }
   } catch (const BackendError&) {
   } catch (const OutOfMemoryError&) {
@@ -434,37 +307,20 @@ void StitchingAllocator::empty_cache() {
   if (use_.idle_chunks() != 0) fence_.wait_all(use_.next_tick());
   while (use_.idle_chunks() != 0) {
     const ChunkId oldest = use_.oldest_idle();
-    evict(oldest);  // throws: the rest stays cached, consistent
+    source_.evict(oldest);  // throws: the rest stays cached, consistent
   }
   arenas_.retire_empty(false);  // every chunk is safe now (waited for above)
   pool_.release_all_free();
-  headroom_exhausted_ = false;  // the device has room again
+  source_.device_has_room();
   update_inactive_split();
 }
 
-void StitchingAllocator::set_cap_bytes(std::uint64_t cap_bytes) {
-  cap_bytes_ = cap_bytes;
-  if (cap_bytes_ == 0) return;
-  pool_.release_all_free();
-  if (reserved_now() > cap_bytes_ && use_.idle_chunks() != 0) {
-    fence_.wait_all(use_.next_tick());
-  }
-  while (reserved_now() > cap_bytes_ && use_.idle_chunks() != 0) {
-    const ChunkId oldest = use_.oldest_idle();
-    evict(oldest);
-    pool_.release_all_free();
-  }
-}
+void StitchingAllocator::set_cap_bytes(std::uint64_t cap_bytes) { source_.set_cap_bytes(cap_bytes); }
 
 void StitchingAllocator::update_inactive_split() {
   Gauge& g = stats_.inactive_split_bytes;
   g.current = static_cast<std::int64_t>(use_.used_pages() << page_shift_) - stats_.active_bytes.current;
   g.peak = std::max(g.peak, g.current);
-}
-
-void StitchingAllocator::throw_oom(std::uint64_t requested, const std::string& reason) {
-  throw OutOfMemoryError(requested, static_cast<std::uint64_t>(stats_.reserved_bytes.current),
-                         static_cast<std::uint64_t>(stats_.allocated_bytes.current), cap_bytes_, reason);
 }
 
 Stats StitchingAllocator::stats() const {

@@ -66,7 +66,7 @@
 #include "chunk_use.h"
 #include "peer_source.h"
 #include "placement.h"
-#include "move_budget.h"
+#include "chunk_source.h"
 #include "stitcher.h"
 #include "stream_fence.h"
 #include "gmlake/allocator.h"
@@ -129,20 +129,6 @@ class StitchingAllocator final : public Allocator {
   // `block_last` (grown ahead) are idle from the start.
   std::uint64_t stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages, std::uint64_t block_last,
                            std::uint64_t requested);
-  // Reserved bytes on the own device (what cap_bytes and the headroom bound): peer chunks are not counted.
-  std::uint64_t reserved_now() const {
-    return static_cast<std::uint64_t>(stats_.reserved_bytes.current - stats_.peer_reserved_bytes.current);
-  }
-  // What obtain() does when the own device cannot grow (the cap, or the device found full) and moving memory is
-  // over budget (MoveBudget). kOwnDevice: memory first, it moves anyway (page-sized chunks under a cap).
-  // kPeer, for a pool whose peers may lend: the move is left to the peer (obtain returns kNoChunk, and
-  // obtain_or_borrow borrows instead), and chunks keep the run's size under a cap too: what the own device would
-  // strand in a partly used chunk the peer absorbs, as a new chunk absorbs it without a cap.
-  enum class OverBudget : std::uint8_t { kOwnDevice, kPeer };
-  // A chunk of 1..`pages` pages, free and out of the free index, for a run of that many pages (see above); with
-  // OverBudget::kPeer, kNoChunk when the move is left to the peer. Throws OutOfMemoryError (nothing idle or free
-  // and the cap or the device refuses) or BackendError; either way nothing changed but moves already done.
-  ChunkId obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice);
   // obtain(), and with a peer source, a chunk of at most `block_pages` pages (the block's own pages left in the
   // run; 0 for pages grown ahead: never borrowed) borrowed from a peer when obtain() runs out of memory or leaves
   // an over-budget move to the peer (stitching_allocator_lake.cpp). When the peers refuse, obtain() again with
@@ -163,27 +149,17 @@ class StitchingAllocator final : public Allocator {
   // ArenaSet's Unmapper: evicts every chunk of `arena` (no block in it) once no queued work can touch any;
   // false (nothing done) while some may.
   bool unmap_arena(Arena& arena);
-  // Unmaps idle chunk `id` into the free chunks. Throws BackendError: nothing changed.
-  void evict(ChunkId id);
-  bool cap_allows(std::uint64_t pages) const;
-  // True when memory comes first: a cap is set and memory_first_under_cap is on, or `pages` more would take
-  // reserved bytes past 90% of it.
-  bool near_cap(std::uint64_t pages) const;
-  bool within_headroom(std::uint64_t pages) const;
   void trim_idle(std::uint64_t max_idle_bytes);
   BlockMap::iterator find_live(void* ptr, const char* call);
   void release_block(BlockMap::iterator it);
   void* place(Arena& arena, PieceId piece, std::uint64_t offset, std::uint64_t rounded, std::uint64_t requested,
               StreamId stream);
   void update_inactive_split();
-  [[noreturn]] void throw_oom(std::uint64_t requested, const std::string& reason);
 
   Config config_;
   Backend& backend_;
   unsigned page_shift_;
-  std::uint64_t max_chunk_pages_;
   std::uint64_t grow_pages_;      // Config::grow_bytes in pages
-  std::uint64_t cap_bytes_;
   Stats stats_;
   ChunkPool pool_;
   std::unique_ptr<PeerSource> peers_;  // peer_devices or lake_socket; set as pool_'s source
@@ -191,12 +167,9 @@ class StitchingAllocator final : public Allocator {
   Placer placer_;
   ChunkUse use_;
   StreamFence fence_;
-  MoveBudget moves_;
   ArenaSet arenas_;
+  ChunkSource source_;
   BlockMap blocks_;
-  std::uint64_t allocated_high_bytes_ = 0;  // highest allocated bytes ever (reset_peak_stats leaves it)
-  bool headroom_exhausted_ = false;         // a headroom chunk found the device full; reset by empty_cache
-  std::uint64_t lag_grown_pages_ = 0;       // pages created in a row because the oldest idle chunk was uncovered
   std::vector<std::pair<std::uint64_t, std::uint64_t>> runs_;  // scratch: unmapped runs of a placement
 };
 

@@ -12,18 +12,18 @@ namespace gmlake::engine {
 
 ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t block_pages, std::uint64_t requested) {
   // Pages grown ahead of a block (block_pages 0) never borrow: a peer holds only what blocks need.
-  if (!peers_->enabled() || block_pages == 0) return obtain(pages, requested);
+  if (!peers_->enabled() || block_pages == 0) return source_.obtain(pages, requested);
   try {
     // The own device's idle, free and new memory, in its order, time first: a move over budget is left to the
     // peer (kNoChunk).
-    const ChunkId id = obtain(pages, requested, OverBudget::kPeer);
+    const ChunkId id = source_.obtain(pages, requested, ChunkSource::OverBudget::kPeer);
     if (id != kNoChunk) return id;
   } catch (const OutOfMemoryError&) {
     // Nothing idle or free, and the own device or the cap refuses: the peer's turn.
   }
-  const ChunkId id = peers_->borrow(pool_, std::min({pages, block_pages, max_chunk_pages_}), stats_.num_alloc_retries);
+  const ChunkId id = peers_->borrow(pool_, std::min({pages, block_pages, source_.max_chunk_pages()}), stats_.num_alloc_retries);
   if (id != kNoChunk) return id;
-  return obtain(pages, requested);  // the peers refused: memory first on the own device, or its OutOfMemoryError
+  return source_.obtain(pages, requested);  // the peers refused: memory first on the own device, or its OutOfMemoryError
 }
 
 std::uint64_t StitchingAllocator::peer_room_pages() const {
@@ -56,7 +56,7 @@ void StitchingAllocator::give_back_if_unused(ChunkId id) {
         fence_.cover(stream, c.idle_since, use_.next_tick());
         return;
       }
-      evict(id);  // into the free chunks, which give a peer chunk back at once (ChunkPool::add_free)
+      source_.evict(id);  // into the free chunks, which give a peer chunk back at once (ChunkPool::add_free)
     } else {
       pool_.release(id);  // unmapped, out of the free index (ChunkPool::recall): a release that failed before
     }

@@ -1,0 +1,115 @@
+// ChunkSource: where the gmlake policy gets the physical memory for a run of pages it must stitch, and the bounds
+// that decide it: the cap, the headroom, the move budget and the device's lag behind the host.
+//
+// For a run of `pages` unmapped pages, obtain() returns one free chunk (mapped nowhere, out of the free index) of
+// 1..pages pages, the first of these that applies (the order is the policy; docs/design.md has the long form):
+//   1. a free chunk that backs at least half of what is wanted: one more map, no new memory;
+//   2. a new chunk of the run's size (at most max_chunk_bytes): while reserved bytes stay within
+//      headroom_permille of the highest allocated bytes, or where releases below made room for it, or once the
+//      move budget (MoveBudget) is spent while memory is not what limits (no cap, the device not found full);
+//   2b. for a pool whose peers may lend (OverBudget::kPeer), out of move credit while the own device cannot
+//      grow: kNoChunk, so that the peer serves the run instead;
+//   3. free chunks that do not suit the run, released (their memory comes back as one chunk of the run's size);
+//   4. the memory of the chunk idle the longest (IdleChunks, via ChunkUse), unmapped once no queued work can
+//      touch it (StreamFence), or a new chunk while the device lags, up to lag_grow_chunks pages in a row;
+//   5. new memory, as much as the cap and the device allow (halved on each refusal, as PyTorch retries a failed
+//      cudaMalloc).
+// Near the cap (memory_first_under_cap, or past 90% of cap_bytes) the chunks are page-sized: they move one page
+// at a time and strand nothing.
+// Counts it keeps: reserved_now() = stats.reserved_bytes - stats.peer_reserved_bytes (the own device's bytes,
+// what the cap and the headroom bound); allocated_high = the highest allocated bytes ever seen (note_allocated).
+// Errors: OutOfMemoryError (the cap or the device refuses, nothing idle or free) or BackendError; either way
+// nothing changed but moves already made, which leave the pool consistent.
+// Thread safety: none (the policy's lock).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "arena_set.h"
+#include "chunk_pool.h"
+#include "chunk_use.h"
+#include "move_budget.h"
+#include "stitcher.h"
+#include "stream_fence.h"
+#include "gmlake/config.h"
+#include "gmlake/stats.h"
+
+namespace gmlake::engine {
+
+class ChunkSource {
+ public:
+  // The parts it reads and moves memory through; all must outlive it.
+  struct Parts {
+    Backend& backend;
+    ChunkPool& pool;
+    ChunkUse& use;
+    StreamFence& fence;
+    ArenaSet& arenas;
+    Stitcher& stitcher;
+    Stats& stats;
+  };
+  // What obtain() does when the own device cannot grow and moving memory is over budget. kOwnDevice: memory
+  // first, it moves anyway. kPeer (a pool whose peers may lend): the move is left to the peer (kNoChunk), and
+  // chunks keep the run's size under a cap too: what the own device would strand, the peer absorbs.
+  enum class OverBudget : std::uint8_t { kOwnDevice, kPeer };
+
+  // `page_shift`: log2 of Config::chunk_bytes. Reads cap_bytes, max_chunk_bytes, headroom_permille,
+  // memory_first_under_cap, lag_grow_chunks and move_budget_ns_per_op from `config`.
+  ChunkSource(const Config& config, unsigned page_shift, Parts parts);
+
+  // A free chunk for a run of `pages` pages (> 0) for a request of `requested` bytes (for the error), as above.
+  ChunkId obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice);
+  // Unmaps idle chunk `id` into the free chunks (counted in Stats::evictions). Throws BackendError: nothing
+  // changed, the chunk is still idle and queued.
+  void evict(ChunkId id);
+
+  // One allocation earned its move credit (MoveBudget::earn).
+  void earn() { moves_.earn(); }
+  // Allocated bytes now: raises the highest allocated bytes that the headroom follows (peak resets leave it).
+  void note_allocated(std::uint64_t allocated_bytes) {
+    if (allocated_bytes > allocated_high_bytes_) allocated_high_bytes_ = allocated_bytes;
+  }
+  // empty_cache gave memory back: the device has room again, headroom and growth for time may be spent again.
+  void device_has_room() { headroom_exhausted_ = false; }
+  // A new cap (0: none); above it, free chunks are released and idle ones evicted (after waiting for queued
+  // work) until reserved bytes fit or nothing idle is left. Throws BackendError (what was done stays done).
+  void set_cap_bytes(std::uint64_t cap_bytes);
+
+  std::uint64_t cap_bytes() const { return cap_bytes_; }
+  std::uint64_t max_chunk_pages() const { return max_chunk_pages_; }
+  // The own device's reserved bytes (peer chunks are not counted).
+  std::uint64_t reserved_now() const {
+    return static_cast<std::uint64_t>(stats_.reserved_bytes.current - stats_.peer_reserved_bytes.current);
+  }
+  // True when `pages` more stay within the cap (or there is none).
+  bool cap_allows(std::uint64_t pages) const;
+  // True when memory comes first: a cap is set and memory_first_under_cap is on, or `pages` more would take
+  // reserved bytes past 90% of it.
+  bool near_cap(std::uint64_t pages) const;
+  // True when `pages` more stay within headroom_permille of the highest allocated bytes (and the cap).
+  bool within_headroom(std::uint64_t pages) const;
+  // Throws OutOfMemoryError for a request of `requested` bytes, with the pool's figures and `reason`.
+  [[noreturn]] void throw_oom(std::uint64_t requested, const std::string& reason) const;
+
+ private:
+  Backend& backend_;
+  ChunkPool& pool_;
+  ChunkUse& use_;
+  StreamFence& fence_;
+  ArenaSet& arenas_;
+  Stitcher& stitcher_;
+  Stats& stats_;
+  unsigned page_shift_;
+  std::uint64_t max_chunk_pages_;
+  std::uint64_t headroom_permille_;
+  std::uint64_t lag_grow_chunks_;
+  bool memory_first_under_cap_;
+  std::uint64_t cap_bytes_;
+  MoveBudget moves_;
+  std::uint64_t allocated_high_bytes_ = 0;  // highest allocated bytes ever (reset_peak_stats leaves it)
+  bool headroom_exhausted_ = false;         // a headroom chunk found the device full; reset by device_has_room
+  std::uint64_t lag_grown_pages_ = 0;       // pages created in a row because the oldest idle chunk was uncovered
+};
+
+}  // namespace gmlake::engine

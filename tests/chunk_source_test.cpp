@@ -1,0 +1,154 @@
+// ChunkSource (src/policies/gmlake/chunk_source.h) on its own, over real parts on the sim backend: the order in
+// which a run's memory is found (free chunk, new chunk within headroom, the oldest idle chunk's memory, new
+// memory), and the bounds that change it (move budget, cap, peers).
+#include "policies/gmlake/chunk_source.h"
+
+#include <gtest/gtest.h>
+
+#include <memory>
+
+#include "gmlake/error.h"
+#include "gmlake/sim_backend.h"
+#include "gmlake/units.h"
+
+namespace gmlake::engine {
+namespace {
+
+class ChunkSourceTest : public ::testing::Test {
+ protected:
+  ChunkSourceTest()
+      : pool_(sim_, kChunkBytes, stats_),
+        stitcher_(sim_, pool_, kShift),
+        use_(pool_),
+        fence_(nullptr),
+        arenas_(sim_, 64 * kGiB, false, [](Arena&) { return true; }, [] {}) {}
+  ~ChunkSourceTest() override {
+    // Unmap and release everything, so that the sim backend ends empty.
+    std::vector<ChunkId> live;
+    pool_.for_each([&](ChunkId id, const Chunk&) { live.push_back(id); });
+    for (const ChunkId id : live) {
+      if (pool_[id].mapped()) stitcher_.unmap(arenas_[pool_[id].arena], id);
+      pool_.release(id);
+    }
+  }
+
+  void make_source(const std::string& config) {
+    source_ = std::make_unique<ChunkSource>(parse_config(config), kShift,
+                                            ChunkSource::Parts{sim_, pool_, use_, fence_, arenas_, stitcher_, stats_});
+  }
+  // A chunk of `pages` pages mapped at `first_page` of the large arena, with access, and idle.
+  ChunkId idle_chunk(std::uint64_t first_page, std::uint64_t pages) {
+    Arena& arena = arenas_.get(false, 0);
+    const ChunkId id = pool_.create(pages);
+    stitcher_.map(arena, first_page, id);
+    stitcher_.grant(arena, first_page, pages);
+    use_.mapped_for_block(id);
+    use_.unuse(arena, first_page, first_page + pages - 1);
+    return id;
+  }
+  // A chunk `obtain` returned goes back to the free index (the test maps nothing).
+  void give_back(ChunkId id) { pool_.add_free(id); }
+
+  static constexpr unsigned kShift = 21;
+  SimBackend sim_;
+  Stats stats_;
+  ChunkPool pool_;
+  Stitcher stitcher_;
+  ChunkUse use_;
+  StreamFence fence_;
+  ArenaSet arenas_;
+  std::unique_ptr<ChunkSource> source_;
+};
+
+TEST_F(ChunkSourceTest, AFreeChunkOfAtLeastHalfTheRunIsTakenBeforeAnythingElse) {
+  make_source("headroom_permille:0");
+  const ChunkId small = pool_.create(2);
+  const ChunkId fits = pool_.create(3);
+  give_back(small);
+  give_back(fits);
+  EXPECT_EQ(source_->obtain(4, 4 * kChunkBytes), fits) << "the largest free chunk of at most 4 pages, >= 2";
+  EXPECT_EQ(stats_.chunks_created, 2u);
+  // A free chunk under half the run is not worth a map of its own: with nothing idle, it is released and one
+  // chunk of the run's size is made from its memory.
+  const ChunkId made = source_->obtain(8, 8 * kChunkBytes);
+  EXPECT_EQ(pool_[made].pages, 8u);
+  EXPECT_EQ(stats_.chunks_released, 1u);
+  EXPECT_EQ(pool_.free_chunks(), 0u);
+  give_back(made);
+  give_back(fits);
+}
+
+TEST_F(ChunkSourceTest, WithinHeadroomANewChunkIsMadeRatherThanAnIdleOneMoved) {
+  make_source("headroom_permille:500");
+  const ChunkId idle = idle_chunk(0, 4);
+  source_->note_allocated(16 * kChunkBytes);  // headroom: up to 24 pages reserved
+  EXPECT_TRUE(source_->within_headroom(4));
+  const ChunkId id = source_->obtain(4, 4 * kChunkBytes);
+  EXPECT_NE(id, idle);
+  EXPECT_EQ(stats_.evictions, 0u);
+  EXPECT_TRUE(pool_[idle].mapped());
+  give_back(id);
+}
+
+TEST_F(ChunkSourceTest, PastTheHeadroomTheOldestIdleChunkIsMovedWhileTheMoveBudgetAllows) {
+  make_source("headroom_permille:0,move_budget_ns_per_op:0");  // unbounded moves
+  const ChunkId older = idle_chunk(0, 4);
+  const ChunkId newer = idle_chunk(8, 4);
+  const ChunkId id = source_->obtain(4, 4 * kChunkBytes);
+  EXPECT_EQ(id, older) << "evicted, then taken from the free chunks: no new memory";
+  EXPECT_EQ(stats_.evictions, 1u);
+  EXPECT_EQ(stats_.chunks_created, 2u);
+  EXPECT_TRUE(pool_[newer].mapped());
+  EXPECT_EQ(use_.idle_chunks(), 1u);
+  give_back(id);
+}
+
+TEST_F(ChunkSourceTest, OutOfMoveCreditAndWithNoCapTheSourceGrowsInstead) {
+  // 1 ns of credit per allocation: one eviction (43 us) puts the credit deep below zero.
+  make_source("headroom_permille:0,move_budget_ns_per_op:1");
+  idle_chunk(0, 4);
+  idle_chunk(8, 4);
+  source_->earn();
+  const ChunkId moved = source_->obtain(4, 4 * kChunkBytes);
+  EXPECT_EQ(stats_.evictions, 1u);
+  source_->earn();
+  const ChunkId grown = source_->obtain(4, 4 * kChunkBytes);
+  EXPECT_EQ(stats_.evictions, 1u) << "no second move: a new chunk instead";
+  EXPECT_EQ(stats_.chunks_created, 3u);
+  // With a peer that may lend, the same refusal leaves the run to the peer.
+  source_->set_cap_bytes(12 * kChunkBytes);  // the own device cannot grow past what it holds
+  EXPECT_EQ(source_->obtain(4, 4 * kChunkBytes, ChunkSource::OverBudget::kPeer), kNoChunk);
+  give_back(moved);
+  give_back(grown);
+}
+
+TEST_F(ChunkSourceTest, UnderACapChunksArePageSizedAndPastItTheErrorChangesNothing) {
+  make_source("cap_bytes:" + std::to_string(6 * kChunkBytes) + ",headroom_permille:0");
+  EXPECT_TRUE(source_->near_cap(1));
+  const ChunkId a = source_->obtain(4, 4 * kChunkBytes);
+  EXPECT_EQ(pool_[a].pages, 1u) << "memory first: page-sized chunks";
+  std::vector<ChunkId> held{a};
+  for (int i = 0; i < 5; ++i) held.push_back(source_->obtain(1, kChunkBytes));
+  EXPECT_EQ(source_->reserved_now(), 6 * kChunkBytes);
+  EXPECT_FALSE(source_->cap_allows(1));
+  EXPECT_THROW(source_->obtain(1, kChunkBytes), OutOfMemoryError);
+  EXPECT_EQ(source_->reserved_now(), 6 * kChunkBytes);
+  EXPECT_EQ(pool_.live_chunks(), 6u);
+  for (const ChunkId id : held) give_back(id);
+}
+
+TEST_F(ChunkSourceTest, ALowerCapEvictsAndReleasesIdleMemoryDownToIt) {
+  make_source("headroom_permille:0");
+  idle_chunk(0, 4);
+  idle_chunk(8, 4);
+  idle_chunk(16, 4);
+  EXPECT_EQ(source_->reserved_now(), 12 * kChunkBytes);
+  source_->set_cap_bytes(5 * kChunkBytes);
+  EXPECT_LE(source_->reserved_now(), 5 * kChunkBytes);
+  EXPECT_EQ(use_.idle_chunks(), 1u);
+  EXPECT_EQ(stats_.evictions, 2u);
+  EXPECT_EQ(source_->cap_bytes(), 5 * kChunkBytes);
+}
+
+}  // namespace
+}  // namespace gmlake::engine
