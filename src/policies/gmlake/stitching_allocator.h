@@ -1,11 +1,12 @@
 // StitchingAllocator: the `gmlake` policy, a short composer of the engine's parts.
 //
 // The idea (docs/design.md has the long form): placement is virtual, backing is physical.
-//   - Each pool (small: requests <= small_request_max_bytes; large: the rest) has an arena, one large reserved
-//     virtual range (per stream too when cross_stream_reuse is off). Blocks are placed at 512 B granularity in
-//     its free ranges (FreeIndex), split and coalesced as in PyTorch's allocator.
+//   - Each pool (small: requests <= small_request_max_bytes; large: the rest) has an arena (ArenaSet,
+//     arena_set.h), one large reserved virtual range (per stream too when cross_stream_reuse is off). Blocks are
+//     placed at 512 B granularity in its free ranges (FreeIndex), split and coalesced as in PyTorch's allocator.
 //   - Physical memory is a set of chunks of several sizes (ChunkPool): 1 to max_chunk_bytes / chunk_bytes pages.
-//     A chunk is mapped whole at a run of pages (PageMap) and backs them while any block overlaps it.
+//     A chunk is mapped whole at a run of pages (PageMap) and backs them while any block overlaps it (ChunkUse,
+//     chunk_use.h: users, the idle queue, the page counts).
 //   - Placement (Placer, placement.h) weighs the best-fitting free ranges (fit_candidates of them, each at its
 //     start and at its end) by the pages they would still need mapped, then by the idle pages they would pin (a
 //     chunk moves whole, so an idle chunk a block only partly covers is stranded while the block lives), and
@@ -14,8 +15,8 @@
 //     chunks and no grow-ahead, so nothing is stranded in a partly used chunk.
 //   - Grow-ahead: in the large pool, a stitch that ends the block's range and is followed by unmapped pages
 //     backs grow_bytes at once, so the pool grows by few large chunks (as PyTorch's 20 MiB segments).
-//   - The unmapped pages of a placement are stitched (Stitcher): each run gets chunks from, in order, a free chunk
-//     of at least half the run, a new chunk of the run's size while reserved bytes stay within headroom_permille
+//   - The unmapped pages of a placement are stitched (Stitcher): each run gets chunks (ChunkSource,
+//     chunk_source.h) from, in order, a free chunk of at least half the run, a new chunk of the run's size while reserved bytes stay within headroom_permille
 //     of the highest allocated bytes, and otherwise the memory of idle chunks, least recently idled first
 //     (IdleChunks): unmapped, then mapped here if its size suits the run, or released and made anew at the run's
 //     size. One set_access covers the whole run. So the backend calls of a stitch follow the number of runs and
@@ -25,8 +26,9 @@
 //     cannot grow, gets a chunk borrowed from a peer device (peer_devices) or lent by another process
 //     (lake_socket), within peer_budget_bytes, for the block's own pages only (no grow-ahead while peers hold
 //     memory); when the peers refuse, the own device serves it memory first. A peer chunk that turns free is
-//     given back at once; cap_bytes and the headroom count the own device's bytes only. A lent chunk its lender recalls takes no new block and goes back once no
-//     block uses it, at the next allocate or free (serve_recalls).
+//     given back at once; cap_bytes and the headroom count the own device's bytes only. A lent chunk its lender
+//     recalls takes no new block and goes back once no block uses it, at the next allocate or free
+//     (serve_recalls).
 //   - Move budget (move_budget_ns_per_op, MoveBudget): steps that move memory (releasing a free chunk to remake
 //     it, evicting an idle one) are charged a modelled driver cost against credit earned per allocation; out of
 //     credit, with no cap set and the device not yet found full, a new chunk is created instead; with peers
