@@ -63,6 +63,11 @@ class ChunkSource {
   // Unmaps idle chunk `id` into the free chunks (counted in Stats::evictions). Throws BackendError: nothing
   // changed, the chunk is still idle and queued.
   void evict(ChunkId id);
+  // True when no queued work can touch idle chunk `id` any more (StreamFence; always without StreamEvents), so
+  // it may be unmapped now.
+  bool safe_to_evict(ChunkId id) {
+    return !fence_.asynchronous() || fence_.safe(arenas_[pool_[id].arena].stream, pool_[id].idle_since);
+  }
 
   // One allocation earned its move credit (MoveBudget::earn).
   void earn() { moves_.earn(); }

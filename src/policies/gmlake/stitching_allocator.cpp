@@ -3,8 +3,6 @@
 #include <algorithm>
 #include <bit>
 #include <cstdio>
-#include <set>
-#include <stdexcept>
 #include <string>
 
 #include "gmlake/error.h"
@@ -227,7 +225,7 @@ bool StitchingAllocator::unmap_arena(Arena& arena) {
   bool safe = true;
   arena.pages.for_all([&](std::uint64_t, const PageMap::Entry& e) {
     chunks.push_back(e.chunk);
-    safe = safe && (!fence_.asynchronous() || fence_.safe(arena.stream, pool_[e.chunk].idle_since));
+    safe = safe && source_.safe_to_evict(e.chunk);
   });
   if (!safe) return false;
   for (const ChunkId c : chunks) source_.evict(c);  // throws Error: the arena is kept, what was evicted is free memory
@@ -295,7 +293,7 @@ void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
   try {
     while (use_.idle_chunks() != 0 && (use_.idle_pages() << page_shift_) > max_idle_bytes) {
       const ChunkId oldest = use_.oldest_idle();
-      if (fence_.asynchronous() && !fence_.safe(arenas_[pool_[oldest].arena].stream, pool_[oldest].idle_since)) break;
+      if (!source_.safe_to_evict(oldest)) break;
       source_.evict(oldest);
     }
   } catch (const BackendError&) {
