@@ -1,12 +1,24 @@
 #!/usr/bin/env python3
-"""A benchmark gate on modelled, deterministic figures (no timing): replays every shipped trace on the
-sim:h100 backend (VMM calls charged their cost measured on an H100) and fails when gmlake's utilization, or its
-modelled VMM time as a multiple of the `caching` policy's (PyTorch's native algorithm) in the same run,
-is worse than the bound recorded in bench/replay_bounds.json.
+"""A benchmark gate on modelled, deterministic figures (no timing): replays every shipped trace (traces/) at the
+default configuration on the sim:h100 backend (VMM calls charged their cost measured on an H100) and fails when,
+on any trace (issue 23's bar):
+
+  - gmlake's peak reserved bytes pass the better of `caching` (PyTorch's native allocator) and `expandable`
+    (PyTorch's expandable_segments) in the same run, by more than 0.1%;
+  - its utilization (lower bound / peak reserved; the held bound where record_stream holds bytes) is below the
+    trace's target (0.99 for training traces, 0.98 for the others, or what the page-granular engine reaches
+    where that is less), or below the recorded bound (regressions);
+  - its modelled VMM time above caching's, as a share of the workload's own time (measured without recording:
+    workload_unrecorded_s in the trace's provenance JSON, else steps x median step time), passes the recorded
+    bound;
+  - on a device only 1.01x the lower bound (`--device-bytes 1.01x`, no cap), an allocation fails where the
+    page-granular engine (max_chunk_bytes:2M,grow_bytes:2M,move_share_permille:0) fails none.
 
     scripts/replay-gate.py [--gmlake build/gmlake] [--bounds bench/replay_bounds.json] [--record]
 
---record rewrites the bounds from this run (utilization - 0.002, VMM ratio x 1.05), for a deliberate change.
+--record rewrites the recorded bounds from this run (utilization - 0.002, VMM share x 1.05 + 0.001), for a
+deliberate change; the targets (TARGETS below) are the bar and are not recorded.
+Per-op ratios to caching are printed as a diagnostic; they are no bar.
 Exit status: 0 when every trace is within its bounds, 1 otherwise, 2 on a missing trace or a failed replay.
 
 The lake (docs/design.md, "Peer chunks in the engine") is gated too, on LAKE_TRACES: each replayed by gmlake on
@@ -22,34 +34,63 @@ import sys
 import tempfile
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+PAGE_GRANULAR = "max_chunk_bytes:2M,grow_bytes:2M,move_share_permille:0"
+TRAINING = {"gpt2_varlen", "resnet50", "gpt2_fixed_b16", "moe_varload"}
+# Where the page-granular engine reaches less than 0.98 / 0.99 on a trace, the target is what it reaches
+# (measured with this script's replays: `--conf max_chunk_bytes:2M,grow_bytes:2M,move_share_permille:0`,
+# rounded down).
+PAGE_GRANULAR_LIMITS = {"calib_awq_1b": 0.968}
+
+
+def target(name):
+    return min(0.99 if name in TRAINING else 0.98, PAGE_GRANULAR_LIMITS.get(name, 1.0))
+
+
+def run(gmlake, trace, policy, extra=()):
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "r.json")
+        subprocess.run([gmlake, "replay", trace, "--policy", policy, "--backend", "sim:h100", "--json", out]
+                       + list(extra), check=True, stdout=subprocess.DEVNULL)
+        return json.load(open(out))
+
+
+def workload_s(trace):
+    """The workload's own time from its provenance JSON (None when it gives none)."""
+    path = trace.split(".snapshot")[0] + ".native.json"
+    if not os.path.exists(path):
+        return None
+    rec = json.load(open(path))
+    if rec.get("workload_unrecorded_s"):
+        return rec["workload_unrecorded_s"]
+    if rec.get("steps") and rec.get("median_step_s"):
+        return rec["steps"] * rec["median_step_s"]
+    return None
 
 
 def replay(gmlake, trace):
-    with tempfile.TemporaryDirectory() as d:
-        out = os.path.join(d, "r.json")
-        subprocess.run([gmlake, "replay", trace, "--policy", "all", "--backend", "sim:h100", "--json", out],
-                       check=True, stdout=subprocess.DEVNULL)
-        rows = json.load(open(out))
-    by = {r["policy"]: r for r in rows if r.get("device", 0) == rows[0].get("device", 0)}
-    g, c = by["gmlake"], by["caching"]
+    rows = run(gmlake, trace, "all")
+    dev = rows[0].get("device", 0)
+    by = {r["policy"]: r for r in rows if r.get("device", 0) == dev}
+    g, c, e = by["gmlake"], by["caching"], by["expandable"]
     vmm = lambda r: sum(r["backend_time_ns"].values())
-    return {"utilization": g["utilization"], "vmm_ratio": vmm(g) / max(vmm(c), 1),
-            "vmm_ns_per_op": vmm(g) / g["ops"], "caching_vmm_ns_per_op": vmm(c) / c["ops"]}
+    held = g["lower_bound_held_bytes"] or g["lower_bound_bytes"]
+    seconds = workload_s(trace)
+    above_ms = (vmm(g) - vmm(c)) / 1e6
+    tight = run(gmlake, trace, "gmlake", ["--device-bytes", "1.01x"])[0]
+    tight_pg = run(gmlake, trace, "gmlake", ["--device-bytes", "1.01x", "--conf", PAGE_GRANULAR])[0]
+    return {"peak": g["peak_reserved_bytes"], "best_pytorch": min(c["peak_reserved_bytes"], e["peak_reserved_bytes"]),
+            "utilization": held / g["peak_reserved_bytes"], "vmm_above_ms": above_ms,
+            "vmm_share": above_ms / 1e3 / seconds if seconds else None, "workload_s": seconds,
+            "vmm_ratio": vmm(g) / max(vmm(c), 1), "tight_ooms": tight["ooms"], "tight_pg_ooms": tight_pg["ooms"]}
 
 
 LAKE_TRACES = ["resnet50.snapshot.pickle.xz", "gpt2_varlen.snapshot.pickle.xz", "gpt2_generate.snapshot.pickle.xz"]
 
 
 def replay_lake(gmlake, trace):
-    def run(extra):
-        with tempfile.TemporaryDirectory() as d:
-            out = os.path.join(d, "r.json")
-            subprocess.run([gmlake, "replay", trace, "--policy", "gmlake", "--backend", "sim:h100", "--json", out]
-                           + extra, check=True, stdout=subprocess.DEVNULL)
-            return json.load(open(out))[0]
-    alone = run([])
+    alone = run(gmlake, trace, "gmlake")[0]
     cap = alone["peak_reserved_bytes"] // 10 * 8
-    r = run(["--cap", str(cap), "--conf", "peer_devices:1"])
+    r = run(gmlake, trace, "gmlake", ["--cap", str(cap), "--conf", "peer_devices:1"])[0]
     return {"ooms": r["ooms"], "vmm_ns_per_op": sum(r["backend_time_ns"].values()) / r["ops"],
             "peak_peer_bytes": r["peak_peer_reserved_bytes"]}
 
@@ -65,19 +106,22 @@ def main():
     for t in traces:
         try:
             results[t] = replay(args.gmlake, os.path.join(ROOT, "traces", t))
-        except (subprocess.CalledProcessError, KeyError, OSError) as e:
+        except (subprocess.CalledProcessError, KeyError, OSError, IndexError) as e:
             print(f"replay-gate: {t}: replay failed: {e}", file=sys.stderr)
             return 2
     lake = {}
     for t in LAKE_TRACES:
         try:
             lake[t] = replay_lake(args.gmlake, os.path.join(ROOT, "traces", t))
-        except (subprocess.CalledProcessError, KeyError, OSError) as e:
+        except (subprocess.CalledProcessError, KeyError, OSError, IndexError) as e:
             print(f"replay-gate: lake {t}: replay failed: {e}", file=sys.stderr)
             return 2
     if args.record:
-        bounds = {t: {"min_utilization": round(r["utilization"] - 0.002, 4),
-                      "max_vmm_ratio": round(r["vmm_ratio"] * 1.05, 3)} for t, r in results.items()}
+        bounds = {}
+        for t, r in results.items():
+            bounds[t] = {"min_utilization": round(r["utilization"] - 0.002, 4)}
+            if r["vmm_share"] is not None:
+                bounds[t]["max_vmm_share"] = round(max(r["vmm_share"], 0) * 1.05 + 0.001, 4)
         for t, r in lake.items():
             bounds["lake:" + t] = {"max_vmm_ns_per_op": round(r["vmm_ns_per_op"] * 1.05, 1),
                                    "max_peak_peer_bytes": int(r["peak_peer_bytes"] * 1.05)}
@@ -88,16 +132,31 @@ def main():
         return 0
     bounds = json.load(open(args.bounds))
     failed = 0
-    print(f"{'trace':42s} {'util':>6s} {'min':>6s} {'vmm ratio':>9s} {'max':>6s}  gmlake/caching modelled VMM ns/op")
+    print(f"{'trace':26s} {'peak GB':>8s} {'best PT':>8s} {'util':>6s} {'target':>6s} {'min':>6s} "
+          f"{'VMM+ms':>7s} {'share':>6s} {'max':>6s} {'1.01x ooms':>10s}  per-op VMM vs caching (diagnostic)")
     for t, r in results.items():
+        name = t.split(".snapshot")[0]
         if t not in bounds:
             print(f"replay-gate: {t}: no bound recorded (run with --record)", file=sys.stderr)
             return 2
         b = bounds[t]
-        ok = r["utilization"] >= b["min_utilization"] and r["vmm_ratio"] <= b["max_vmm_ratio"]
-        failed += not ok
-        print(f"{t:42s} {r['utilization']:6.3f} {b['min_utilization']:6.3f} {r['vmm_ratio']:9.2f} {b['max_vmm_ratio']:6.2f}"
-              f"  {r['vmm_ns_per_op']:.0f}/{r['caching_vmm_ns_per_op']:.0f} {'ok' if ok else 'REGRESSED'}")
+        why = []
+        if r["peak"] > r["best_pytorch"] * 1.001:
+            why.append("above PyTorch's best")
+        if r["utilization"] < target(name):
+            why.append("below target")
+        if r["utilization"] < b["min_utilization"]:
+            why.append("utilization regressed")
+        if r["vmm_share"] is not None and "max_vmm_share" in b and r["vmm_share"] > b["max_vmm_share"]:
+            why.append("VMM share regressed")
+        if r["tight_pg_ooms"] == 0 and r["tight_ooms"] != 0:
+            why.append("fails on a 1.01x device")
+        failed += bool(why)
+        share = f"{r['vmm_share']:6.3f}" if r["vmm_share"] is not None else "     -"
+        print(f"{name:26s} {r['peak'] / 1e9:8.3f} {r['best_pytorch'] / 1e9:8.3f} {r['utilization']:6.3f} "
+              f"{target(name):6.3f} {b['min_utilization']:6.3f} {r['vmm_above_ms']:+7.0f} {share} "
+              f"{b.get('max_vmm_share', float('nan')):6.3f} {r['tight_ooms']:>4d} / {r['tight_pg_ooms']:<4d}"
+              f"  {r['vmm_ratio']:.2f}x {'ok' if not why else 'FAILED: ' + ', '.join(why)}")
     for t, r in lake.items():
         if "lake:" + t not in bounds:
             print(f"replay-gate: lake {t}: no bound recorded (run with --record)", file=sys.stderr)

@@ -7,6 +7,7 @@
 
 #include <memory>
 
+#include "gmlake/clock.h"
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
@@ -34,7 +35,7 @@ class ChunkSourceTest : public ::testing::Test {
 
   void make_source(const std::string& config) {
     source_ = std::make_unique<ChunkSource>(parse_config(config), kShift,
-                                            ChunkSource::Parts{sim_, pool_, use_, fence_, arenas_, stitcher_, stats_});
+                                            ChunkSource::Parts{sim_, pool_, use_, fence_, arenas_, stitcher_, stats_, clock_});
   }
   // A chunk of `pages` pages mapped at `first_page` of the large arena, with access, and idle.
   ChunkId idle_chunk(std::uint64_t first_page, std::uint64_t pages) {
@@ -50,6 +51,7 @@ class ChunkSourceTest : public ::testing::Test {
   void give_back(ChunkId id) { pool_.add_free(id); }
 
   static constexpr unsigned kShift = 21;
+  ManualClock clock_;
   SimBackend sim_;
   Stats stats_;
   ChunkPool pool_;
@@ -91,7 +93,7 @@ TEST_F(ChunkSourceTest, WithinHeadroomANewChunkIsMadeRatherThanAnIdleOneMoved) {
 }
 
 TEST_F(ChunkSourceTest, PastTheHeadroomTheOldestIdleChunkIsMovedWhileTheMoveBudgetAllows) {
-  make_source("headroom_permille:0,move_budget_ns_per_op:0");  // unbounded moves
+  make_source("headroom_permille:0,move_share_permille:0");  // unbounded moves
   const ChunkId older = idle_chunk(0, 4);
   const ChunkId newer = idle_chunk(8, 4);
   const ChunkId id = source_->obtain(4, 4 * kChunkBytes);
@@ -108,6 +110,7 @@ TEST_F(ChunkSourceTest, OutOfMoveCreditAndWithNoCapTheSourceGrowsInstead) {
   make_source("headroom_permille:0,move_budget_ns_per_op:1");
   idle_chunk(0, 4);
   idle_chunk(8, 4);
+  source_->note_allocated(100 * kChunkBytes);  // growth for time within move_headroom_permille (2% of it): 2 pages
   source_->earn();
   const ChunkId moved = source_->obtain(4, 4 * kChunkBytes);
   EXPECT_EQ(stats_.evictions, 1u);
@@ -148,6 +151,60 @@ TEST_F(ChunkSourceTest, ALowerCapEvictsAndReleasesIdleMemoryDownToIt) {
   EXPECT_EQ(use_.idle_chunks(), 1u);
   EXPECT_EQ(stats_.evictions, 2u);
   EXPECT_EQ(source_->cap_bytes(), 5 * kChunkBytes);
+}
+
+TEST_F(ChunkSourceTest, AnIdleChunkABlockWouldStrandIsRecutAboveMaxStrandBytes) {
+  make_source("headroom_permille:0,max_strand_bytes:4M");  // 2 pages may strand, 3 may not
+  Arena& arena = arenas_.get(false, 0);
+  const ChunkId big = idle_chunk(0, 8);
+  // A block on pages 0..5 would leave 2 pages of the chunk uncovered: within the bound, nothing moves.
+  EXPECT_EQ(source_->recut(arena, 0, 5, 2), 0u);
+  EXPECT_TRUE(pool_[big].mapped());
+  // On pages 0..4 it would leave 3: the chunk is unmapped and released, its pages unmapped again.
+  EXPECT_EQ(source_->recut(arena, 0, 4, 3), 1u);
+  EXPECT_EQ(stats_.evictions, 1u);
+  EXPECT_EQ(stats_.chunks_released, 1u);
+  EXPECT_EQ(pool_.live_chunks(), 0u);
+  EXPECT_EQ(source_->reserved_now(), 0u);
+  bool mapped = false;
+  arena.pages.for_each(0, 7, [&](std::uint64_t, const PageMap::Entry&) { mapped = true; });
+  EXPECT_FALSE(mapped);
+  // A chunk a block covers whole, or one that is used, is never re-cut.
+  const ChunkId whole = idle_chunk(16, 2);
+  EXPECT_EQ(source_->recut(arena, 16, 17, 3), 0u);
+  EXPECT_TRUE(pool_[whole].mapped());
+}
+
+TEST_F(ChunkSourceTest, ARecutIsAMoveTheMoveBudgetMayRefuse) {
+  make_source("headroom_permille:0,max_strand_bytes:0,move_budget_ns_per_op:1");
+  Arena& arena = arenas_.get(false, 0);
+  idle_chunk(0, 8);
+  idle_chunk(8, 8);
+  source_->earn();
+  EXPECT_EQ(source_->recut(arena, 0, 1, 6), 1u) << "credit is not negative yet";
+  source_->earn();
+  EXPECT_EQ(source_->recut(arena, 8, 9, 6), 0u) << "the first re-cut spent the credit";
+  EXPECT_EQ(use_.idle_chunks(), 1u);
+}
+
+TEST_F(ChunkSourceTest, NearTheDevicesEndChunksArePageSized) {
+  // A device of 20 pages: past 90% of it (18 pages), memory comes first as under a cap.
+  sim_.set_device_limit_bytes(20 * kChunkBytes);
+  make_source("headroom_permille:0");
+  source_->begin();
+  EXPECT_FALSE(source_->near_cap(8));
+  const ChunkId a = source_->obtain(8, 8 * kChunkBytes);
+  EXPECT_EQ(pool_[a].pages, 8u);
+  source_->begin();
+  const ChunkId b = source_->obtain(8, 8 * kChunkBytes);
+  EXPECT_EQ(pool_[b].pages, 8u) << "16 pages of 20: not yet past 90%";
+  source_->begin();
+  EXPECT_TRUE(source_->near_cap(4));
+  const ChunkId c = source_->obtain(4, 4 * kChunkBytes);
+  EXPECT_EQ(pool_[c].pages, 1u) << "18 + 4 pages would pass 90% of the device: one page";
+  give_back(a);
+  give_back(b);
+  give_back(c);
 }
 
 }  // namespace

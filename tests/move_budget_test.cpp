@@ -1,5 +1,5 @@
-// MoveBudget (src/policies/gmlake/move_budget.h) and the gmlake policy's use of it: a bounded budget turns moves
-// into growth once spent, and the moves charged over a run never exceed what its allocations earned.
+// MoveBudget (src/policies/gmlake/move_budget.h) and the gmlake policy's use of it: the per-operation budget and
+// the wall-time share turn moves into growth once spent, within the move headroom, and bound the moves charged.
 #include "policies/gmlake/move_budget.h"
 
 #include <gtest/gtest.h>
@@ -7,6 +7,7 @@
 #include <random>
 #include <vector>
 
+#include "gmlake/clock.h"
 #include "gmlake/sim_backend.h"
 #include "policies/gmlake/stitching_allocator.h"
 #include "policy_test_support.h"
@@ -14,23 +15,28 @@
 namespace gmlake::engine {
 namespace {
 
+using Limits = MoveBudget::Limits;
+
 TEST(MoveBudgetTest, ZeroMeansUnboundedAndCountsNothing) {
-  MoveBudget b(0);
+  MoveBudget b(Limits{});
   EXPECT_FALSE(b.bounded());
+  EXPECT_FALSE(b.timed());
   for (int i = 0; i < 10; ++i) b.charge_eviction();
-  EXPECT_TRUE(b.allows_move());
+  EXPECT_TRUE(b.allows_move(0));
   EXPECT_EQ(b.credit_ns(), 0);
+  EXPECT_EQ(b.charged_ns(), 0);
 }
 
 TEST(MoveBudgetTest, CreditIsEarnedPerAllocationSpentPerMoveAndCappedAtTheBurst) {
-  MoveBudget b(100);
-  EXPECT_TRUE(b.allows_move()) << "no credit, no debt";
+  MoveBudget b(Limits{100, 0, 0});
+  EXPECT_TRUE(b.bounded());
+  EXPECT_TRUE(b.allows_move(0)) << "no credit, no debt";
   b.charge_eviction();
   EXPECT_EQ(b.credit_ns(), -MoveBudget::kEvictionCostNs);
-  EXPECT_FALSE(b.allows_move());
+  EXPECT_FALSE(b.allows_move(0));
   for (std::int64_t i = 0; i < MoveBudget::kEvictionCostNs / 100; ++i) b.earn();
   EXPECT_EQ(b.credit_ns(), 0);
-  EXPECT_TRUE(b.allows_move());
+  EXPECT_TRUE(b.allows_move(0));
   for (std::int64_t i = 0; i < 2 * MoveBudget::kBurstOps; ++i) b.earn();
   EXPECT_EQ(b.credit_ns(), 100 * MoveBudget::kBurstOps) << "quiet stretches bank at most kBurstOps allocations";
   b.charge_release();
@@ -38,28 +44,49 @@ TEST(MoveBudgetTest, CreditIsEarnedPerAllocationSpentPerMoveAndCappedAtTheBurst)
 }
 
 TEST(MoveBudgetTest, AHugeBudgetDoesNotOverflow) {
-  MoveBudget b(UINT64_MAX);
+  MoveBudget b(Limits{UINT64_MAX, UINT64_MAX, UINT64_MAX});
   for (int i = 0; i < 10000; ++i) b.earn();
   EXPECT_GT(b.credit_ns(), 0);
-  EXPECT_TRUE(b.allows_move());
+  EXPECT_TRUE(b.allows_move(INT64_MAX));
+}
+
+TEST(MoveBudgetTest, TheWallTimeShareAccruesAfterTheBurst) {
+  // 5 permille of wall time plus a burst of 100 us.
+  MoveBudget b(Limits{0, 5, 100'000});
+  EXPECT_TRUE(b.timed());
+  EXPECT_TRUE(b.allows_move(1'000'000)) << "the first call starts the clock at 1 ms";
+  b.charge_eviction();
+  b.charge_eviction();
+  EXPECT_EQ(b.charged_ns(), 2 * MoveBudget::kEvictionCostNs);
+  EXPECT_TRUE(b.allows_move(1'000'000)) << "86 us charged, within the 100 us burst";
+  b.charge_eviction();
+  EXPECT_FALSE(b.allows_move(1'000'000)) << "129 us charged, past the burst";
+  // 129 us <= 100 us + T x 0.005 once T >= 5.8 ms.
+  EXPECT_FALSE(b.allows_move(1'000'000 + 5'700'000));
+  EXPECT_TRUE(b.allows_move(1'000'000 + 5'800'000));
+  EXPECT_FALSE(b.allows_move(0)) << "a clock read earlier than the start counts as no time passed";
 }
 
 // Shapes that keep changing over a small working set: without a bound the policy keeps moving idle chunks
-// (evictions) to stay at its peak; with one, the charged moves stay within what the allocations earned.
+// (evictions) to stay at its peak; with one, the charged moves stay within what the bound allows.
 struct Outcome {
   std::uint64_t allocations = 0;
   std::uint64_t evictions = 0;
   std::uint64_t releases = 0;
   std::uint64_t peak_reserved_bytes = 0;
+  std::uint64_t peak_allocated_bytes = 0;
 };
 
-Outcome run_varying_shapes(const std::string& conf) {
+// `clock_step_ns`: how far the policy's clock moves per operation.
+Outcome run_varying_shapes(const std::string& conf, std::int64_t clock_step_ns = 0) {
   SimBackend sim;
-  StitchingAllocator a(parse_config(conf), sim);
+  ManualClock clock;
+  StitchingAllocator a(parse_config(conf), sim, nullptr, &clock);
   std::mt19937_64 rng(7);
   std::vector<void*> live;
   Outcome r;
   for (int step = 0; step < 4000; ++step) {
+    clock.advance_ns(clock_step_ns);
     if (live.size() < 12 || rng() % 2 == 0) {
       const std::uint64_t size = (1 + rng() % 40) * kMiB + rng() % kMiB;
       live.push_back(a.allocate(size, 0));
@@ -80,14 +107,19 @@ Outcome run_varying_shapes(const std::string& conf) {
   r.evictions = s.evictions;
   r.releases = sim.counters()[BackendCall::kRelease];
   r.peak_reserved_bytes = static_cast<std::uint64_t>(s.reserved_bytes.peak);
+  r.peak_allocated_bytes = static_cast<std::uint64_t>(s.allocated_bytes.peak);
   for (void* p : live) a.deallocate(p);
   a.check_invariants();
   return r;
 }
 
+constexpr const char* kPageGranular = "max_chunk_bytes:2M,grow_bytes:2M,headroom_permille:0,move_share_permille:0";
+
 TEST(MoveBudgetPolicyTest, ABoundedBudgetMovesLessAndStaysWithinWhatWasEarned) {
-  const Outcome unbounded = run_varying_shapes("max_chunk_bytes:2M,grow_bytes:2M,headroom_permille:0,move_budget_ns_per_op:0");
-  const Outcome bounded = run_varying_shapes("max_chunk_bytes:2M,grow_bytes:2M,headroom_permille:0,move_budget_ns_per_op:200");
+  const Outcome unbounded = run_varying_shapes(std::string(kPageGranular) + ",move_budget_ns_per_op:0");
+  // Growth for time unbounded in memory, so that every move the budget refuses becomes growth.
+  const Outcome bounded =
+      run_varying_shapes(std::string(kPageGranular) + ",move_budget_ns_per_op:200,move_headroom_permille:1000");
   ASSERT_GT(unbounded.evictions, 50u) << "the workload must make the unbounded policy move memory";
   EXPECT_LT(bounded.evictions, unbounded.evictions);
   EXPECT_GE(bounded.peak_reserved_bytes, unbounded.peak_reserved_bytes / 2);
@@ -105,6 +137,30 @@ TEST(MoveBudgetPolicyTest, UnderACapMemoryComesFirstWhateverTheBudget) {
   const Outcome budgeted = run_varying_shapes("cap_bytes:2G,max_chunk_bytes:2M,grow_bytes:2M,headroom_permille:0,move_budget_ns_per_op:1");
   EXPECT_EQ(budgeted.evictions, plain.evictions);
   EXPECT_EQ(budgeted.peak_reserved_bytes, plain.peak_reserved_bytes);
+}
+
+TEST(MoveBudgetPolicyTest, MovesStayWithinTheirShareOfWallTimeAndGrowthWithinTheMoveHeadroom) {
+  // 10 us of wall time per operation, 5 permille: 50 ns of moves per operation, no burst; growth for time within
+  // 20% of the highest allocated bytes (blocks here are up to 41 MiB, 5% of the peak).
+  const Outcome unbounded = run_varying_shapes(kPageGranular, 10'000);
+  const std::string bounded_conf = std::string(kPageGranular) +
+                                   ",move_share_permille:5,move_burst_ms:0,move_headroom_permille:200";
+  const Outcome bounded = run_varying_shapes(bounded_conf, 10'000);
+  ASSERT_GT(unbounded.evictions, 50u) << "the workload must make the unbounded policy move memory";
+  EXPECT_LT(bounded.evictions, unbounded.evictions);
+  EXPECT_GE(bounded.peak_reserved_bytes, unbounded.peak_reserved_bytes);
+  // Within the move headroom of the highest allocated bytes before the block being placed (which counts once
+  // placed): at most one block (41 MiB) more.
+  EXPECT_LE(bounded.peak_reserved_bytes, bounded.peak_allocated_bytes + bounded.peak_allocated_bytes / 1000 * 200 + 41 * kMiB)
+      << "growth for time stays within move_headroom_permille";
+}
+
+TEST(MoveBudgetPolicyTest, ALongBurstAllowsEveryMove) {
+  // A burst longer than all the moves the workload makes: the same moves and peak as without a bound.
+  const Outcome unbounded = run_varying_shapes(kPageGranular, 10'000);
+  const Outcome bursty = run_varying_shapes(std::string(kPageGranular) + ",move_share_permille:1,move_burst_ms:3600000", 10'000);
+  EXPECT_EQ(bursty.evictions, unbounded.evictions);
+  EXPECT_EQ(bursty.peak_reserved_bytes, unbounded.peak_reserved_bytes);
 }
 
 }  // namespace

@@ -24,7 +24,7 @@ class MultiSizeChunksTest : public ::testing::Test {
 };
 
 TEST_F(MultiSizeChunksTest, AOneGibibyteBlockIsBackedByFourChunksAndOneSetAccess) {
-  auto& a = make();  // max_chunk_bytes 256 MiB
+  auto& a = make("chunks_per_block:0");  // chunks of the run's size, up to max_chunk_bytes 256 MiB
   void* p = a.allocate(kGiB, 0);
   EXPECT_EQ(calls(BackendCall::kCreate), 4u);
   EXPECT_EQ(calls(BackendCall::kMap), 4u);
@@ -47,8 +47,52 @@ TEST_F(MultiSizeChunksTest, AFreedRangeServesABlockOfTheSameSizeWithNoBackendCal
   a.deallocate(p);
 }
 
+TEST_F(MultiSizeChunksTest, AOneGibibyteBlockGetsChunksOfAThirtySecondOfItsSize) {
+  auto& a = make();  // chunks_per_block 32: at most 32 MiB a chunk for this block
+  void* p = a.allocate(kGiB, 0);
+  EXPECT_EQ(calls(BackendCall::kCreate), 32u);
+  EXPECT_EQ(calls(BackendCall::kMap), 32u);
+  EXPECT_EQ(calls(BackendCall::kSetAccess), 1u) << "one set_access over the whole run still";
+  EXPECT_EQ(reserved(), kGiB);
+  a.check_invariants();
+  a.deallocate(p);
+  // A block of a quarter of it placed on the freed range covers 8 chunks and 1 MiB of a ninth: the 31 MiB that
+  // chunk would strand pass max_strand_bytes (16 MiB), so it is re-cut; the block's last page is stitched anew,
+  // grown ahead to 20 MiB in chunks of at most 8 MiB (257 MiB / 32): 3 maps, at most 7 MiB stranded, where
+  // chunks of the run's size (256 MiB) would strand up to 255 MiB.
+  void* q = a.allocate(256 * kMiB + kMiB, 0);
+  EXPECT_EQ(a.stats().evictions, 1u);
+  EXPECT_LE(calls(BackendCall::kMap), 32u + 3u);
+  EXPECT_LE(static_cast<std::uint64_t>(a.stats().inactive_split_bytes.current), 7 * kMiB);
+  a.check_invariants();
+  a.deallocate(q);
+}
+
+TEST_F(MultiSizeChunksTest, AnIdleChunkASmallBlockWouldStrandIsRecut) {
+  auto& a = make("chunks_per_block:0,headroom_permille:0");  // one 256 MiB chunk for the first block
+  a.deallocate(a.allocate(256 * kMiB, 0));
+  EXPECT_EQ(a.live_chunks(), 1u);
+  void* p = a.allocate(4 * kMiB, 0);  // would strand 252 MiB of the idle chunk: re-cut
+  EXPECT_EQ(a.stats().evictions, 1u);
+  EXPECT_EQ(calls(BackendCall::kRelease), 1u);
+  EXPECT_LE(reserved(), 24 * kMiB) << "the block's own pages, grown ahead to 20 MiB at most";
+  EXPECT_LE(a.stats().inactive_split_bytes.current, static_cast<std::int64_t>(16 * kMiB))
+      << "pinned: at most the pages grown ahead with the block, not the 252 MiB left of the old chunk";
+  a.check_invariants();
+  a.deallocate(p);
+  // With max_strand_bytes above what it would strand, the chunk stays and the block pins the rest of it.
+  auto& b = make("chunks_per_block:0,headroom_permille:0,max_strand_bytes:1G");
+  b.deallocate(b.allocate(256 * kMiB, 0));
+  void* r = b.allocate(4 * kMiB, 0);
+  EXPECT_EQ(b.stats().evictions, 0u);
+  EXPECT_EQ(reserved(), 256 * kMiB);
+  EXPECT_EQ(b.stats().inactive_split_bytes.current, static_cast<std::int64_t>(252 * kMiB));
+  b.check_invariants();
+  b.deallocate(r);
+}
+
 TEST_F(MultiSizeChunksTest, GrowAheadBacksTwentyMebibytesSoTheNextBlocksNeedNoCall) {
-  auto& a = make();
+  auto& a = make("chunks_per_block:0");
   void* first = a.allocate(3 * kMiB, 0);
   EXPECT_EQ(calls(BackendCall::kCreate), 1u);
   EXPECT_EQ(reserved(), 20 * kMiB);
@@ -92,7 +136,7 @@ TEST_F(MultiSizeChunksTest, UnderACapChunksArePageSizedAndNothingGrowsAhead) {
 }
 
 TEST_F(MultiSizeChunksTest, WithoutMemoryFirstChunksArePageSizedOnlyNearTheCap) {
-  auto& a = make("cap_bytes:64M,memory_first_under_cap:false");
+  auto& a = make("cap_bytes:64M,memory_first_under_cap:false,chunks_per_block:0");
   a.deallocate(a.allocate(20 * kMiB, 0));
   EXPECT_EQ(a.live_chunks(), 1u) << "far from the cap: one chunk";
   a.empty_cache();

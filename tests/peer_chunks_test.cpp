@@ -59,7 +59,7 @@ TEST_F(PeerChunksTest, ALargeBlockBorrowsFromThePeerOnlyOnceTheOwnDeviceIsFull) 
 }
 
 TEST_F(PeerChunksTest, IdleMemoryOfTheOwnDeviceIsUsedBeforeAnyPeerChunk) {
-  StitchingAllocator& a = make("peer_devices:1,move_budget_ns_per_op:0");  // moves never over budget
+  StitchingAllocator& a = make("peer_devices:1,move_share_permille:0");  // moves never over budget
   void* p = a.allocate(4 * kMiB, 0);
   void* q = a.allocate(4 * kMiB, 0);
   a.deallocate(p);  // its 4 MiB stay mapped and idle
@@ -76,7 +76,7 @@ TEST_F(PeerChunksTest, IdleMemoryOfTheOwnDeviceIsUsedBeforeAnyPeerChunk) {
 // credit is negative for hundreds of allocations), the full own device's idle memory stays where it is and the
 // peer serves the run, as a new chunk would with no cap.
 TEST_F(PeerChunksTest, AMoveOverTheBudgetIsLeftToThePeer) {
-  StitchingAllocator& a = make("peer_devices:1");
+  StitchingAllocator& a = make("peer_devices:1,move_budget_ns_per_op:50");
   void* p = a.allocate(4 * kMiB, 0);
   void* q = a.allocate(4 * kMiB, 0);
   a.deallocate(p);  // two idle pages

@@ -14,8 +14,8 @@ namespace {
 
 // These tests pin down the page-granular mechanics (one chunk size, no grow-ahead); chunks of several sizes
 // are tested in multi_size_chunks_test.cpp.
-// Moves unbounded (move_budget_ns_per_op:0): these tests pin down how memory moves, not when the budget stops it.
-const std::string kPageGranular = "max_chunk_bytes:2M,grow_bytes:2M,move_budget_ns_per_op:0";
+// Moves unbounded (move_share_permille:0): these tests pin down how memory moves, not when the budget stops it.
+const std::string kPageGranular = "max_chunk_bytes:2M,grow_bytes:2M,move_share_permille:0";
 
 class StitchingAllocatorTest : public ::testing::Test {
  protected:

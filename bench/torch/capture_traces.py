@@ -16,6 +16,14 @@ Workloads (see each function's docstring):
                        linear, Cholesky, blockwise fake-quantization with error feedback, next layer's inputs
   moe_varload          4 MoE layers (top-2 of 8 experts, by hand), forward+backward+AdamW, tokens and router skew
                        drawn per step, so the tokens per expert vary
+  unet3d_infer         a 3D UNet's bf16 inference on volumes of 64..192 voxels a side, batch 1..2 (GB tensors)
+  calib_awq_1b         AWQ-like layer-by-layer calibration of a ~1.1B LLaMA-style model, activations collected
+  bert_infer_varbatch  BERT-base bf16 inference, batch 1..128 and sequence 64..512 drawn per call
+  gpt2_generate_small  GPT-2 small `model.generate`, batch 1..4, prompt 16..256, 16..48 new tokens (CPU-bound)
+
+With --unrecorded, each workload runs a second time with the same draws and the same number of calls (every
+ctx.fits() answered as in the recorded run) without recording, and its wall time goes to the JSON as
+workload_unrecorded_s: the workload's own time, without the recorder's cost.
 
     python3 bench/torch/capture_traces.py --xz-dir traces --json-dir traces [--only gpt2_generate,...]
 
@@ -70,7 +78,22 @@ class Ctx:
         if self.allocs() + est_allocs > self.max_allocs:
             self.stopped_by = "allocs"
             return False
+        self.calls_fitted += 1
         return True
+
+    calls_fitted = 0
+
+
+class ReplayCtx(Ctx):
+    """The same workload again, unrecorded: fits() says yes exactly as often as it did in the recorded run."""
+
+    def __init__(self, calls_fitted):
+        super().__init__(float("inf"), float("inf"))
+        self.left = calls_fitted
+
+    def fits(self, est_allocs=0, est_s=0.0):
+        self.left -= 1
+        return self.left >= 0
 
 
 def rms_norm(x, w, eps=1e-6):
@@ -389,6 +412,169 @@ def w_calib_layerwise(ctx, p):
     torch.cuda.synchronize()
 
 
+def w_gpt2_generate_small(ctx, p):
+    """GPT-2 small bf16 `model.generate` (greedy, KV cache) as a chat server with few users sees it: batch 1..4,
+    prompt 16..256, new tokens 16..48 drawn per call. CPU-bound: the GPU waits for the host between kernels."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    rng = random.Random(SEED)
+    cfg = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, activation_function="gelu_pytorch_tanh")
+    model = GPT2LMHeadModel(cfg).eval().to("cuda", torch.bfloat16)
+    p.update(model="GPT2LMHeadModel(GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, "
+                   "activation_function='gelu_pytorch_tanh'))", dtype="bfloat16", calls=[],
+             draws="batch U[1,4], prompt U[16,256], new tokens U[16,48]", max_calls=p.get("max_calls", 60))
+    for i in range(p["max_calls"]):
+        b, t, n = rng.randint(1, 4), rng.randint(16, 256), rng.randint(16, 48)
+        if not ctx.fits(est_allocs=300 * (n + 2)):
+            break
+        ids = torch.randint(0, cfg.vocab_size, (b, t), device="cuda")
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                 max_new_tokens=n, min_new_tokens=n, pad_token_id=cfg.eos_token_id, use_cache=True)
+        del out, ids
+        p["calls"].append([b, t, n])
+
+
+def w_bert_infer_varbatch(ctx, p):
+    """BERT-base (BertForSequenceClassification, random weights) bf16 inference, no grad: batch U[1,128] and
+    sequence length from {64, 128, 256, 384, 512} drawn per call, as a serving queue that batches what came."""
+    from transformers import BertConfig, BertForSequenceClassification
+    rng = random.Random(SEED)
+    model = BertForSequenceClassification(BertConfig(num_labels=2)).eval().to("cuda", torch.bfloat16)
+    p.update(model="BertForSequenceClassification(BertConfig(num_labels=2))", dtype="bfloat16", calls=[],
+             draws="batch U[1,128], seq from {64,128,256,384,512}", max_calls=p.get("max_calls", 200))
+    for i in range(p["max_calls"]):
+        b, t = rng.randint(1, 128), rng.choice([64, 128, 256, 384, 512])
+        if not ctx.fits(est_allocs=400):
+            break
+        ids = torch.randint(0, 30522, (b, t), device="cuda")
+        with torch.no_grad():
+            out = model(input_ids=ids, attention_mask=torch.ones_like(ids)).logits
+        del out, ids
+        p["calls"].append([b, t])
+
+
+def unet3d(base=32, levels=4):
+    """A 3D UNet (random weights): per level two 3x3x3 conv + BatchNorm + ReLU, max-pool down, transposed conv up,
+    skip connections concatenated; channels base x 2^level (the same network as bench/torch/train.py's)."""
+    nn = torch.nn
+
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv3d(cin, cout, 3, padding=1), nn.BatchNorm3d(cout), nn.ReLU(inplace=True),
+                             nn.Conv3d(cout, cout, 3, padding=1), nn.BatchNorm3d(cout), nn.ReLU(inplace=True))
+
+    class UNet3D(nn.Module):
+        def __init__(self):
+            super().__init__()
+            ch = [base * 2 ** i for i in range(levels)]
+            self.down = nn.ModuleList([block(1 if i == 0 else ch[i - 1], ch[i]) for i in range(levels)])
+            self.up = nn.ModuleList([nn.ConvTranspose3d(ch[i], ch[i - 1], 2, stride=2) for i in range(levels - 1, 0, -1)])
+            self.dec = nn.ModuleList([block(2 * ch[i - 1], ch[i - 1]) for i in range(levels - 1, 0, -1)])
+            self.head = nn.Conv3d(ch[0], 2, 1)
+
+        def forward(self, x):
+            skips = []
+            for i, b in enumerate(self.down):
+                x = b(x)
+                if i < len(self.down) - 1:
+                    skips.append(x)
+                    x = F.max_pool3d(x, 2)
+            for up, dec in zip(self.up, self.dec):
+                x = up(x)
+                x = dec(torch.cat([x, skips.pop()], 1))
+            return self.head(x)
+
+    return UNet3D()
+
+
+def w_unet3d_infer(ctx, p):
+    """A 3D UNet (4 levels, 32..256 channels, random weights) in bf16, eval, no grad, on volumes whose sides are
+    drawn from 64..192 voxels (steps of 32) and batch 1..2 per call: activations of up to ~2 GB each."""
+    rng = random.Random(SEED)
+    model = unet3d().eval().to("cuda", torch.bfloat16)
+    p.update(model="UNet3D(base=32, levels=4) (bench/torch/capture_traces.py)", dtype="bfloat16", calls=[],
+             draws="batch U[1,2], each side 32*U[2,6]", max_calls=p.get("max_calls", 60))
+    for i in range(p["max_calls"]):
+        b = rng.randint(1, 2)
+        d, h, w = (32 * rng.randint(2, 6) for _ in range(3))
+        if not ctx.fits(est_allocs=200, est_s=2.0):
+            break
+        x = torch.randn(b, 1, d, h, w, device="cuda", dtype=torch.bfloat16)
+        with torch.no_grad():
+            out = model(x)
+        del out, x
+        p["calls"].append([b, d, h, w])
+    torch.cuda.synchronize()
+
+
+def w_calib_awq_1b(ctx, p):
+    """AWQ-like activation-aware calibration of a ~1.1B LLaMA-style model (LlamaConfig hidden 2048, intermediate
+    5632, 22 layers, 32 heads, 4 KV heads: TinyLlama's shape), weights bf16 on the CPU. Calibration set: 64
+    samples x 512 tokens (random embeddings on the GPU), 8 per forward. For each layer in turn: copy it to the
+    GPU; forward all samples with hooks that collect every linear's input activations (kept on the GPU, as AWQ
+    caches them) and their per-channel mean |x|; per linear, a grid of 10 scaling exponents alpha: scales
+    s = mean|x|^alpha, 4-bit fake quantization of W*s in groups of 128, output error of Q(W*s)/s on the collected
+    activations; keep the best; forward all samples again through the quantized layer for the next layer's
+    inputs; copy the layer back."""
+    cfg = llama_cfg(2048, 5632, 22, 32, 4)
+    gen = torch.Generator().manual_seed(SEED)
+    dt = torch.bfloat16
+    L, H = cfg["layers"], cfg["hidden"]
+    hd = H // cfg["heads"]
+    cpu_layers = [cpu_layer_weights(cfg, gen, dt, pin=False) for _ in range(L)]
+    nsamples, seqlen, bs, group = 64, 512, 8, 128
+    p.update(model=cfg, dtype="bfloat16", nsamples=nsamples, seqlen=seqlen, batch_per_forward=bs,
+             quant="4-bit asymmetric, groups of 128 input columns", alphas=10, layers_done=0)
+    ctx.t0 = time.time()
+    cos, sin = rope_tables(hd, seqlen, "cuda")
+    inps = torch.randn(nsamples, seqlen, H, device="cuda", dtype=dt)
+    outs = torch.empty_like(inps)
+
+    def fake_quant(W):
+        shape = W.shape
+        Wg = W.float().reshape(-1, group)
+        wmin, wmax = Wg.amin(1, keepdim=True), Wg.amax(1, keepdim=True)
+        scale = ((wmax - wmin) / 15).clamp(min=1e-8)
+        zero = torch.round(-wmin / scale)
+        return ((torch.clamp(torch.round(Wg / scale) + zero, 0, 15) - zero) * scale).reshape(shape).to(W.dtype)
+
+    with torch.no_grad():
+        for li in range(L):
+            if not ctx.fits(est_s=6.0):
+                break
+            w = {k: v.to("cuda") for k, v in cpu_layers[li].items()}
+            acts = {k: [] for k in ("wq", "wk", "wv", "wo", "wg", "wu", "wd")}
+
+            def hook(name, inp):
+                acts[name].append(inp.reshape(-1, inp.shape[-1])[::16].clone())  # a sample of the rows, as AWQ
+
+            for b0 in range(0, nsamples, bs):
+                outs[b0:b0 + bs] = llama_block(inps[b0:b0 + bs], w, cfg, cos, sin, 0, hooks=hook)
+            for k, chunks in acts.items():
+                x = torch.cat(chunks)
+                acts[k] = None
+                del chunks
+                x_mean = x.abs().float().mean(0)
+                ref = x @ w[k].t()
+                best, best_err = None, None
+                for alpha in [i / 10 for i in range(10)]:
+                    s = x_mean.pow(alpha).clamp(min=1e-4)
+                    s = (s / (s.max() * s.min()).sqrt()).to(dt)
+                    q = fake_quant(w[k] * s) / s
+                    err = (x @ q.t() - ref).float().pow(2).mean().item()
+                    if best_err is None or err < best_err:
+                        best, best_err = q, err
+                    del q, s
+                w[k] = best
+                del x, ref, best
+            for b0 in range(0, nsamples, bs):
+                outs[b0:b0 + bs] = llama_block(inps[b0:b0 + bs], w, cfg, cos, sin, 0)
+            cpu_layers[li] = {k: v.to("cpu") for k, v in w.items()}
+            del w, acts
+            inps, outs = outs, inps
+            p["layers_done"] = li + 1
+    torch.cuda.synchronize()
+
+
 def w_moe_varload(ctx, p):
     """4 residual MoE layers (RMSNorm, router d->8, top-2 of 8 SwiGLU experts d 2048 -> 4096 -> 2048, gates
     renormalised), by hand: tokens sorted by expert, one matmul chain per expert, index_add_ back. bf16 params,
@@ -466,6 +652,10 @@ WORKLOADS = {
     "cnn_varres": (w_cnn_varres, 45),
     "calib_layerwise": (w_calib_layerwise, 70),
     "moe_varload": (w_moe_varload, 45),
+    "unet3d_infer": (w_unet3d_infer, 40),
+    "calib_awq_1b": (w_calib_awq_1b, 50),
+    "bert_infer_varbatch": (w_bert_infer_varbatch, 30),
+    "gpt2_generate_small": (w_gpt2_generate_small, 30),
 }
 
 
@@ -568,6 +758,21 @@ def run_one(name, fn, budget_s, args, env, compressors):
     dst = os.path.join(args.xz_dir, f"{name}.snapshot.pickle.xz")
     rec["snapshot_pickle_bytes"] = os.path.getsize(raw)
     compressors.append(subprocess.Popen([sys.executable, "-c", COMPRESS, raw, dst]))
+    if args.unrecorded and not err:
+        gc.collect()
+        torch.cuda.synchronize()
+        torch.cuda.empty_cache()
+        torch.manual_seed(SEED)
+        random.seed(SEED)
+        again = ReplayCtx(ctx.calls_fitted)
+        t1 = time.time()
+        try:
+            fn(again, {})
+            torch.cuda.synchronize()
+            rec["workload_unrecorded_s"] = round(again.elapsed(), 3)
+            rec["wall_unrecorded_s"] = round(time.time() - t1, 3)
+        except Exception:
+            rec["unrecorded_error"] = traceback.format_exc()
     js = os.path.join(args.json_dir, f"{name}.native.json")
     with open(js, "w") as f:
         json.dump(rec, f, indent=1)
@@ -577,6 +782,37 @@ def run_one(name, fn, budget_s, args, env, compressors):
     print(f"--- {name} params: " + json.dumps(params)[:3000], flush=True)
     gc.collect()
     torch.cuda.empty_cache()
+
+
+def time_only(name, fn, args):
+    """--time-only: the workload unrecorded, for the calls its JSON lists; workload_unrecorded_s added there."""
+    js = os.path.join(args.json_dir, f"{name}.native.json")
+    if not os.path.exists(js):
+        print(f"=== {name}: no {js}, skipped", flush=True)
+        return
+    rec = json.load(open(js))
+    p = rec.get("params", {})
+    n = next((p[k] for k in ("calls", "requests", "steps", "layers_done") if k in p), None)
+    n = len(n) if isinstance(n, list) else n
+    if not isinstance(n, int):
+        print(f"=== {name}: its JSON lists no count of calls, skipped", flush=True)
+        return
+    gc.collect()
+    torch.cuda.empty_cache()
+    torch.manual_seed(SEED)
+    random.seed(SEED)
+    ctx = ReplayCtx(n)
+    t0 = time.time()
+    fn(ctx, {})
+    torch.cuda.synchronize()
+    rec["workload_unrecorded_s"] = round(ctx.elapsed(), 3)
+    rec["wall_unrecorded_s"] = round(time.time() - t0, 3)
+    rec["unrecorded_env"] = {"torch": torch.__version__, "gpu": torch.cuda.get_device_name(0)}
+    with open(js, "w") as f:
+        json.dump(rec, f, indent=1)
+        f.write("\n")
+    print(f"=== {name}: {n} calls unrecorded in {rec['workload_unrecorded_s']} s (recorded: {rec.get('workload_s')} s)",
+          flush=True)
 
 
 def main():
@@ -589,6 +825,12 @@ def main():
     ap.add_argument("--budget-scale", type=float, default=1.0, help="multiplies each workload's time budget")
     ap.add_argument("--max-allocs", type=int, default=95000, help="allocations per workload (~3 events each)")
     ap.add_argument("--max-entries", type=int, default=2_000_000)
+    ap.add_argument("--unrecorded", action="store_true",
+                    help="run each workload again without recording, for its own wall time (workload_unrecorded_s)")
+    ap.add_argument("--time-only", action="store_true",
+                    help="record nothing: for each workload whose <json-dir>/<name>.native.json exists, run it "
+                         "unrecorded for as many calls as that JSON lists (calls, requests, steps or layers_done) "
+                         "and add workload_unrecorded_s to the JSON")
     ap.add_argument("--deadline", type=float, default=0.0,
                     help="seconds from start after which no workload starts (0: none)")
     args = ap.parse_args()
@@ -615,6 +857,10 @@ def main():
     torch.zeros(1, device="cuda")
     names = [n for n in args.only.split(",") if n] or list(WORKLOADS)
     compressors = []
+    if args.time_only:
+        for name in names:
+            time_only(name, WORKLOADS[name][0], args)
+        return
     for name in names:
         fn, budget = WORKLOADS[name]
         if args.deadline and time.time() - start > args.deadline:

@@ -29,16 +29,88 @@ import time
 
 def parse():
     p = argparse.ArgumentParser()
-    p.add_argument("--model", choices=["gpt2", "bert", "resnet50", "resnet50-infer"], default="gpt2",
-                   help="resnet50-infer: bf16 inference (no grad) with batch 1..4x--batch and resolution "
-                        "128..512 px drawn per call: varying shapes, no training")
+    p.add_argument("--model", choices=["gpt2", "gpt2-fixed", "bert", "resnet50", "resnet50-infer", "unet3d-infer",
+                                       "gpt2-generate"], default="gpt2",
+                   help="gpt2: sequence length 64..1024 drawn per step; gpt2-fixed: every step --batch x 1024; "
+                        "resnet50-infer: bf16 inference (no grad) with batch 1..4x--batch and resolution "
+                        "128..512 px drawn per call: varying shapes, no training; unet3d-infer: a 3D UNet's bf16 "
+                        "inference on volumes of 64..192 voxels a side and batch 1..2 drawn per call (activations "
+                        "of GBs); gpt2-generate: model.generate (greedy, KV cache) with batch 1..4, prompt 16..256 "
+                        "and 16..48 new tokens drawn per call: CPU-bound")
     p.add_argument("--alloc", choices=["native", "expandable", "gmlake", "gmlake-pluggable", "ab"], default="native")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch", type=int, default=8)
     p.add_argument("--cap-gb", type=float, default=0, help="memory cap in GB (10^9 bytes); 0 = none")
     p.add_argument("--conf", default="", help="extra GMLAKE_CONF entries")
     p.add_argument("--json", default="")
+    p.add_argument("--fill-leave-gb", type=float, default=0,
+                   help="after the first step (untimed, as warm-up: CUDA modules load lazily) and empty_cache, take "
+                        "the device's free memory with cuMemAlloc, outside every allocator, so that the job can "
+                        "reserve at most this many GB (10^9 bytes) in all: a filled GPU, no cap. 0 = off")
+    p.add_argument("--rounds", type=int, default=1,
+                   help="--alloc ab: rounds of --steps pairs each, one after the other in this process, each on "
+                        "batches drawn anew; the JSON gives every round's totals and the total over all")
     return p.parse_args()
+
+
+def fill_device(torch, args, batch, opt, gmlake):
+    """--fill-leave-gb: one warm-up step, empty_cache, then cuMemAlloc of all free memory but what lets the job's
+    reserved bytes reach args.fill_leave_gb."""
+    import ctypes
+
+    step = batch()
+    with torch.autocast("cuda", dtype=torch.bfloat16):
+        out = step()
+    if out.requires_grad:
+        out.backward()
+        opt.zero_grad(set_to_none=True)
+    del out, step
+    torch.cuda.synchronize()
+    torch.cuda.empty_cache()
+    reserved = (gmlake.torch.memory_stats() if gmlake else torch.cuda.memory_stats())["reserved_bytes.all.current"]
+    free, total = torch.cuda.mem_get_info()
+    take = int(free - max(0.0, args.fill_leave_gb * 1e9 - reserved))
+    cuda = ctypes.CDLL("libcuda.so.1")
+    ptr = ctypes.c_uint64(0)
+    if take > 0:
+        rc = cuda.cuMemAlloc_v2(ctypes.byref(ptr), ctypes.c_size_t(take))
+        if rc != 0:
+            raise RuntimeError(f"cuMemAlloc_v2({take}) failed: {rc}")
+    print(json.dumps({"fill": {"taken_bytes": take, "free_before": free, "reserved_at_fill": reserved,
+                               "free_after": torch.cuda.mem_get_info()[0]}}), flush=True)
+
+
+def unet3d(torch, base=32, levels=4):
+    """A 3D UNet (random weights): per level two 3x3x3 conv + BatchNorm + ReLU, max-pool down, transposed conv up,
+    skip connections concatenated; channels base x 2^level."""
+    nn = torch.nn
+
+    def block(cin, cout):
+        return nn.Sequential(nn.Conv3d(cin, cout, 3, padding=1), nn.BatchNorm3d(cout), nn.ReLU(inplace=True),
+                             nn.Conv3d(cout, cout, 3, padding=1), nn.BatchNorm3d(cout), nn.ReLU(inplace=True))
+
+    class UNet3D(nn.Module):
+        def __init__(self):
+            super().__init__()
+            ch = [base * 2 ** i for i in range(levels)]
+            self.down = nn.ModuleList([block(1 if i == 0 else ch[i - 1], ch[i]) for i in range(levels)])
+            self.up = nn.ModuleList([nn.ConvTranspose3d(ch[i], ch[i - 1], 2, stride=2) for i in range(levels - 1, 0, -1)])
+            self.dec = nn.ModuleList([block(2 * ch[i - 1], ch[i - 1]) for i in range(levels - 1, 0, -1)])
+            self.head = nn.Conv3d(ch[0], 2, 1)
+
+        def forward(self, x):
+            skips = []
+            for i, b in enumerate(self.down):
+                x = b(x)
+                if i < len(self.down) - 1:
+                    skips.append(x)
+                    x = torch.nn.functional.max_pool3d(x, 2)
+            for up, dec in zip(self.up, self.dec):
+                x = up(x)
+                x = dec(torch.cat([x, skips.pop()], 1))
+            return self.head(x)
+
+    return UNet3D()
 
 
 def main():
@@ -65,16 +137,45 @@ def main():
         total = torch.cuda.get_device_properties(0).total_memory
         torch.cuda.set_per_process_memory_fraction(min(1.0, args.cap_gb * 1e9 / total))
 
-    if args.model == "gpt2":
+    if args.model in ("gpt2", "gpt2-fixed"):
         from transformers import GPT2Config, GPT2LMHeadModel
 
         model = GPT2LMHeadModel(GPT2Config(n_layer=12, n_embd=768, n_head=12)).to(dev)
         vocab = model.config.vocab_size
 
         def batch():
-            seq = rng.randint(64, 1024)
+            seq = rng.randint(64, 1024) if args.model == "gpt2" else 1024
             x = torch.randint(0, vocab, (args.batch, seq), device=dev)
             return lambda: model(input_ids=x, labels=x).loss
+    elif args.model == "gpt2-generate":
+        from transformers import GPT2Config, GPT2LMHeadModel
+
+        cfg = GPT2Config(n_layer=12, n_embd=768, n_head=12, activation_function="gelu_pytorch_tanh")
+        model = GPT2LMHeadModel(cfg).to(dev, torch.bfloat16).eval()
+
+        def batch():
+            b, t, n = rng.randint(1, 4), rng.randint(16, 256), rng.randint(16, 48)
+            ids = torch.randint(0, cfg.vocab_size, (b, t), device=dev)
+
+            def generate():
+                with torch.no_grad():
+                    out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                         max_new_tokens=n, min_new_tokens=n, pad_token_id=cfg.eos_token_id,
+                                         use_cache=True)
+                return out.float().sum()
+            return generate
+    elif args.model == "unet3d-infer":
+        model = unet3d(torch).to(dev).eval()
+
+        def batch():
+            b = rng.randint(1, 2)
+            d, h, w = (32 * rng.randint(2, 6) for _ in range(3))
+            x = torch.randn(b, 1, d, h, w, device=dev)
+
+            def infer():
+                with torch.no_grad():
+                    return model(x).float().mean()
+            return infer
     elif args.model == "bert":
         from transformers import BertConfig, BertForSequenceClassification
 
@@ -109,10 +210,13 @@ def main():
             y = torch.randint(0, 1000, (args.batch,), device=dev)
             return lambda: loss_fn(model(x), y)
 
-    opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9) if args.model.startswith("resnet50")
+    opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+           if args.model.startswith("resnet50") or args.model == "unet3d-infer"
            else torch.optim.AdamW(model.parameters(), lr=1e-4))
     if args.alloc == "ab":
         return ab_main(args, gmlake, batch, model, opt)
+    if args.fill_leave_gb:
+        fill_device(torch, args, batch, opt, gmlake if gmlake_mode else None)
     times, loss, fit = [], float("nan"), True
     backend_at_5 = None  # gmlake's backend (VMM) calls and time after 5 steps: the steady state is what follows
     try:
@@ -192,44 +296,65 @@ def ab_main(args, gmlake, batch, model, opt):
         torch.cuda.synchronize()
         return time.perf_counter() - t0
 
-    # A batch shape's first step costs several times more outside the allocator (kernel and cuBLAS plan selection
-    # for a new sequence length: 3-5x the step on the H200), which would go to whichever allocator ran it first.
-    # So every batch runs once first under PyTorch's allocator, then both pools are emptied: in the timed pairs
-    # the compute side has seen every shape, and each allocator meets each shape for the first time, as in
-    # training (an untimed run under each allocator instead would hand gmlake shapes it had already stitched).
-    with gmlake.torch.native():  # the inputs of every step, made up front, stay out of gmlake's pool
-        steps = [batch() for _ in range(args.steps)]
-    for step in steps:
-        run(step, True)
-    torch.cuda.empty_cache()  # both pools: gmlake's and, through the extension, PyTorch's
-    gmlake.torch.reset_peak_memory_stats()
-    s0 = gmlake.torch.memory_stats()
-    native_s, gmlake_s = [], []
-    for k, step in enumerate(steps):
-        if k % 2 == 0:
-            native_s.append(run(step, True))
-            gmlake_s.append(run(step, False))
-        else:
-            gmlake_s.append(run(step, False))
-            native_s.append(run(step, True))
-    warm = 5 if args.steps > 10 else 0  # the first pairs fill both caches
-    ratios = [g / n for g, n in zip(gmlake_s[warm:], native_s[warm:])]
-    s = gmlake.torch.memory_stats()
-    nat = gmlake.torch.native_memory_stats()
+    def one_round():
+        # A batch shape's first step costs several times more outside the allocator (kernel and cuBLAS plan
+        # selection for a new sequence length: 3-5x the step on the H200), which would go to whichever allocator
+        # ran it first. So every batch runs once first under PyTorch's allocator, then both pools are emptied: in
+        # the timed pairs the compute side has seen every shape, and each allocator meets each shape for the
+        # first time, as in training (an untimed run under each allocator instead would hand gmlake shapes it
+        # had already stitched).
+        with gmlake.torch.native():  # the inputs of every step, made up front, stay out of gmlake's pool
+            steps = [batch() for _ in range(args.steps)]
+        for step in steps:
+            run(step, True)
+        torch.cuda.empty_cache()  # both pools: gmlake's and, through the extension, PyTorch's
+        gmlake.torch.reset_peak_memory_stats()
+        s0 = gmlake.torch.memory_stats()
+        native_s, gmlake_s = [], []
+        for k, step in enumerate(steps):
+            if k % 2 == 0:
+                native_s.append(run(step, True))
+                gmlake_s.append(run(step, False))
+            else:
+                gmlake_s.append(run(step, False))
+                native_s.append(run(step, True))
+        del steps
+        s = gmlake.torch.memory_stats()
+        nat = gmlake.torch.native_memory_stats()
+        return native_s, gmlake_s, s0, s, nat
+
+    warm = 5 if args.steps > 10 else 0  # the first pairs of each round fill both caches
+    rounds = []
+    for _ in range(max(1, args.rounds)):
+        native_s, gmlake_s, s0, s, nat = one_round()
+        ratios = [g / n for g, n in zip(gmlake_s[warm:], native_s[warm:])]
+        rounds.append({
+            "median_ratio_gmlake_to_native": statistics.median(ratios),
+            "mean_ratio_gmlake_to_native": statistics.fmean(ratios),
+            # throughput is the sum of step times: the total over the timed pairs is the figure that counts
+            "total_ratio_gmlake_to_native": sum(gmlake_s[warm:]) / sum(native_s[warm:]),
+            "pairs_gmlake_faster": sum(r < 1 for r in ratios),
+            "total_s_gmlake": sum(gmlake_s[warm:]), "total_s_native": sum(native_s[warm:]),
+            "median_step_s_gmlake": statistics.median(gmlake_s[warm:]),
+            "median_step_s_native": statistics.median(native_s[warm:]),
+            "step_times_s_gmlake": [round(t, 5) for t in gmlake_s],
+            "step_times_s_native": [round(t, 5) for t in native_s],
+            "gmlake_peak_reserved": s["reserved_bytes.all.peak"], "native_peak_reserved": nat["reserved_bytes.all.peak"],
+            "gmlake_backend_calls_per_step": (s["gmlake.backend_calls"] - s0["gmlake.backend_calls"]) / args.steps,
+            "gmlake_backend_ms_per_step":
+                (s["gmlake.backend_time_ns"] - s0["gmlake.backend_time_ns"]) / args.steps / 1e6,
+            "gmlake_fence_waits": s["gmlake.fence_waits"] - s0["gmlake.fence_waits"],
+        })
+    total_g = sum(r["total_s_gmlake"] for r in rounds)
+    total_n = sum(r["total_s_native"] for r in rounds)
+    last = rounds[-1]
     result = {
         "model": args.model, "alloc": "ab", "batch": args.batch, "pairs": args.steps, "warm_pairs": warm,
-        "median_ratio_gmlake_to_native": statistics.median(ratios),
-        "mean_ratio_gmlake_to_native": statistics.fmean(ratios),
-        # throughput is the sum of step times: the total over the timed pairs is the figure that counts
-        "total_ratio_gmlake_to_native": sum(gmlake_s[warm:]) / sum(native_s[warm:]),
-        "pairs_gmlake_faster": sum(r < 1 for r in ratios),
-        "median_step_s_gmlake": statistics.median(gmlake_s[warm:]),
-        "median_step_s_native": statistics.median(native_s[warm:]),
-        "step_times_s_gmlake": [round(t, 5) for t in gmlake_s], "step_times_s_native": [round(t, 5) for t in native_s],
-        "gmlake_peak_reserved": s["reserved_bytes.all.peak"], "native_peak_reserved": nat["reserved_bytes.all.peak"],
-        "gmlake_backend_calls_per_step": (s["gmlake.backend_calls"] - s0["gmlake.backend_calls"]) / args.steps,
-        "gmlake_backend_ms_per_step": (s["gmlake.backend_time_ns"] - s0["gmlake.backend_time_ns"]) / args.steps / 1e6,
-        "gmlake_fence_waits": s["gmlake.fence_waits"] - s0["gmlake.fence_waits"],
+        "rounds": rounds,
+        "total_ratio_gmlake_to_native": total_g / total_n,
+        "max_round_total_ratio": max(r["total_ratio_gmlake_to_native"] for r in rounds),
+        # the last round's figures, under the names a single round always had
+        **{k: v for k, v in last.items() if k not in ("total_ratio_gmlake_to_native",)},
         "torch": torch.__version__,
     }
     text = json.dumps(result)

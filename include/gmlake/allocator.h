@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "gmlake/backend.h"
+#include "gmlake/clock.h"
 #include "gmlake/config.h"
 #include "gmlake/stats.h"
 #include "gmlake/stream_events.h"
@@ -129,7 +130,9 @@ class Allocator {
 // The policy named by config.policy over `backend`, which must outlive the allocator. `events` (null for host
 // and sim) makes the policy safe for asynchronous streams (see stream_events.h); only `gmlake` supports it yet.
 // Throws Error(kConfig) when config.validate() fails, chunk_bytes is not a multiple of the backend's
-// granularity, or the policy cannot take `events`.
-std::unique_ptr<Allocator> make_allocator(const Config& config, Backend& backend, StreamEvents* events = nullptr);
+// granularity, or the policy cannot take `events`. `clock` (null: the steady clock) is where `gmlake` reads wall
+// time for its move budget (Config::move_share_permille); it must outlive the allocator.
+std::unique_ptr<Allocator> make_allocator(const Config& config, Backend& backend, StreamEvents* events = nullptr,
+                                          Clock* clock = nullptr);
 
 }  // namespace gmlake

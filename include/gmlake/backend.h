@@ -159,6 +159,16 @@ class Backend {
   // drives several).
   virtual std::uint32_t device_count() const { return 1; }
 
+  // The most chunk bytes live on device() at once (0: no bound but the device's own; the default): create() on
+  // device() throws OutOfMemoryError, before the backend is called and not counted, when the chunk would pass it.
+  // What `gmlake replay --device-bytes` sets: a device of that size, on every backend.
+  void set_device_limit_bytes(std::uint64_t limit_bytes) { device_limit_bytes_ = limit_bytes; }
+  std::uint64_t device_limit_bytes() const { return device_limit_bytes_; }
+  // Bytes device() can still give to create(): the device's free memory (cuda: cuMemGetInfo; sim: its capacity
+  // less its live bytes) bounded by device_limit_bytes(); UINT64_MAX when neither is known (host, an unbounded
+  // sim). Not counted; on cuda one driver call (a few microseconds): off the hot path only.
+  std::uint64_t device_free_bytes();
+
   const BackendCounters& counters() const { return counters_; }
   std::uint64_t live_chunks() const { return chunks_.size(); }
   std::uint64_t live_chunk_bytes() const { return live_chunk_bytes_; }
@@ -199,6 +209,8 @@ class Backend {
   virtual void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) = 0;
   virtual void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) = 0;
   virtual void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) = 0;
+  // device()'s free memory as the driver or model knows it; UINT64_MAX (the default) when unknown.
+  virtual std::uint64_t do_device_free_bytes() { return UINT64_MAX; }
   // IPC: by default a backend neither exports nor imports (Error(kInvalidArgument)); do_import_chunk owns fd
   // (closes it when it throws). do_release is called for imported chunks as for created ones.
   virtual ExportedChunk do_export_chunk(ChunkHandle chunk);
@@ -268,6 +280,7 @@ class Backend {
   std::vector<std::uint64_t> device_bytes_;  // live chunk bytes by DeviceId, grown on first use
   std::uint64_t imported_bytes_ = 0;         // live chunk bytes on kImportedDevice
   std::uint64_t peak_mappings_ = 0;
+  std::uint64_t device_limit_bytes_ = 0;
   BackendObserver* observer_ = nullptr;
 };
 

@@ -52,8 +52,16 @@ namespace gmlake {
     "waits. Bounds how much the device's lag can raise the peak (64 x 2 MiB = 128 MiB)")                                                      \
   X(u64, max_chunk_bytes, 256 * kMiB, "bytes",                                                                    \
     "gmlake: largest physical chunk, a multiple of chunk_bytes; a run of unmapped pages gets chunks of its own "  \
-    "size up to this (the driver charges per call and per chunk, not per byte: ../shared/REFERENCE.md); "        \
-    "chunk_bytes = one size, page-granular moves")                                                              \
+    "size up to this and up to the block's share (chunks_per_block): the driver charges per call and per chunk, " \
+    "not per byte (bench/cuda/vmm_costs_h100.json); chunk_bytes = one size, page-granular moves")                \
+  X(u64, chunks_per_block, 32, "count",                                                                          \
+    "gmlake: a block's unmapped pages get chunks of at most 1/chunks_per_block of the block's size (at least "    \
+    "one page): a chunk that a smaller block later covers in part then strands little, and a block of GBs still " \
+    "maps in at most about this many calls; 0 = chunks of the run's size (up to max_chunk_bytes)")              \
+  X(u64, max_strand_bytes, 16 * kMiB, "bytes",                                                                   \
+    "gmlake: most bytes of an idle chunk that a new block may leave uncovered when it lands on part of the "       \
+    "chunk (stranded: pinned while the block lives); above it the chunk is re-cut (unmapped and released, the "   \
+    "block's pages stitched anew at its own size), a move; 0 = re-cut on any stranded page")                    \
   X(u64, grow_bytes, 20 * kMiB, "bytes",                                                                       \
     "gmlake: a large-pool stitch that ends a block's range and is followed by unmapped pages backs at least "    \
     "this much at once (as PyTorch gives requests under 10 MiB a 20 MiB segment), so the pool grows by few "     \
@@ -84,11 +92,22 @@ namespace gmlake {
     "request; past it the request counts as refused (the allocation goes on memory first on the own device), "  \
     "and no new request is sent until the lender has answered it (a late loan goes straight back); 0 = wait "    \
     "as long as the lender lives")                                                                               \
-  X(u64, move_budget_ns_per_op, 50, "ns",                                                                        \
-    "gmlake: driver time that moving memory (evicting idle chunks, remaking chunks of another size) may cost, "   \
-    "earned per allocation at a fixed modelled cost per move (src/policies/gmlake/move_budget.h); out of it, "   \
-    "the pool grows instead while no cap is set and the device has room, so VMM time stays bounded by the "      \
-    "number of operations (50: H100 replay time at or below PyTorch native on every shipped trace, docs/benchmarks.md); 0 = unbounded (memory first)")                                                       \
+  X(u64, move_share_permille, 10, "permille",                                                                   \
+    "gmlake: driver time that moving memory (evictions, re-cuts, releases to remake chunks) may take, in "        \
+    "thousandths of the wall time since the first move, once move_burst_ms is spent; past it the pool grows "    \
+    "instead, within move_headroom_permille (src/policies/gmlake/move_budget.h). `gmlake replay` reads the "       \
+    "trace's own times as the wall time. 0 = unbounded")                                                          \
+  X(u64, move_burst_ms, 100, "ms",                                                                              \
+    "gmlake: driver time that moves may take at once before move_share_permille has accrued: the moves that "    \
+    "form the layout in the first steps, which set the peak for the whole run")                                 \
+  X(u64, move_headroom_permille, 20, "permille",                                                                \
+    "gmlake: while a move budget refuses, a new chunk is made instead as long as reserved bytes stay within the " \
+    "highest allocated bytes plus this many thousandths (and no cap is set, the device has room); past it the "  \
+    "move is made anyway: memory first. Bounds what the time bounds may cost in memory")                       \
+  X(u64, move_budget_ns_per_op, 0, "ns",                                                                         \
+    "gmlake: driver time that moving memory may cost, earned per allocation at a fixed modelled cost per move "   \
+    "(src/policies/gmlake/move_budget.h); out of it, the pool grows instead as for move_share_permille; 0 = no "  \
+    "per-operation bound (the default: time is bounded by wall time, what users see)")                          \
   X(u64, max_idle_mapped_bytes, 0, "bytes",                                                                      \
     "gmlake: bound on mapped bytes no block uses (the stitched-range cache); beyond it pages are unmapped "      \
     "least-recently-used first; 0 = unbounded")                                                                  \

@@ -32,6 +32,7 @@
 #include "gmlake/config.h"
 #include "gmlake/snapshot_writer.h"
 #include "gmlake/stats.h"
+#include "gmlake/clock.h"
 #include "gmlake/stream_events.h"
 
 namespace gmlake {
@@ -53,7 +54,8 @@ class Pool final : public Allocator {
   // The same stack over `backend` and `events` (null: none), which the caller owns and which must outlive the
   // pool; config.backend is not used. For tests and the replay, whose trace is in stream order already and
   // runs no kernels: it replays on cuda without events, as PyTorch recorded it.
-  Pool(const Config& config, Backend& backend, StreamEvents* events = nullptr);
+  // `clock` (null: the steady clock) is what the policy reads wall time from (the replay passes the trace's).
+  Pool(const Config& config, Backend& backend, StreamEvents* events = nullptr, Clock* clock = nullptr);
   // Gives every chunk back to the backend, live blocks included (their pointers become invalid). Never throws.
   ~Pool() override;
   Pool(const Pool&) = delete;
@@ -114,6 +116,7 @@ class Pool final : public Allocator {
   Backend* backend_;
   std::unique_ptr<StreamEvents> owned_events_;  // made for an owned backend: null on host and sim
   StreamEvents* events_ = nullptr;             // used by policy_ and uses_
+  Clock* clock_ = nullptr;                     // what the policy reads wall time from; null: the steady clock
   std::unique_ptr<Allocator> policy_;       // TracingAllocator over [PoisoningAllocator over] the policy
   TracingAllocator* tracing_ = nullptr;     // policy_ itself; the backend's observer
   CachingAllocator* caching_ = nullptr;     // the policy under the adaptors, when it is caching (restore)

@@ -44,6 +44,10 @@ struct ReplayRecord {
 struct ReplayOptions {
   Config config;                // policy, cap and tuning
   std::string backend = "sim";  // a make_backend name (backend_factory.h)
+  // The device's size in bytes (0: the backend's own): the backend never holds more chunk bytes on its device
+  // at once (Backend::set_device_limit_bytes; `gmlake replay --device-bytes`). Unlike config.cap_bytes, the
+  // policy is not told: it finds the device full, as on a GPU that other work has filled.
+  std::uint64_t device_bytes = 0;
   // Called about every 1% of the ops with the fraction done (0..1); may be empty.
   std::function<void(double)> on_progress;
   // When non-zero, allocator.check_invariants() runs every this many ops (tests); not timed.

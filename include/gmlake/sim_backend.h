@@ -81,6 +81,7 @@ class SimBackend final : public Backend {
   void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) override;
   void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) override;
   void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) override;
+  std::uint64_t do_device_free_bytes() override;
 
  private:
   std::vector<SimDevice> devices_;

@@ -195,12 +195,25 @@ ChunkHandle Backend::create(std::uint64_t size_bytes, DeviceId device) {
                           " backend (0 .. " + std::to_string(device_count() - 1) + ")");
   }
   const bool own = device == this->device();
+  if (own && device_limit_bytes_ != 0 && live_chunk_bytes(device) + size_bytes > device_limit_bytes_) {
+    throw OutOfMemoryError(size_bytes, live_chunk_bytes(device), 0, device_limit_bytes_,
+                           "the " + std::string(name()) + " backend's device limit (device_limit_bytes) would be passed");
+  }
   count(BackendCall::kCreate);
   const ChunkHandle chunk = timed(BackendCall::kCreate, [&] {
     return own ? do_create(size_bytes) : do_create_on(size_bytes, device);
   });
   track_new_chunk("create", chunk, size_bytes, device);
   return chunk;
+}
+
+std::uint64_t Backend::device_free_bytes() {
+  std::uint64_t free_bytes = do_device_free_bytes();
+  if (device_limit_bytes_ != 0) {
+    const std::uint64_t live = live_chunk_bytes(device());
+    free_bytes = std::min(free_bytes, live >= device_limit_bytes_ ? 0 : device_limit_bytes_ - live);
+  }
+  return free_bytes;
 }
 
 ChunkHandle Backend::do_create_on(std::uint64_t, DeviceId device) {

@@ -64,8 +64,8 @@ Pool::Pool(const Config& config, int device, bool stream_events)
   assemble();
 }
 
-Pool::Pool(const Config& config, Backend& backend, StreamEvents* events)
-    : config_(validated(config)), backend_(&backend), events_(events) {
+Pool::Pool(const Config& config, Backend& backend, StreamEvents* events, Clock* clock)
+    : config_(validated(config)), backend_(&backend), events_(events), clock_(clock) {
   assemble();
 }
 
@@ -73,7 +73,7 @@ void Pool::assemble() {
   // Only gmlake moves chunks while blocks live; the reference policies unmap only in empty_cache and their
   // out-of-memory retry: empty_cache synchronizes the device first for them.
   StreamEvents* policy_events = config_.policy == Policy::kGmlake ? events_ : nullptr;
-  policy_ = make_allocator(config_, *backend_, policy_events);
+  policy_ = make_allocator(config_, *backend_, policy_events, clock_);
   caching_ = dynamic_cast<CachingAllocator*>(policy_.get());
   if (config_.debug) policy_ = std::make_unique<PoisoningAllocator>(std::move(policy_));
   auto tracing = std::make_unique<TracingAllocator>(std::move(policy_));

@@ -7,6 +7,7 @@
 
 #include "gmlake/backend_factory.h"
 #include "gmlake/error.h"
+#include "gmlake/clock.h"
 #include "gmlake/pool.h"
 
 namespace gmlake {
@@ -254,7 +255,12 @@ namespace {
 ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend,
                        SegmentRecorder* recorder) {
   const Program prog = compile(device);
-  auto allocator = std::make_unique<Pool>(options.config, backend);  // the stack every front end uses
+  if (options.device_bytes != 0) backend.set_device_limit_bytes(options.device_bytes);
+  // The policy's wall time is the trace's own (time_us of each op's event, from the first): its move budget
+  // (move_share_permille) then decides as it did, or would have, while the workload ran.
+  ManualClock clock;
+  const std::int64_t first_us = prog.time_us.empty() ? 0 : prog.time_us.front();
+  auto allocator = std::make_unique<Pool>(options.config, backend, nullptr, &clock);  // the stack every front end uses
   if (recorder != nullptr) allocator->set_tracing(UINT64_MAX);
 
   ReplayResult r;
@@ -280,6 +286,7 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t i = begin; i < end; ++i) {
       if (i == half) at_half = backend.counters();
+      clock.advance_to_ns((prog.time_us[i] - first_us) * 1000);
       const Op& op = prog.ops[i];
       void*& p = slots[op.slot];
       switch (op.kind) {

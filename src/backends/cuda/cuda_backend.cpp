@@ -3,6 +3,7 @@
 // back) in step: an entry is added before the driver creates something (so bad_alloc leaves nothing behind) or
 // right after with an undo on failure, and removed once the driver has destroyed it.
 #include "cuda_backend.h"
+#include <algorithm>
 
 #include <cuda.h>
 #include <fcntl.h>
@@ -143,6 +144,18 @@ std::uintptr_t CudaBackend::do_reserve(std::uint64_t size_bytes) {
     throw;
   }
   return addr;
+}
+
+std::uint64_t CudaBackend::do_device_free_bytes() {
+  const cuda::ScopedContext current(as_context(context_));
+  std::size_t free_bytes = 0, total_bytes = 0;
+  if (driver().cuMemGetInfo(&free_bytes, &total_bytes) != CUDA_SUCCESS) return UINT64_MAX;
+  std::uint64_t result = free_bytes;
+  if (physical_limit_bytes_ != 0) {
+    const std::uint64_t live = live_chunk_bytes(device());
+    result = std::min<std::uint64_t>(result, live >= physical_limit_bytes_ ? 0 : physical_limit_bytes_ - live);
+  }
+  return result;
 }
 
 void CudaBackend::do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) {

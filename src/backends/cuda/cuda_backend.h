@@ -101,6 +101,9 @@ class CudaBackend final : public Backend {
   void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) override;
   void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) override;
   void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) override;
+  // cuMemGetInfo's free bytes of this device (bounded by physical_limit_bytes when set); UINT64_MAX when the
+  // driver fails to answer.
+  std::uint64_t do_device_free_bytes() override;
   // IPC: cuMemExportToShareableHandle(CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) once per chunk (the fd is kept,
   // FD_CLOEXEC, and closed when the chunk is released); cuMemImportFromShareableHandle, then the fd is closed
   // (the imported handle holds the memory). CUDA driver API, "Virtual Memory Management":

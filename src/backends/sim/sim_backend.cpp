@@ -69,6 +69,13 @@ ChunkHandle SimBackend::do_create_on(std::uint64_t size_bytes, DeviceId device) 
   return ChunkHandle{next_handle_++};
 }
 
+std::uint64_t SimBackend::do_device_free_bytes() {
+  const std::uint64_t limit = devices_[0].capacity_bytes;
+  if (limit == 0) return UINT64_MAX;
+  const std::uint64_t live_bytes = live_chunk_bytes(0);
+  return live_bytes >= limit ? 0 : limit - live_bytes;
+}
+
 const SimDevice& SimBackend::sim_device(DeviceId device) const {
   if (device < 0 || static_cast<std::size_t>(device) >= devices_.size()) {
     throw Error(ErrorCode::kInvalidArgument, "SimBackend: device " + std::to_string(device) + " is not one of its " +

@@ -1,7 +1,7 @@
 // gmlake: the command-line front end. Thin: argument parsing and output; the work is in the library.
 //
 //   gmlake replay TRACE... [--policy gmlake|caching|expandable|all] [--backend sim[:h100|:h200]|host|cuda[:N]] [--cap BYTES]
-//                          [--conf KEY:VALUE,...] [--json FILE] [--snapshot-out FILE]
+//                          [--device-bytes BYTES|FACTORx] [--conf KEY:VALUE,...] [--json FILE] [--snapshot-out FILE]
 //   gmlake conf            the configuration table (GMLAKE_CONF keys, defaults, units)
 //
 // Bad input gets one line on stderr and exit status 2; so does running out of memory (std::bad_alloc anywhere)
@@ -127,9 +127,40 @@ std::string snapshot_path_for(const std::string& path, gmlake::Policy policy, bo
   return path.substr(0, at) + "." + gmlake::to_string(policy) + path.substr(at);
 }
 
+// --device-bytes: a byte count (suffixes K, M, G, T), or a factor of each device's lower bound ("1.01x").
+struct DeviceBytes {
+  std::uint64_t bytes = 0;  // 0: none
+  double factor = 0;        // > 0: factor x the lower bound
+};
+
+DeviceBytes checked_device_bytes(const std::string& text) {
+  DeviceBytes d;
+  if (text.empty()) die("--device-bytes: empty value: expected a byte count such as 80G or a factor such as 1.01x");
+  if (text.back() == 'x' || text.back() == 'X') {
+    const std::string number = text.substr(0, text.size() - 1);
+    char* end = nullptr;
+    errno = 0;
+    d.factor = std::strtod(number.c_str(), &end);
+    if (number.empty() || end != number.c_str() + number.size() || errno != 0 || !(d.factor >= 1.0 && d.factor <= 1000.0)) {
+      die("--device-bytes: bad factor '" + text + "': expected a number from 1 to 1000 followed by x (1.01x: the "
+          "lower bound plus 1%)");
+    }
+    return d;
+  }
+  if (text.find_first_of(",:") != std::string::npos) die("--device-bytes: bad value '" + text + "'");
+  try {
+    d.bytes = gmlake::parse_config("cap_bytes:" + text).cap_bytes;  // the same byte-count syntax as --cap
+  } catch (const gmlake::Error&) {
+    die("--device-bytes: bad value '" + text + "': expected a byte count such as 80G or a factor such as 1.01x");
+  }
+  if (d.bytes == 0) die("--device-bytes: 0 is no device: leave the option out for the backend's own size");
+  return d;
+}
+
 int run_replay(const std::vector<std::string>& paths, const std::string& policy_text, const std::string& backend,
                const std::string* cap, const std::string& conf, const std::string& json_path,
-               const std::string& snapshot_out) {
+               const std::string& snapshot_out, const std::string* device_bytes_text) {
+  const DeviceBytes device_bytes = device_bytes_text != nullptr ? checked_device_bytes(*device_bytes_text) : DeviceBytes{};
   gmlake::Config config;
   try {
     config.apply(without_c_api_keys(gmlake::environment_conf()));
@@ -166,6 +197,10 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
         options.config.policy = policy;
         options.backend = backend;
         options.config.backend = backend;
+        options.device_bytes = device_bytes.factor > 0
+                                   ? static_cast<std::uint64_t>(static_cast<double>(gmlake::lower_bound_bytes(device)) *
+                                                                device_bytes.factor)
+                                   : device_bytes.bytes;
         Progress progress(fmt::format("{} dev {} {}", trace.name, device.device, gmlake::to_string(policy)));
         options.on_progress = [&progress](double f) { progress(f); };
         gmlake::ReplayRecord record;
@@ -248,6 +283,12 @@ int run(int argc, char** argv) {
   replay->add_option("--policy", policy, "gmlake, caching, expandable or all")->capture_default_str();
   replay->add_option("--backend", backend, backend_help())->capture_default_str();
   CLI::Option* cap_option = replay->add_option("--cap", cap, "memory cap in bytes (suffixes K, M, G, T; 0: no cap)");
+  std::string device_bytes;
+  CLI::Option* device_option = replay->add_option(
+      "--device-bytes", device_bytes,
+      "the device's size: bytes (suffixes K, M, G, T) or a factor of each device's lower bound (1.01x); the "
+      "backend never holds more on it at once (sim, host and cuda alike), and the policy is not told, as on a GPU "
+      "that other work has filled. Allocations that do not fit count as out-of-memory, as under --cap");
   replay->add_option("--conf", conf, "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`)");
   replay->add_option("--json", json_path, "also write the results as a JSON array to this file");
   replay->add_option("--snapshot-out", snapshot_out,
@@ -270,7 +311,7 @@ int run(int argc, char** argv) {
   }
   if (*conf_cmd) return run_conf();
   return run_replay(paths, policy, backend, cap_option->count() > 0 ? &cap : nullptr, conf, json_path,
-                    snapshot_out);
+                    snapshot_out, device_option->count() > 0 ? &device_bytes : nullptr);
 }
 
 }  // namespace

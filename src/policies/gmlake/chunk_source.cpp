@@ -1,6 +1,7 @@
 #include "chunk_source.h"
 
 #include <algorithm>
+#include <vector>
 
 #include "gmlake/error.h"
 
@@ -20,106 +21,139 @@ ChunkSource::ChunkSource(const Config& config, unsigned page_shift, Parts parts)
       lag_grow_chunks_(config.lag_grow_chunks),
       memory_first_under_cap_(config.memory_first_under_cap),
       cap_bytes_(config.cap_bytes),
-      moves_(config.move_budget_ns_per_op) {}
+      clock_(parts.clock),
+      max_strand_pages_(config.max_strand_bytes >> page_shift),
+      move_headroom_permille_(config.move_headroom_permille),
+      moves_({config.move_budget_ns_per_op, config.move_share_permille, config.move_burst_ms * 1'000'000}) {}
 
 ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget) {
-  // Near the cap memory comes first: page-sized chunks, which move one page at a time and strand nothing; unless
-  // a peer takes what the own device cannot hold (OverBudget::kPeer).
+  // Near the cap or the device's end memory comes first: page-sized chunks, which move one page at a time and
+  // strand nothing; unless a peer takes what the own device cannot hold (OverBudget::kPeer).
   const bool peer_takes_over = over_budget == OverBudget::kPeer;
   const std::uint64_t want = !peer_takes_over && near_cap(pages) ? 1 : std::min(pages, max_chunk_pages_);
-  // Past the headroom, reserved bytes do not grow beyond what they are now while idle or free memory is left.
   const std::uint64_t reserved_at_start = reserved_now();
+  ObtainState s;
+  s.want_pages = want;
+  s.has_cap = cap_bytes_ != 0;
+  s.peer_takes_over = peer_takes_over;
   for (;;) {
-    // 1. A free chunk that backs at least half of what is wanted: one more map, no new memory.
     const ChunkId free = pool_.largest_free_at_most(pages);
-    if (free != kNoChunk && pool_[free].pages * 2 >= want) {
-      pool_.take_free(free);
-      return free;
-    }
-    // 2. A new chunk of the run's size: within headroom (memory spent on fewer calls: a repeating step keeps its
-    //    chunks mapped), where free memory released below made room for it (a trade: one chunk for many), or
-    //    once the move budget is spent (MoveBudget: time first) while memory is not what limits: no cap, and the
-    //    device not yet found full (then, as under a cap, memory comes first whatever the moves cost).
-    const std::uint64_t reserved = reserved_now();
-    const bool headroom = within_headroom(want);
-    const bool out_of_budget = !moves_.allows_move() && cap_bytes_ == 0 && !headroom_exhausted_ &&
-                               (use_.idle_chunks() != 0 || pool_.free_chunks() != 0);
-    if (headroom || out_of_budget || (reserved + (want << page_shift_) <= reserved_at_start && cap_allows(want))) {
-      try {
-        return pool_.create(want);
-      } catch (const OutOfMemoryError&) {
-        // The device is full: use idle memory below, as PyTorch retries a failed cudaMalloc from its cache
-        // (counted as num_alloc_retries), and spend neither headroom nor growth for time until empty_cache.
-        ++stats_.num_alloc_retries;
-        if (headroom || out_of_budget) headroom_exhausted_ = true;
-      }
-    }
-    // 2b. Out of credit for moves while the own device cannot grow: with a peer that may lend, the peer serves
-    //     the run instead (obtain_or_borrow), as a new chunk would with no cap.
-    if (peer_takes_over && !moves_.allows_move() && (headroom_exhausted_ || !cap_allows(want)) &&
-        (use_.idle_chunks() != 0 || pool_.free_chunks() != 0)) {
-      return kNoChunk;
-    }
-    // 3. Free chunks that do not suit the run (too small to be worth a map each, or too large) are released once
-    //    enough memory is free, or nothing idle is left, or the cap leaves no room: their memory comes back as
-    //    one chunk of the run's size (step 2).
-    if (pool_.free_chunks() != 0 &&
-        (use_.idle_chunks() == 0 || pool_.free_pages() >= want || !cap_allows(want))) {
-      const ChunkId largest = pool_.largest_free();
-      pool_.take_free(largest);
-      try {
-        pool_.release(largest);
-      } catch (...) {
-        pool_.add_free(largest);
-        throw;
-      }
-      moves_.charge_release();
-      continue;
-    }
-    // 4. The memory of the chunk idle the longest, once no queued work can touch it.
-    const ChunkId oldest = use_.idle_chunks() != 0 ? use_.oldest_idle() : kNoChunk;
+    s.best_free_pages = free == kNoChunk ? 0 : pool_[free].pages;
+    s.free_chunks = pool_.free_chunks();
+    s.free_pages = pool_.free_pages();
+    s.idle_chunks = use_.idle_chunks();
+    s.within_headroom = within_headroom(want);
+    s.within_move_headroom = within_move_headroom(want);
+    s.cap_allows_want = cap_allows(want);
+    s.room_made = reserved_now() + (want << page_shift_) <= reserved_at_start && s.cap_allows_want;
+    s.device_found_full = headroom_exhausted_;
+    // Asked only where it matters (a fence query or a clock read): with nothing to move, no move is weighed.
+    s.moves_allowed = (s.free_chunks == 0 && s.idle_chunks == 0) || moves_allowed();
+    const ChunkId oldest = s.idle_chunks != 0 ? use_.oldest_idle() : kNoChunk;
     if (oldest != kNoChunk) {
-      const StreamId stream = arenas_[pool_[oldest].arena].stream;
-      const std::uint64_t since = pool_[oldest].idle_since;
-      const StreamFence::Readiness readiness = fence_.readiness(stream, since);
-      if (readiness != StreamFence::Readiness::kSafe) {
-        // Uncovered: only draining the stream would tell, so grow if allowed, up to lag_grow_chunks x chunk_bytes
-        // in a row (the device's lag raises the peak by a bounded amount). Covered: waiting for the mark is
-        // cheap, since the work queued after it keeps the device busy.
-        if (readiness == StreamFence::Readiness::kUncovered && lag_grown_pages_ + want <= lag_grow_chunks_ &&
-            cap_allows(want)) {
+      s.oldest_idle = fence_.readiness(arenas_[pool_[oldest].arena].stream, pool_[oldest].idle_since);
+      s.lag_allows = lag_grown_pages_ + want <= lag_grow_chunks_ && s.cap_allows_want;
+    }
+    const ObtainStep step = decide(s);
+    switch (step.action) {
+      case ObtainAction::kTakeFree:
+        pool_.take_free(free);
+        return free;
+      case ObtainAction::kCreate:
+        try {
+          return pool_.create(want);
+        } catch (const OutOfMemoryError&) {
+          // The device is full: use idle memory, as PyTorch retries a failed cudaMalloc from its cache (counted
+          // as num_alloc_retries), and spend neither headroom nor growth for time until empty_cache.
+          ++stats_.num_alloc_retries;
+          if (step.for_time) headroom_exhausted_ = true;
+          s.create_refused = true;
+        }
+        break;
+      case ObtainAction::kLeaveToPeer:
+        return kNoChunk;
+      case ObtainAction::kReleaseFree: {
+        const ChunkId largest = pool_.largest_free();
+        pool_.take_free(largest);
+        try {
+          pool_.release(largest);
+        } catch (...) {
+          pool_.add_free(largest);
+          throw;
+        }
+        charge_release();
+        s.create_refused = false;
+        break;
+      }
+      case ObtainAction::kCreateForLag:
+        // The oldest idle chunk is uncovered: only draining its stream would tell, so grow instead, up to
+        // lag_grow_chunks x chunk_bytes in a row (the device's lag raises the peak by a bounded amount).
+        try {
+          const ChunkId created = pool_.create(want);
+          lag_grown_pages_ += want;
+          return created;
+        } catch (const OutOfMemoryError&) {
+          ++stats_.num_alloc_retries;
+          s.lag_refused = true;
+        }
+        break;
+      case ObtainAction::kWaitAndEvict:
+      case ObtainAction::kEvict:
+        if (step.action == ObtainAction::kWaitAndEvict) {
+          // Covered: waiting for the mark is cheap, since the work queued after it keeps the device busy.
+          fence_.wait_safe(arenas_[pool_[oldest].arena].stream, pool_[oldest].idle_since, use_.next_tick());
+          ++stats_.fence_waits;
+        }
+        lag_grown_pages_ = 0;  // the oldest idle chunk is safe now: the device caught up
+        evict(oldest);
+        charge_eviction();
+        s.create_refused = false;
+        break;
+      case ObtainAction::kCreateWhatFits: {
+        // Nothing idle, nothing free: new memory, as much of the run as the cap and the device allow.
+        std::uint64_t n = want;
+        if (cap_bytes_ != 0) {
+          const std::uint64_t reserved = reserved_now();
+          n = std::min(n, reserved >= cap_bytes_ ? 0 : (cap_bytes_ - reserved) >> page_shift_);
+        }
+        if (n == 0) throw_oom(requested, "the cap would be exceeded");
+        for (;;) {
           try {
-            const ChunkId created = pool_.create(want);
-            lag_grown_pages_ += want;
-            return created;
+            return pool_.create(n);
           } catch (const OutOfMemoryError&) {
-            ++stats_.num_alloc_retries;
+            if (n == 1) throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
+            ++stats_.num_alloc_retries;  // retried smaller, as PyTorch retries a failed cudaMalloc
+            n /= 2;
           }
         }
-        fence_.wait_safe(stream, since, use_.next_tick());
-        ++stats_.fence_waits;
-      }
-      lag_grown_pages_ = 0;  // the oldest idle chunk is safe now: the device caught up
-      evict(oldest);
-      moves_.charge_eviction();
-      continue;
-    }
-    // 5. Nothing idle, nothing free: new memory, as much of the run as the cap and the device allow.
-    std::uint64_t n = want;
-    if (cap_bytes_ != 0) {  // `reserved` is still current: steps 3 and 4 continue the loop when they act
-      n = std::min(n, reserved >= cap_bytes_ ? 0 : (cap_bytes_ - reserved) >> page_shift_);
-    }
-    if (n == 0) throw_oom(requested, "the cap would be exceeded");
-    for (;;) {
-      try {
-        return pool_.create(n);
-      } catch (const OutOfMemoryError&) {
-        if (n == 1) throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
-        ++stats_.num_alloc_retries;  // retried smaller, as PyTorch retries a failed cudaMalloc
-        n /= 2;
       }
     }
   }
+}
+
+std::uint64_t ChunkSource::recut(Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t stranded_pages) {
+  if (stranded_pages <= max_strand_pages_ || !moves_allowed()) return 0;
+  std::vector<ChunkId> stranding;
+  arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+    const Chunk& c = pool_[e.chunk];
+    if (c.users == 0 && !c.on_peer && (p < first || p + e.pages - 1 > last)) stranding.push_back(e.chunk);
+  });
+  std::uint64_t recut_chunks = 0;
+  for (const ChunkId id : stranding) {
+    if (!safe_to_evict(id)) continue;  // queued work may still touch it: it strands, as it would have
+    evict(id);  // throws: nothing changed for this chunk
+    pool_.take_free(id);
+    try {
+      pool_.release(id);
+    } catch (...) {
+      pool_.add_free(id);
+      throw;
+    }
+    charge_eviction();
+    charge_release();
+    ++recut_chunks;
+  }
+  return recut_chunks;
 }
 
 void ChunkSource::evict(ChunkId id) {
@@ -144,10 +178,22 @@ void ChunkSource::set_cap_bytes(std::uint64_t cap_bytes) {
   }
 }
 
-bool ChunkSource::near_cap(std::uint64_t pages) const {
-  if (cap_bytes_ == 0) return false;
-  if (memory_first_under_cap_) return true;
-  return reserved_now() + (pages << page_shift_) > cap_bytes_ / 10 * 9;
+std::uint64_t ChunkSource::device_free_bytes() {
+  if (!device_free_known_) {
+    device_free_ = backend_.device_free_bytes();
+    device_free_known_ = true;
+  }
+  return device_free_;
+}
+
+bool ChunkSource::near_cap(std::uint64_t pages) {
+  const std::uint64_t reserved = reserved_now();
+  const std::uint64_t bytes = pages << page_shift_;
+  if (cap_bytes_ != 0 && (memory_first_under_cap_ || reserved + bytes > cap_bytes_ / 10 * 9)) return true;
+  const std::uint64_t free_bytes = device_free_bytes();
+  if (free_bytes == UINT64_MAX) return false;
+  const std::uint64_t capacity = reserved + free_bytes;
+  return reserved + bytes > capacity / 10 * 9;
 }
 
 bool ChunkSource::cap_allows(std::uint64_t pages) const {
@@ -157,6 +203,12 @@ bool ChunkSource::cap_allows(std::uint64_t pages) const {
 bool ChunkSource::within_headroom(std::uint64_t pages) const {
   if (headroom_permille_ == 0 || headroom_exhausted_ || !cap_allows(pages)) return false;
   const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * headroom_permille_;
+  return reserved_now() + (pages << page_shift_) <= target_bytes;
+}
+
+bool ChunkSource::within_move_headroom(std::uint64_t pages) const {
+  if (!cap_allows(pages)) return false;
+  const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * move_headroom_permille_;
   return reserved_now() + (pages << page_shift_) <= target_bytes;
 }
 

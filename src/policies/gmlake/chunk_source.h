@@ -1,21 +1,17 @@
 // ChunkSource: where the gmlake policy gets the physical memory for a run of pages it must stitch, and the bounds
-// that decide it: the cap, the headroom, the move budget and the device's lag behind the host.
+// that decide it: the cap, the device's size, the headroom, the move budget and the device's lag behind the host.
 //
 // For a run of `pages` unmapped pages, obtain() returns one free chunk (mapped nowhere, out of the free index) of
-// 1..pages pages, the first of these that applies (the order is the policy; docs/design.md has the long form):
-//   1. a free chunk that backs at least half of what is wanted: one more map, no new memory;
-//   2. a new chunk of the run's size (at most max_chunk_bytes): while reserved bytes stay within
-//      headroom_permille of the highest allocated bytes, or where releases below made room for it, or once the
-//      move budget (MoveBudget) is spent while memory is not what limits (no cap, the device not found full);
-//   2b. for a pool whose peers may lend (OverBudget::kPeer), out of move credit while the own device cannot
-//      grow: kNoChunk, so that the peer serves the run instead;
-//   3. free chunks that do not suit the run, released (their memory comes back as one chunk of the run's size);
-//   4. the memory of the chunk idle the longest (IdleChunks, via ChunkUse), unmapped once no queued work can
-//      touch it (StreamFence), or a new chunk while the device lags, up to lag_grow_chunks pages in a row;
-//   5. new memory, as much as the cap and the device allow (halved on each refusal, as PyTorch retries a failed
-//      cudaMalloc).
-// Near the cap (memory_first_under_cap, or past 90% of cap_bytes) the chunks are page-sized: they move one page
-// at a time and strand nothing.
+// 1..pages pages. Which step it takes is decided by decide() (obtain_decision.h: the order is the policy, written
+// and tested as one table); obtain() fills the state, carries the step out and asks again.
+// Near the cap (memory_first_under_cap, or past 90% of cap_bytes) or near the device's end (past 90% of what the
+// device holds: Backend::device_free_bytes, cuMemGetInfo on cuda) the chunks are page-sized: they move one page
+// at a time and strand nothing, before a refusal comes too late.
+// recut() is the other move it makes: an idle chunk that a new block would strand (cover only in part, leaving
+// more than max_strand_bytes uncovered while the block lives) is unmapped and released, so that the block's pages
+// get chunks of the block's own size.
+// Moves (evictions, re-cuts, releases to remake a chunk) are weighed by MoveBudget: a share of wall time (Clock)
+// after a burst; over it, the pool grows instead, within move_headroom_permille, while memory does not limit.
 // Counts it keeps: reserved_now() = stats.reserved_bytes - stats.peer_reserved_bytes (the own device's bytes,
 // what the cap and the headroom bound); allocated_high = the highest allocated bytes ever seen (note_allocated).
 // Errors: OutOfMemoryError (the cap or the device refuses, nothing idle or free) or BackendError; either way
@@ -27,6 +23,8 @@
 #include <string>
 
 #include "arena_set.h"
+#include "gmlake/clock.h"
+#include "obtain_decision.h"
 #include "chunk_pool.h"
 #include "chunk_use.h"
 #include "move_budget.h"
@@ -48,18 +46,29 @@ class ChunkSource {
     ArenaSet& arenas;
     Stitcher& stitcher;
     Stats& stats;
+    Clock& clock;
   };
   // What obtain() does when the own device cannot grow and moving memory is over budget. kOwnDevice: memory
   // first, it moves anyway. kPeer (a pool whose peers may lend): the move is left to the peer (kNoChunk), and
   // chunks keep the run's size under a cap too: what the own device would strand, the peer absorbs.
   enum class OverBudget : std::uint8_t { kOwnDevice, kPeer };
 
-  // `page_shift`: log2 of Config::chunk_bytes. Reads cap_bytes, max_chunk_bytes, headroom_permille,
-  // memory_first_under_cap, lag_grow_chunks and move_budget_ns_per_op from `config`.
+  // `page_shift`: log2 of Config::chunk_bytes. Reads cap_bytes, max_chunk_bytes, max_strand_bytes,
+  // headroom_permille, memory_first_under_cap, lag_grow_chunks, move_share_permille, move_burst_ms,
+  // move_headroom_permille and move_budget_ns_per_op from `config`.
   ChunkSource(const Config& config, unsigned page_shift, Parts parts);
 
+  // An allocation begins: what obtain() and recut() learn of the device (its free bytes) is asked at most once
+  // until the next begin().
+  void begin() { device_free_known_ = false; }
   // A free chunk for a run of `pages` pages (> 0) for a request of `requested` bytes (for the error), as above.
   ChunkId obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice);
+  // A block is about to use pages [first, last] of `arena`, which would strand `stranded_pages` pages of idle
+  // chunks (Placer::Cost::pinned_waste). Above max_strand_bytes, and while the move budget allows, every idle
+  // chunk of its own device that the pages cover only in part and that no queued work can touch is unmapped and
+  // released (counted in Stats::evictions); returns how many. Throws BackendError: chunks re-cut before stay
+  // released, the rest as they were; the pool stays consistent.
+  std::uint64_t recut(Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t stranded_pages);
   // Unmaps idle chunk `id` into the free chunks (counted in Stats::evictions). Throws BackendError: nothing
   // changed, the chunk is still idle and queued.
   void evict(ChunkId id);
@@ -90,8 +99,8 @@ class ChunkSource {
   // True when `pages` more stay within the cap (or there is none).
   bool cap_allows(std::uint64_t pages) const;
   // True when memory comes first: a cap is set and memory_first_under_cap is on, or `pages` more would take
-  // reserved bytes past 90% of it.
-  bool near_cap(std::uint64_t pages) const;
+  // reserved bytes past 90% of it, or past 90% of what the device holds (reserved + device_free_bytes).
+  bool near_cap(std::uint64_t pages);
   // True when `pages` more stay within headroom_permille of the highest allocated bytes (and the cap).
   bool within_headroom(std::uint64_t pages) const;
   // Throws OutOfMemoryError for a request of `requested` bytes, with the pool's figures and `reason`.
@@ -111,7 +120,20 @@ class ChunkSource {
   std::uint64_t lag_grow_chunks_;
   bool memory_first_under_cap_;
   std::uint64_t cap_bytes_;
+  // True when a move may be made now (MoveBudget; the clock is read only for its wall-time share).
+  bool moves_allowed() { return moves_.allows_move(moves_.timed() ? clock_.now_ns() : 0); }
+  // True when `pages` more stay within move_headroom_permille of the highest allocated bytes (and the cap).
+  bool within_move_headroom(std::uint64_t pages) const;
+  void charge_eviction() { moves_.charge_eviction(); }
+  void charge_release() { moves_.charge_release(); }
+  std::uint64_t device_free_bytes();
+
+  Clock& clock_;
+  std::uint64_t max_strand_pages_;
+  std::uint64_t move_headroom_permille_;
   MoveBudget moves_;
+  bool device_free_known_ = false;  // device_free_ was asked since begin()
+  std::uint64_t device_free_ = 0;
   std::uint64_t allocated_high_bytes_ = 0;  // highest allocated bytes ever (reset_peak_stats leaves it)
   bool headroom_exhausted_ = false;         // a headroom chunk found the device full; reset by device_has_room
   std::uint64_t lag_grown_pages_ = 0;       // pages created in a row because the oldest idle chunk was uncovered

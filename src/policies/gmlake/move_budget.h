@@ -1,26 +1,24 @@
-// MoveBudget: how much driver time the gmlake policy may spend moving memory, earned per allocation.
+// MoveBudget: how much driver time the gmlake policy may spend moving memory.
 //
-// Moving memory (unmapping an idle chunk to back another range, releasing a free chunk to make one of another
-// size) saves bytes and costs driver calls; growing (a new chunk) costs bytes and one create. Without a bound,
-// a workload whose shapes keep changing moves memory on a large share of its allocations and spends many times
-// PyTorch's allocator time (issue 10: calib_layerwise 6.5x caching's modelled VMM time). With the budget, each
-// allocation earns `budget_ns_per_op` of credit (up to kBurstOps allocations' worth, so a burst of moves after a
-// quiet stretch is allowed); each move is charged a fixed modelled cost; while the credit is negative the
-// policy grows instead of moving, as long as memory is not what limits (no cap, the device not full: the
-// caller checks that); where it does limit and a peer may lend (the lake), the policy borrows instead of moving.
-// So, over any run of n allocations:
-//     moves_charged_ns <= n x budget_ns_per_op + kBurstOps x budget_ns_per_op + one move's cost
-// (a move is refused only when the credit is already negative, and it can go below zero by one move).
-// The costs are fixed so that decisions are the same on every backend (sim, host, cuda): reproducible replays.
-// Source of the costs: bench/cuda/vmm_costs_h100.json (H100, driver 580.159.04, CUDA 13.0; medians per call):
-// an eviction is cuMemUnmap (17 us) plus the cuMemMap (2 us) and cuMemSetAccess (24 us) of the chunk mapped
-// in its place; a release to remake a chunk of another size is cuMemRelease (12-100 us by size; 30 us taken)
-// plus the cuMemCreate (11 us) that follows.
-// What a charge stands for: measured later (bench/cuda/vmm_async_probe.cpp, bench/cuda/vmm_async_h100.json), an
-// eviction's own calls cost only about 6 us more than the growth they replace (mapping a chunk still mapped
-// elsewhere 33-35 us, a new chunk 47-51 us, the unmap 20-25 us). The full charge stays: a moved range tends to
-// be stitched again later, and evictions of long-idle chunks let through free of charge made more calls for no
-// memory on the shipped traces (docs/benchmarks.md, "How far the bar is reachable").
+// Moving memory (evicting an idle chunk to back another range, re-cutting an idle chunk a block would strand,
+// releasing a free chunk to remake one of another size) saves bytes and costs driver calls on the allocating
+// thread; growing (a new chunk) costs bytes and one create, and a range grown stays mapped, so a repeating step
+// that would move the same memory every time stops moving. Two bounds, each off at 0:
+//   - wall-time share (Config::move_share_permille, move_burst_ms): over the wall time T since the first move
+//     was weighed (Clock), a move is allowed while
+//         charged_ns <= burst_ns + T x share_permille / 1000
+//     so that, once the burst (the moves that form the layout in the first steps) is spent, moves take at most
+//     that share of the thread's time;
+//   - per operation (Config::move_budget_ns_per_op): each allocation earns budget_ns_per_op (up to kBurstOps
+//     allocations' worth); a move is allowed while the credit is >= 0, so over n allocations
+//         charged_ns <= n x budget_ns_per_op + kBurstOps x budget_ns_per_op + one move's cost.
+// While a bound refuses, the policy grows instead, within move_headroom_permille of the highest allocated bytes
+// and while no cap is set and the device has room (the caller checks that: decide() in obtain_decision.h);
+// past that it moves anyway (memory first). Where a peer may lend (the lake), it borrows instead.
+// The costs are fixed so that decisions do not depend on the backend's timing (reproducible replays). Source:
+// bench/cuda/vmm_costs_h100.json (H100, driver 580.159.04, CUDA 13.0; medians per call): an eviction is cuMemUnmap
+// (17 us) plus the cuMemMap (2 us) and cuMemSetAccess (24 us) of the chunk mapped in its place; a release to
+// remake a chunk is cuMemRelease (12-100 us by size; 30 us taken) plus the cuMemCreate (11 us) that follows.
 // Thread safety: none (the policy's lock).
 #pragma once
 
@@ -35,28 +33,57 @@ class MoveBudget {
   static constexpr std::int64_t kReleaseCostNs = 41'000;
   static constexpr std::int64_t kBurstOps = 4096;
 
-  // budget_ns_per_op 0: unbounded (every move allowed, nothing counted).
-  explicit MoveBudget(std::uint64_t budget_ns_per_op)
-      : budget_ns_(static_cast<std::int64_t>(std::min<std::uint64_t>(budget_ns_per_op, kMaxBudgetNs))) {}
+  struct Limits {
+    std::uint64_t budget_ns_per_op = 0;  // 0: no per-operation bound
+    std::uint64_t share_permille = 0;    // 0: no wall-time bound
+    std::uint64_t burst_ns = 0;          // moves allowed at once before the share has accrued
+  };
 
-  bool bounded() const { return budget_ns_ != 0; }
-  // One allocation earned its share.
+  explicit MoveBudget(Limits limits)
+      : budget_ns_(static_cast<std::int64_t>(std::min<std::uint64_t>(limits.budget_ns_per_op, kMaxBudgetNs))),
+        share_permille_(static_cast<std::int64_t>(std::min<std::uint64_t>(limits.share_permille, 1000))),
+        burst_ns_(static_cast<std::int64_t>(std::min<std::uint64_t>(limits.burst_ns, kMaxBurstNs))) {}
+
+  // True when some bound is set (else every move is allowed and nothing is counted).
+  bool bounded() const { return budget_ns_ != 0 || share_permille_ != 0; }
+  // True when the wall-time share is bounded (the caller then passes the clock's time to allows_move).
+  bool timed() const { return share_permille_ != 0; }
+  // One allocation earned its share (per-operation budget).
   void earn() {
     if (budget_ns_ != 0) credit_ns_ = std::min(credit_ns_ + budget_ns_, budget_ns_ * kBurstOps);
   }
-  // True when a move may be made now (unbounded, or credit left).
-  bool allows_move() const { return budget_ns_ == 0 || credit_ns_ >= 0; }
+  // True when a move may be made now; `now_ns`: the clock's time (read only when timed()). The wall time
+  // starts at the first call.
+  bool allows_move(std::int64_t now_ns) {
+    if (budget_ns_ != 0 && credit_ns_ < 0) return false;
+    if (share_permille_ == 0) return true;
+    if (!started_) {
+      started_ = true;
+      start_ns_ = now_ns;
+    }
+    const std::int64_t elapsed_ns = std::max<std::int64_t>(0, now_ns - start_ns_);
+    return charged_ns_ <= burst_ns_ + elapsed_ns / 1000 * share_permille_;
+  }
   void charge_eviction() { charge(kEvictionCostNs); }
   void charge_release() { charge(kReleaseCostNs); }
   std::int64_t credit_ns() const { return credit_ns_; }
+  // Move time charged against the wall-time share so far.
+  std::int64_t charged_ns() const { return charged_ns_; }
 
  private:
   static constexpr std::uint64_t kMaxBudgetNs = 1'000'000'000;  // keeps budget x kBurstOps within int64
+  static constexpr std::uint64_t kMaxBurstNs = std::uint64_t{1} << 62;
   void charge(std::int64_t ns) {
     if (budget_ns_ != 0) credit_ns_ -= ns;
+    if (share_permille_ != 0) charged_ns_ += ns;
   }
   std::int64_t budget_ns_;
+  std::int64_t share_permille_;
+  std::int64_t burst_ns_;
   std::int64_t credit_ns_ = 0;
+  std::int64_t charged_ns_ = 0;
+  bool started_ = false;
+  std::int64_t start_ns_ = 0;
 };
 
 }  // namespace gmlake::engine

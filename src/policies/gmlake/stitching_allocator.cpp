@@ -21,7 +21,7 @@ const Config& validated(const Config& config) {
 
 }  // namespace
 
-StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events)
+StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events, Clock* clock)
     : config_(validated(config)),
       backend_(backend),
       page_shift_(static_cast<unsigned>(std::countr_zero(config.chunk_bytes))),
@@ -35,7 +35,8 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
       arenas_(backend, config.arena_virtual_bytes, !config.cross_stream_reuse,
               [this](Arena& arena) { return unmap_arena(arena); },
               [this] { fence_.wait_all(use_.next_tick()); }),
-      source_(config_, page_shift_, {backend, pool_, use_, fence_, arenas_, stitcher_, stats_}) {
+      source_(config_, page_shift_,
+              {backend, pool_, use_, fence_, arenas_, stitcher_, stats_, clock != nullptr ? *clock : steady_clock()}) {
   if (events != nullptr && config_.cross_stream_reuse) {
     throw Error(ErrorCode::kConfig,
                 "gmlake config: cross_stream_reuse: must be false with asynchronous streams (each stream keeps its "
@@ -78,6 +79,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   }
   const std::uint64_t rounded = round_up(size_bytes, kRoundBytes);
   source_.earn();
+  source_.begin();
   Arena* arena_ptr = nullptr;
   try {
     arena_ptr = &arenas_.get(rounded <= config_.small_request_max_bytes, stream);
@@ -86,7 +88,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     source_.throw_oom(size_bytes, std::string("no address space for a new arena: ") + e.what());
   }
   Arena& arena = *arena_ptr;
-  const Placer::Placement at = placer_.choose(arena, rounded);
+  Placer::Placement at = placer_.choose(arena, rounded);
   if (at.range.size_bytes == 0) {
     ++stats_.num_ooms;
     source_.throw_oom(size_bytes, "no free virtual range large enough in the arena");
@@ -98,8 +100,12 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     ++stats_.num_ooms;
     source_.throw_oom(size_bytes, "the cap would be exceeded");
   }
-  const PieceId piece = arena.free.take(at.range, at.offset, rounded);
   const std::uint64_t first = first_page(at.offset), last = last_page(at.offset, rounded);
+  // A block that would strand much of an idle chunk gets the chunk re-cut (a move, within the move budget).
+  if (at.cost.pinned_waste != 0 && source_.recut(arena, first, last, at.cost.pinned_waste) != 0) {
+    at.cost = placer_.cost_of(arena, first, last);
+  }
+  const PieceId piece = arena.free.take(at.range, at.offset, rounded);
   use_.use(arena, first, last);  // first, so that no chunk of the range is evicted to back the rest
   if (at.cost.unmapped == 0) {
     ++stats_.stitch_reuses;
@@ -154,26 +160,34 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
     const std::uint64_t candidate = std::min(grow_pages, limit - run_first);
     if (source_.cap_allows(candidate) && !source_.near_cap(candidate) && pool_.peer_bytes() == 0) grown_pages = candidate;
   }
+  // Chunks of at most 1/chunks_per_block of the block (at least a page): what a smaller block later covers in
+  // part strands little, and a block of GBs still maps in about chunks_per_block calls.
+  const std::uint64_t block_pages = last - first + 1;
+  const std::uint64_t limit = config_.chunks_per_block == 0
+                                  ? UINT64_MAX
+                                  : std::max<std::uint64_t>(1, block_pages / config_.chunks_per_block);
   std::uint64_t chunks = 0;
   for (std::size_t i = 0; i + 1 < runs_.size(); ++i) {
-    chunks += stitch_run(arena, runs_[i].first, runs_[i].second, last, requested);
+    chunks += stitch_run(arena, runs_[i].first, runs_[i].second, last, limit, requested);
   }
-  if (grown_pages == run_pages) return chunks + stitch_run(arena, run_first, run_pages, last, requested);
+  if (grown_pages == run_pages) return chunks + stitch_run(arena, run_first, run_pages, last, limit, requested);
   try {
-    return chunks + stitch_run(arena, run_first, grown_pages, last, requested);
+    return chunks + stitch_run(arena, run_first, grown_pages, last, limit, requested);
   } catch (const OutOfMemoryError&) {
     ++stats_.num_alloc_retries;
-    return chunks + stitch_run(arena, run_first, run_pages, last, requested);
+    return chunks + stitch_run(arena, run_first, run_pages, last, limit, requested);
   }
 }
 
 std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages,
-                                             std::uint64_t block_last, std::uint64_t requested) {
+                                             std::uint64_t block_last, std::uint64_t chunk_limit,
+                                             std::uint64_t requested) {
   std::uint64_t done = 0, chunks = 0;
   try {
     while (done < pages) {
       const std::uint64_t at = first + done;  // pages past block_last are grown ahead: never borrowed
-      const ChunkId id = obtain_or_borrow(pages - done, at <= block_last ? block_last - at + 1 : 0, requested);
+      const ChunkId id = obtain_or_borrow(std::min(pages - done, chunk_limit), at <= block_last ? block_last - at + 1 : 0,
+                                          requested);
       try {
         stitcher_.map(arena, first + done, id);
       } catch (...) {

@@ -82,7 +82,8 @@ class StitchingAllocator final : public Allocator {
   // own arenas (cross_stream_reuse must be false) and an idle chunk moves only once the work queued on its
   // stream before it turned idle has finished. Both must outlive the allocator. Throws Error(kConfig) when the
   // config does not suit the backend (chunk_bytes not a multiple of its granularity) or the events.
-  StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events = nullptr);
+  // `clock`: where the move budget reads wall time (null: the steady clock); must outlive the allocator.
+  StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events = nullptr, Clock* clock = nullptr);
   ~StitchingAllocator() override;  // unmaps and releases everything, live blocks included; never throws
 
   void* allocate(std::uint64_t size_bytes, StreamId stream) override;
@@ -128,8 +129,9 @@ class StitchingAllocator final : public Allocator {
   std::uint64_t stitch(Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t requested);
   // Backs pages [first, first + pages) (unmapped) with chunks and grants access; chunks starting past
   // `block_last` (grown ahead) are idle from the start.
+  // `chunk_limit`: the largest chunk, in pages, a run of this block gets (chunks_per_block).
   std::uint64_t stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages, std::uint64_t block_last,
-                           std::uint64_t requested);
+                           std::uint64_t chunk_limit, std::uint64_t requested);
   // obtain(), and with a peer source, a chunk of at most `block_pages` pages (the block's own pages left in the
   // run; 0 for pages grown ahead: never borrowed) borrowed from a peer when obtain() runs out of memory or leaves
   // an over-budget move to the peer (stitching_allocator_lake.cpp). When the peers refuse, obtain() again with
