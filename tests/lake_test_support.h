@@ -87,6 +87,8 @@ inline int serve_commands(LakeLender& lender, HostBackend& backend, int up, int 
     const unsigned value = command.find(' ') == std::string::npos ? 0 : std::stoul(command.substr(command.find(' ') + 1));
     if (command == "lent") {
       send_message(up, std::to_string(lender.lent_bytes()));
+    } else if (command == "loans") {
+      send_message(up, std::to_string(lender.loans().size()));
     } else if (command.rfind("count ", 0) == 0) {
       std::uint64_t n = 0;
       each_loan([&](const MappedChunk& m) {

@@ -97,10 +97,10 @@ namespace gmlake {
     "thousandths of the wall time since the first move, once move_burst_ms is spent; past it the pool grows "    \
     "instead, within move_headroom_permille (src/policies/gmlake/move_budget.h). `gmlake replay` reads the "       \
     "trace's own times as the wall time. 0 = unbounded")                                                          \
-  X(u64, move_burst_ms, 100, "ms",                                                                              \
+  X(u64, move_burst_ms, 300, "ms",                                                                              \
     "gmlake: driver time that moves may take at once before move_share_permille has accrued: the moves that "    \
     "form the layout in the first steps, which set the peak for the whole run")                                 \
-  X(u64, move_headroom_permille, 20, "permille",                                                                \
+  X(u64, move_headroom_permille, 50, "permille",                                                                \
     "gmlake: while a move budget refuses, a new chunk is made instead as long as reserved bytes stay within the " \
     "highest allocated bytes plus this many thousandths (and no cap is set, the device has room); past it the "  \
     "move is made anyway: memory first. Bounds what the time bounds may cost in memory")                       \

@@ -186,8 +186,8 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
   try {
     while (done < pages) {
       const std::uint64_t at = first + done;  // pages past block_last are grown ahead: never borrowed
-      const ChunkId id = obtain_or_borrow(std::min(pages - done, chunk_limit), at <= block_last ? block_last - at + 1 : 0,
-                                          requested);
+      const ChunkId id =
+          obtain_or_borrow(pages - done, chunk_limit, at <= block_last ? block_last - at + 1 : 0, requested);
       try {
         stitcher_.map(arena, first + done, id);
       } catch (...) {

@@ -132,11 +132,13 @@ class StitchingAllocator final : public Allocator {
   // `chunk_limit`: the largest chunk, in pages, a run of this block gets (chunks_per_block).
   std::uint64_t stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages, std::uint64_t block_last,
                            std::uint64_t chunk_limit, std::uint64_t requested);
-  // obtain(), and with a peer source, a chunk of at most `block_pages` pages (the block's own pages left in the
-  // run; 0 for pages grown ahead: never borrowed) borrowed from a peer when obtain() runs out of memory or leaves
-  // an over-budget move to the peer (stitching_allocator_lake.cpp). When the peers refuse, obtain() again with
-  // memory first; throws its OutOfMemoryError when the own device cannot serve either.
-  ChunkId obtain_or_borrow(std::uint64_t pages, std::uint64_t block_pages, std::uint64_t requested);
+  // obtain() of at most min(pages, chunk_limit) pages, and with a peer source, a chunk of at most `block_pages`
+  // pages (the block's own pages left in the run; 0 for pages grown ahead: never borrowed), not bounded by
+  // chunk_limit, borrowed from a peer when obtain() runs out of memory or leaves an over-budget move to the peer
+  // (stitching_allocator_lake.cpp). When the peers refuse, obtain() again with memory first; throws its
+  // OutOfMemoryError when the own device cannot serve either.
+  ChunkId obtain_or_borrow(std::uint64_t pages, std::uint64_t chunk_limit, std::uint64_t block_pages,
+                           std::uint64_t requested);
   // Pages the lake may still add beyond the own device's cap (UINT64_MAX without a budget, 0 without peers).
   std::uint64_t peer_room_pages() const;
   // The lake's equations of the header comment (stitching_allocator_lake.cpp).

@@ -10,20 +10,25 @@
 
 namespace gmlake::engine {
 
-ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t block_pages, std::uint64_t requested) {
+ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t chunk_limit, std::uint64_t block_pages,
+                                             std::uint64_t requested) {
+  // The own device's chunks are at most chunk_limit pages (what a smaller block may later strand); a peer's are
+  // as large as the block's pages allow: they go back as soon as no block uses them, and each loan costs a
+  // round trip and a cuMemSetAccess over the peer link.
+  const std::uint64_t own_pages = std::min(pages, chunk_limit);
   // Pages grown ahead of a block (block_pages 0) never borrow: a peer holds only what blocks need.
-  if (!peers_->enabled() || block_pages == 0) return source_.obtain(pages, requested);
+  if (!peers_->enabled() || block_pages == 0) return source_.obtain(own_pages, requested);
   try {
     // The own device's idle, free and new memory, in its order, time first: a move over budget is left to the
     // peer (kNoChunk).
-    const ChunkId id = source_.obtain(pages, requested, ChunkSource::OverBudget::kPeer);
+    const ChunkId id = source_.obtain(own_pages, requested, ChunkSource::OverBudget::kPeer);
     if (id != kNoChunk) return id;
   } catch (const OutOfMemoryError&) {
     // Nothing idle or free, and the own device or the cap refuses: the peer's turn.
   }
   const ChunkId id = peers_->borrow(pool_, std::min({pages, block_pages, source_.max_chunk_pages()}), stats_.num_alloc_retries);
   if (id != kNoChunk) return id;
-  return source_.obtain(pages, requested);  // the peers refused: memory first on the own device, or its OutOfMemoryError
+  return source_.obtain(own_pages, requested);  // the peers refused: memory first on the own device, or its OutOfMemoryError
 }
 
 std::uint64_t StitchingAllocator::peer_room_pages() const {
