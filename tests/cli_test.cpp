@@ -83,6 +83,18 @@ TEST_F(CliTest, APeerDeviceInTheConfTakesWhatTheCapCannotHoldOnTheSim) {
   expect_bad_input("replay " + trace_ + " --conf peer_devices:x", "peer_devices");
 }
 
+// The progress line is for terminals (tests/progress_test.cpp): with stderr in a file, nothing reaches it, with or
+// without --quiet.
+TEST_F(CliTest, QuietIsAcceptedAndAStderrThatIsNotATerminalGetsNoProgress) {
+  for (const char* quiet : {"", " --quiet"}) {
+    const Outcome o = gmlake("replay " + trace_ + " --policy gmlake" + quiet);
+    EXPECT_EQ(o.status, 0) << quiet;
+    EXPECT_EQ(o.err, "") << quiet;
+    EXPECT_NE(o.out.find("gmlake"), std::string::npos);
+  }
+  expect_bad_input("replay " + trace_ + " --quiet=maybe", "quiet");
+}
+
 TEST_F(CliTest, AMissingFileIsBadInput) { expect_bad_input("replay /no/such/trace.pickle", "/no/such/trace.pickle"); }
 
 TEST_F(CliTest, ATruncatedXzFileIsBadInput) {
