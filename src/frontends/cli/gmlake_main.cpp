@@ -1,7 +1,7 @@
 // gmlake: the command-line front end. Thin: argument parsing and output; the work is in the library.
 //
 //   gmlake replay TRACE... [--policy gmlake|caching|expandable|all] [--backend sim[:h100|:h200]|host|cuda[:N]] [--cap BYTES]
-//                          [--conf KEY:VALUE,...] [--json FILE] [--snapshot-out FILE] [--quiet]
+//                          [--conf KEY:VALUE,...] [--json FILE] [--snapshot-out FILE] [--plot FILE.html] [--quiet]
 //   gmlake conf            the configuration table (GMLAKE_CONF keys, defaults, units)
 //
 // Bad input gets one line on stderr and exit status 2; so does running out of memory (std::bad_alloc anywhere)
@@ -25,6 +25,7 @@
 #include "gmlake/backend_factory.h"
 #include "gmlake/config.h"
 #include "gmlake/error.h"
+#include "gmlake/plot.h"
 #include "gmlake/replay.h"
 #include "gmlake/report.h"
 #include "gmlake/snapshot_writer.h"
@@ -105,6 +106,7 @@ std::string snapshot_path_for(const std::string& path, gmlake::Policy policy, bo
 struct ReplayOutputs {
   std::string json_path;     // --json
   std::string snapshot_out;  // --snapshot-out
+  std::string plot_path;     // --plot
   bool quiet = false;        // --quiet: no progress bar
 };
 
@@ -131,6 +133,7 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
   if (!snapshot_out.empty() && paths.size() != 1) die("--snapshot-out: give exactly one trace");
 
   std::vector<gmlake::ReplayResult> results;
+  std::vector<gmlake::PlotRun> plot_runs;  // --plot: each result with its series
   std::map<gmlake::Policy, gmlake::MemorySnapshot> snapshots;  // --snapshot-out: per policy, every device
   for (const std::string& path : paths) {
     gmlake::Trace trace;
@@ -153,11 +156,14 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
         options.on_progress = [&progress](double f) { progress(f); };
         gmlake::ReplayRecord record;
         if (!snapshot_out.empty()) options.record = &record;
+        gmlake::ReplaySeries series;
+        if (!outputs.plot_path.empty()) options.series = &series;
         try {
           results.push_back(gmlake::replay(trace, device, options));
         } catch (const gmlake::Error& e) {
           die(e.what());
         }
+        if (!outputs.plot_path.empty()) plot_runs.push_back({results.back(), std::move(series)});
         if (!snapshot_out.empty()) {
           gmlake::MemorySnapshot& snapshot = snapshots[policy];
           snapshot.policy = gmlake::to_string(policy);
@@ -180,6 +186,13 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
     out << gmlake::format_json(results);
     out.flush();
     if (!out) die("cannot write " + outputs.json_path);
+  }
+  if (!outputs.plot_path.empty()) {
+    try {
+      gmlake::write_plot_file(plot_runs, {.cap_bytes = config.cap_bytes}, outputs.plot_path);
+    } catch (const gmlake::Error& e) {
+      die(e.what());
+    }
   }
   for (const auto& [policy, snapshot] : snapshots) {
     try {
@@ -240,6 +253,9 @@ int run(int argc, char** argv) {
                      "this file; one trace only. With several policies (--policy all), one file per policy: the "
                      "policy's name inserted before the suffix (out.pickle -> out.caching.pickle, out.gmlake.pickle, "
                      "...)");
+  replay->add_option("--plot", outputs.plot_path,
+                     "also write a chart of reserved bytes over the trace's time for every policy, per trace and "
+                     "device, as one self-contained HTML file (inline SVG, nothing fetched)");
   replay->add_flag("--quiet", outputs.quiet, "no progress bar on stderr (shown otherwise on a terminal, for replays "
                                              "that take more than two seconds)");
 
