@@ -97,12 +97,20 @@ TEST(PlotTest, OneChartPerTraceAndDeviceWithOneReservedCurvePerPolicyAndTheTable
   EXPECT_EQ(html.find("src="), std::string::npos);
 }
 
-TEST(PlotTest, ATraceWithoutTimesIsDrawnOverTheOpIndex) {
-  PlotRun run = run_of("t", 0, Policy::kGmlake, 100, kGiB);
+TEST(PlotTest, ATraceWithoutTimesIsDrawnOverTheOpIndexWithWholeOpsSpelledOut) {
+  PlotRun run = run_of("t", 0, Policy::kGmlake, 1'500'001, kGiB);
   std::fill(run.series.time_us.begin(), run.series.time_us.end(), 0);
   const std::string html = format_plot_html({run}, {});
   EXPECT_NE(html.find("op (the trace has no times)"), std::string::npos);
   EXPECT_EQ(html.find("time since"), std::string::npos);
+  EXPECT_NE(html.find(">1000000</text>"), std::string::npos);
+  EXPECT_EQ(html.find("e+06"), std::string::npos);
+  EXPECT_LT(html.size(), 300'000u) << "downsampled";
+  PlotRun three = run_of("t", 0, Policy::kGmlake, 3, kGiB);
+  std::fill(three.series.time_us.begin(), three.series.time_us.end(), 0);
+  const std::string tiny = format_plot_html({three}, {});
+  EXPECT_NE(tiny.find(">2</text>"), std::string::npos);
+  EXPECT_EQ(tiny.find(">0.5</text>"), std::string::npos) << "no tick between two ops";
 }
 
 TEST(PlotTest, FailedAllocationsAreMarkedAndCountedAndTheCapIsDrawn) {

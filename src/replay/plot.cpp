@@ -157,7 +157,7 @@ std::string y_axis(const Frame& f) {
     const double y = f.y_px(v);
     out += fmt::format(
         "<g class=\"ytick\" data-bytes=\"{:.0f}\"><line x1=\"{}\" x2=\"{}\" y1=\"{:.2f}\" y2=\"{:.2f}\" "
-        "stroke=\"#e3e3e3\"/><text x=\"{}\" y=\"{:.2f}\" text-anchor=\"end\">{:g} GB</text></g>\n",
+        "stroke=\"#e3e3e3\"/><text x=\"{}\" y=\"{:.2f}\" text-anchor=\"end\">{:.12g} GB</text></g>\n",
         v, kPlotLeftPx, kPlotRightPx, y, y, kPlotLeftPx - 8, y + 4, v / kBytesPerGB);
   }
   out += fmt::format(
@@ -175,7 +175,7 @@ std::string x_axis(const Frame& f) {
     const double x = kPlotLeftPx + v * px_per_unit;
     out += fmt::format(
         "<line x1=\"{:.2f}\" x2=\"{:.2f}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/><text x=\"{:.2f}\" "
-        "y=\"{}\" text-anchor=\"middle\">{:g}</text>\n",
+        "y=\"{}\" text-anchor=\"middle\">{:.12g}</text>\n",
         x, x, kPlotBottomPx, kPlotBottomPx + 5, x, kPlotBottomPx + 20, v);
   }
   out += fmt::format("<line x1=\"{}\" x2=\"{}\" y1=\"{}\" y2=\"{}\" stroke=\"#333\"/>\n", kPlotLeftPx, kPlotRightPx,
