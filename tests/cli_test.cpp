@@ -83,6 +83,35 @@ TEST_F(CliTest, APeerDeviceInTheConfTakesWhatTheCapCannotHoldOnTheSim) {
   expect_bad_input("replay " + trace_ + " --conf peer_devices:x", "peer_devices");
 }
 
+TEST_F(CliTest, PlotWritesOneSelfContainedPageWithTheCurveOfEachPolicy) {
+  const fs::path page = dir_ / "plot.html";
+  const Outcome o = gmlake("replay " + trace_ + " --policy all --plot " + page.string());
+  ASSERT_EQ(o.status, 0) << o.err;
+  const std::string html = slurp(page);
+  EXPECT_EQ(html.rfind("<!DOCTYPE html>", 0), 0u);
+  for (const char* policy : {"caching", "expandable", "gmlake"}) {
+    EXPECT_NE(html.find(std::string("class=\"reserved\" data-policy=\"") + policy + "\""), std::string::npos) << policy;
+  }
+  EXPECT_EQ(html.find("<script"), std::string::npos);
+  EXPECT_LT(html.size(), 3'000'000u);
+}
+
+TEST_F(CliTest, APlotPathThatCannotBeWrittenIsBadInput) {
+  expect_bad_input("replay " + trace_ + " --policy gmlake --plot /no/such/dir/plot.html", "/no/such/dir/plot.html");
+}
+
+// The progress line is for terminals (tests/progress_test.cpp): with stderr in a file, nothing reaches it, with or
+// without --quiet.
+TEST_F(CliTest, QuietIsAcceptedAndAStderrThatIsNotATerminalGetsNoProgress) {
+  for (const char* quiet : {"", " --quiet"}) {
+    const Outcome o = gmlake("replay " + trace_ + " --policy gmlake" + quiet);
+    EXPECT_EQ(o.status, 0) << quiet;
+    EXPECT_EQ(o.err, "") << quiet;
+    EXPECT_NE(o.out.find("gmlake"), std::string::npos);
+  }
+  expect_bad_input("replay " + trace_ + " --quiet=maybe", "quiet");
+}
+
 TEST_F(CliTest, AMissingFileIsBadInput) { expect_bad_input("replay /no/such/trace.pickle", "/no/such/trace.pickle"); }
 
 TEST_F(CliTest, ATruncatedXzFileIsBadInput) {

@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 #include <fstream>
 
@@ -109,6 +110,40 @@ TEST_P(ShippedTraceTest, UnderACapJustAboveGmlakesPeakGmlakeFitsAndNativeCaching
   EXPECT_GT(run(trace(GetParam()), Policy::kCaching, cap).ooms, 0u);
 }
 
+// The series `gmlake replay --plot` draws: one entry per op, reaching the result's peak reserved and lower bound
+// exactly, with or without a cap (under which every policy fails some allocations and gives memory back), and
+// the replay the same as without it.
+TEST_P(ShippedTraceTest, TheSeriesHasOneEntryPerOpAndReachesThePeakReservedAndTheLowerBoundOfTheResult) {
+  const Trace& t = trace(GetParam());
+  const std::string tight_cap = "cap_bytes:" + std::to_string(run(t, Policy::kGmlake).lower_bound_bytes);
+  for (const std::string& conf : {std::string(), tight_cap}) {
+    for (Policy p : {Policy::kCaching, Policy::kExpandable, Policy::kGmlake}) {
+      ReplaySeries series;
+      ReplayOptions options;
+      options.config = parse_config(conf);
+      options.config.policy = p;
+      options.series = &series;
+      const ReplayResult r = replay(t, t.devices.at(0), options);
+      const std::string what = to_string(p) + std::string(" ") + conf;
+      ASSERT_EQ(series.reserved_bytes.size(), r.ops) << what;
+      ASSERT_EQ(series.requested_bytes.size(), r.ops) << what;
+      ASSERT_EQ(series.time_us.size(), r.ops) << what;
+      EXPECT_EQ(*std::max_element(series.reserved_bytes.begin(), series.reserved_bytes.end()), r.peak_reserved_bytes)
+          << what;
+      EXPECT_EQ(*std::max_element(series.requested_bytes.begin(), series.requested_bytes.end()), r.lower_bound_bytes)
+          << what;
+      EXPECT_EQ(series.reserved_bytes.back(), static_cast<std::uint64_t>(r.stats.reserved_bytes.current)) << what;
+      EXPECT_TRUE(std::is_sorted(series.time_us.begin(), series.time_us.end())) << what;
+      EXPECT_EQ(series.failed_ops.size(), r.ooms) << what;
+      EXPECT_EQ(conf.empty(), r.ooms == 0) << what;
+      EXPECT_TRUE(std::is_sorted(series.failed_ops.begin(), series.failed_ops.end())) << what;
+      const ReplayResult without = run(t, p, conf);
+      EXPECT_EQ(without.peak_reserved_bytes, r.peak_reserved_bytes) << what;
+      EXPECT_EQ(without.ooms, r.ooms) << what;
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Traces, ShippedTraceTest, ::testing::Values("gpt2_varlen", "resnet50"));
 
 // `peer_devices` in the config gives a sim replay its peer devices (the lake), unbounded: under a cap that the
@@ -206,6 +241,20 @@ TEST(ReplayTest, OutOfMemoryUnderACapIsCountedAndLaterFreesOfTheFailedBlockAreSk
   EXPECT_EQ(r.ooms, 1u);
   EXPECT_EQ(r.unknown_frees, 1u);
   EXPECT_EQ(r.peak_reserved_bytes, 6 * kMiB);
+}
+
+TEST(ReplayTest, TheSeriesNamesTheFailedAllocationAndLeavesItsBytesOutOfTheRequestedCurve) {
+  // handmade() under a 6 MiB cap: op 3 (the second 3 MiB) fails; its later free is skipped.
+  ReplaySeries series;
+  ReplayOptions options;
+  options.config = parse_config("cap_bytes:6M");
+  options.series = &series;
+  const Trace t = handmade();
+  const ReplayResult r = replay(t, t.devices.at(0), options);
+  EXPECT_EQ(series.failed_ops, std::vector<std::uint64_t>{3});
+  const std::vector<std::uint64_t> live = {3 * kMiB, 3 * kMiB + 1000, 1000, 1000, 1000, 0};
+  EXPECT_EQ(series.requested_bytes, live);
+  EXPECT_EQ(series.reserved_bytes.size(), r.ops);
 }
 
 TEST(ReplayTest, BackendTimeIsTheTimeInsideBackendCallsSummedOverTheirKinds) {

@@ -41,6 +41,22 @@ struct ReplayRecord {
   std::vector<SnapshotEvent> events;
 };
 
+// Memory op by op (ReplayOptions::series; `gmlake replay --plot`): index i is op i, as ReplayResult::ops counts
+// them (the initial blocks' allocations first), so every vector but failed_ops has ReplayResult::ops entries.
+struct ReplaySeries {
+  // The time of the trace event each op came from, in µs as the trace gives it (the initial blocks take the first
+  // event's); all equal when the trace has no times.
+  std::vector<std::int64_t> time_us;
+  // Reserved bytes when the op ended, or, for an op during which they reached a new peak, that peak: the maximum
+  // over the series is ReplayResult::peak_reserved_bytes exactly.
+  std::vector<std::uint64_t> reserved_bytes;
+  // Requested bytes of the live blocks when the op ended, counting the allocations that succeeded (a deferred
+  // free's bytes leave when it is requested): the maximum is ReplayResult::lower_bound_bytes.
+  std::vector<std::uint64_t> requested_bytes;
+  // The ops whose allocation failed (out of memory under a cap, or a tolerated BackendError), ascending.
+  std::vector<std::uint64_t> failed_ops;
+};
+
 struct ReplayOptions {
   Config config;                // policy, cap and tuning
   std::string backend = "sim";  // a make_backend name (backend_factory.h)
@@ -63,6 +79,9 @@ struct ReplayOptions {
   // When set, filled with what the replay did (ReplayRecord). The backend is then wrapped in a recorder; the
   // result's backend figures are still the backend's own.
   ReplayRecord* record = nullptr;
+  // When set, filled with reserved and requested bytes op by op (ReplaySeries). Reading the allocator's stats
+  // after each op is then part of ns_per_op; without it the loop does no more than one test of this pointer.
+  ReplaySeries* series = nullptr;
 };
 
 struct ReplayResult {

@@ -40,9 +40,9 @@ std::uint64_t checked_add(std::uint64_t a, std::uint64_t b) { return a > UINT64_
 // The peak of the bytes requested by live blocks over `ops`, counting only allocations that succeeded
 // (failed[slot] is set for those that did not): the lower bound of a replay in which some failed.
 // With `held`, a deferred free (record_stream) keeps its bytes until it ends: the memory an allocator that
-// honours stream uses cannot reuse earlier.
+// honours stream uses cannot reuse earlier. With `live_after_op`, the live bytes after each op are appended there.
 std::uint64_t lower_bound_of(const std::vector<Op>& ops, std::uint32_t slots, const std::vector<bool>& failed,
-                             bool held = false) {
+                             bool held = false, std::vector<std::uint64_t>* live_after_op = nullptr) {
   std::vector<std::uint64_t> size(slots, 0);
   std::uint64_t live = 0;
   std::uint64_t peak = 0;
@@ -68,6 +68,7 @@ std::uint64_t lower_bound_of(const std::vector<Op>& ops, std::uint32_t slots, co
         size[op.slot] = 0;
         break;
     }
+    if (live_after_op != nullptr) live_after_op->push_back(live);
   }
   return peak;
 }
@@ -227,6 +228,29 @@ void mark_failed(std::vector<bool>* failed, std::uint32_t slots, std::uint32_t s
   (*failed)[slot] = true;
 }
 
+// Appends reserved bytes after an op to `out`: the peak instead when the op raised it past `*peak_seen_bytes`, so
+// that the series reaches every peak (ReplaySeries::reserved_bytes).
+void sample_reserved(const Allocator& allocator, std::int64_t* peak_seen_bytes, std::vector<std::uint64_t>* out) {
+  const Gauge reserved = allocator.stats().reserved_bytes;
+  const bool new_peak = reserved.peak > *peak_seen_bytes;
+  *peak_seen_bytes = reserved.peak;
+  out->push_back(static_cast<std::uint64_t>(new_peak ? reserved.peak : reserved.current));
+}
+
+// The rest of a series once the ops have run: times, live requested bytes and failed allocations (`failed`: as
+// lower_bound_of takes it).
+void finish_series(const Program& prog, const std::vector<bool>& failed, ReplaySeries* series) {
+  series->time_us = prog.time_us;
+  series->requested_bytes.clear();
+  series->requested_bytes.reserve(prog.ops.size());
+  lower_bound_of(prog.ops, prog.slots, failed, /*held=*/false, &series->requested_bytes);
+  series->failed_ops.clear();
+  if (failed.empty()) return;
+  for (std::size_t i = 0; i < prog.ops.size(); ++i) {
+    if (prog.ops[i].kind == OpKind::kAlloc && failed[prog.ops[i].slot]) series->failed_ops.push_back(i);
+  }
+}
+
 void empty_cache(Allocator& allocator, const ReplayOptions& options, ReplayResult* r) {
   try {
     allocator.empty_cache();
@@ -276,6 +300,11 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
   std::vector<std::size_t> marks;  // with a recorder: its event count after each op
   if (recorder != nullptr) marks.reserve(prog.ops.size());
   std::vector<bool> failed;  // sized on the first failure: slots whose allocation failed
+  std::int64_t peak_seen_bytes = 0;  // with a series: the reserved peak after the last op sampled
+  if (options.series != nullptr) {
+    options.series->reserved_bytes.clear();
+    options.series->reserved_bytes.reserve(prog.ops.size());
+  }
   const std::uint64_t progress_every = std::max<std::uint64_t>(prog.ops.size() / 100, 1);
   const std::uint64_t block_ops = options.check_every_ops ? options.check_every_ops : progress_every;
   std::chrono::nanoseconds timed{0};
@@ -321,6 +350,7 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
       if (options.empty_cache_every_ops != 0 && (i + 1) % options.empty_cache_every_ops == 0) {
         empty_cache(*allocator, options, &r);
       }
+      if (options.series != nullptr) sample_reserved(*allocator, &peak_seen_bytes, &options.series->reserved_bytes);
     }
     timed += std::chrono::steady_clock::now() - t0;
     if (options.check_every_ops) allocator->check_invariants();
@@ -331,6 +361,7 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
   // utilization (lower bound / peak reserved) cannot exceed 1.
   if (!failed.empty()) r.lower_bound_bytes = lower_bound_of(prog.ops, prog.slots, failed);
   r.lower_bound_held_bytes = lower_bound_of(prog.ops, prog.slots, failed, /*held=*/true);
+  if (options.series != nullptr) finish_series(prog, failed, options.series);
   r.stats = allocator->stats();
   r.stats.backend_calls = backend.counters();
   r.peak_reserved_bytes = static_cast<std::uint64_t>(r.stats.reserved_bytes.peak);

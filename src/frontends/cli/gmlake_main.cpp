@@ -2,16 +2,14 @@
 //
 //   gmlake replay TRACE... [--policy gmlake|caching|expandable|all] [--backend sim[:h100|:h200]|host|cuda[:N]] [--cap BYTES]
 //                          [--device-bytes BYTES|FACTORx] [--conf KEY:VALUE,...] [--json FILE] [--snapshot-out FILE]
+//                          [--plot FILE.html] [--quiet]
 //   gmlake conf            the configuration table (GMLAKE_CONF keys, defaults, units)
 //
 // Bad input gets one line on stderr and exit status 2; so does running out of memory (std::bad_alloc anywhere)
 // and output that cannot be written (a full disk, > /dev/full).
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <cctype>
 #include <cerrno>
-#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <new>
@@ -28,10 +26,12 @@
 #include "gmlake/backend_factory.h"
 #include "gmlake/config.h"
 #include "gmlake/error.h"
+#include "gmlake/plot.h"
 #include "gmlake/replay.h"
 #include "gmlake/report.h"
 #include "gmlake/snapshot_writer.h"
 #include "gmlake/trace.h"
+#include "progress.h"
 
 namespace {
 
@@ -84,30 +84,6 @@ std::string checked_cap(const std::string& cap) {
   return cap;
 }
 
-// A one-line progress bar on stderr, shown only on a terminal and only once a replay has run for a second.
-class Progress {
- public:
-  explicit Progress(std::string label) : label_(std::move(label)), start_(std::chrono::steady_clock::now()) {}
-  ~Progress() {
-    if (shown_) std::fprintf(stderr, "\r%*s\r", 78, "");
-  }
-  void operator()(double fraction) {
-    if (!isatty(STDERR_FILENO)) return;
-    if (!shown_ && std::chrono::steady_clock::now() - start_ < std::chrono::seconds(1)) return;
-    shown_ = true;
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(fraction * kWidth);
-    std::fprintf(stderr, "\r%-40.40s [%s%s] %3d%%", label_.c_str(), std::string(filled, '#').c_str(),
-                 std::string(kWidth - filled, ' ').c_str(), static_cast<int>(fraction * 100));
-    std::fflush(stderr);
-  }
-
- private:
-  std::string label_;
-  std::chrono::steady_clock::time_point start_;
-  bool shown_ = false;
-};
-
 std::vector<gmlake::Policy> policies_from(const std::string& text) {
   if (text == "all") return {gmlake::Policy::kCaching, gmlake::Policy::kExpandable, gmlake::Policy::kGmlake};
   try {
@@ -157,10 +133,19 @@ DeviceBytes checked_device_bytes(const std::string& text) {
   return d;
 }
 
+// What `gmlake replay` writes besides the table, and how it talks while it runs.
+struct ReplayOutputs {
+  std::string json_path;     // --json
+  std::string snapshot_out;  // --snapshot-out
+  std::string plot_path;     // --plot
+  bool quiet = false;        // --quiet: no progress bar
+};
+
 int run_replay(const std::vector<std::string>& paths, const std::string& policy_text, const std::string& backend,
-               const std::string* cap, const std::string& conf, const std::string& json_path,
-               const std::string& snapshot_out, const std::string* device_bytes_text) {
+               const std::string* cap, const std::string& conf, const ReplayOutputs& outputs,
+               const std::string* device_bytes_text) {
   const DeviceBytes device_bytes = device_bytes_text != nullptr ? checked_device_bytes(*device_bytes_text) : DeviceBytes{};
+  const std::string& snapshot_out = outputs.snapshot_out;
   gmlake::Config config;
   try {
     config.apply(without_c_api_keys(gmlake::environment_conf()));
@@ -181,6 +166,7 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
   if (!snapshot_out.empty() && paths.size() != 1) die("--snapshot-out: give exactly one trace");
 
   std::vector<gmlake::ReplayResult> results;
+  std::vector<gmlake::PlotRun> plot_runs;  // --plot: each result with its series
   std::map<gmlake::Policy, gmlake::MemorySnapshot> snapshots;  // --snapshot-out: per policy, every device
   for (const std::string& path : paths) {
     gmlake::Trace trace;
@@ -201,15 +187,20 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
                                    ? static_cast<std::uint64_t>(static_cast<double>(gmlake::lower_bound_bytes(device)) *
                                                                 device_bytes.factor)
                                    : device_bytes.bytes;
-        Progress progress(fmt::format("{} dev {} {}", trace.name, device.device, gmlake::to_string(policy)));
+        gmlake::cli::ProgressLine progress(
+            fmt::format("{} dev {} {}", trace.name, device.device, gmlake::to_string(policy)),
+            gmlake::cli::progress_wanted(outputs.quiet));
         options.on_progress = [&progress](double f) { progress(f); };
         gmlake::ReplayRecord record;
         if (!snapshot_out.empty()) options.record = &record;
+        gmlake::ReplaySeries series;
+        if (!outputs.plot_path.empty()) options.series = &series;
         try {
           results.push_back(gmlake::replay(trace, device, options));
         } catch (const gmlake::Error& e) {
           die(e.what());
         }
+        if (!outputs.plot_path.empty()) plot_runs.push_back({results.back(), std::move(series)});
         if (!snapshot_out.empty()) {
           gmlake::MemorySnapshot& snapshot = snapshots[policy];
           snapshot.policy = gmlake::to_string(policy);
@@ -227,11 +218,18 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
   }
   std::fputs(gmlake::format_table(results).c_str(), stdout);
   finish_stdout();
-  if (!json_path.empty()) {
-    std::ofstream out(json_path);
+  if (!outputs.json_path.empty()) {
+    std::ofstream out(outputs.json_path);
     out << gmlake::format_json(results);
     out.flush();
-    if (!out) die("cannot write " + json_path);
+    if (!out) die("cannot write " + outputs.json_path);
+  }
+  if (!outputs.plot_path.empty()) {
+    try {
+      gmlake::write_plot_file(plot_runs, {.cap_bytes = config.cap_bytes}, outputs.plot_path);
+    } catch (const gmlake::Error& e) {
+      die(e.what());
+    }
   }
   for (const auto& [policy, snapshot] : snapshots) {
     try {
@@ -278,7 +276,8 @@ int run(int argc, char** argv) {
 
   CLI::App* replay = app.add_subcommand("replay", "replay PyTorch memory snapshots or RMM logs through policies");
   std::vector<std::string> paths;
-  std::string policy = "all", backend = "sim", cap, conf, json_path, snapshot_out;
+  std::string policy = "all", backend = "sim", cap, conf;
+  ReplayOutputs outputs;
   replay->add_option("traces", paths, "snapshot files (.pickle, .pickle.xz, .pickle.gz) or RMM CSV logs")->required();
   replay->add_option("--policy", policy, "gmlake, caching, expandable or all")->capture_default_str();
   replay->add_option("--backend", backend, backend_help())->capture_default_str();
@@ -290,13 +289,18 @@ int run(int argc, char** argv) {
       "backend never holds more on it at once (sim, host and cuda alike), and the policy is not told, as on a GPU "
       "that other work has filled. Allocations that do not fit count as out-of-memory, as under --cap");
   replay->add_option("--conf", conf, "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`)");
-  replay->add_option("--json", json_path, "also write the results as a JSON array to this file");
-  replay->add_option("--snapshot-out", snapshot_out,
+  replay->add_option("--json", outputs.json_path, "also write the results as a JSON array to this file");
+  replay->add_option("--snapshot-out", outputs.snapshot_out,
                      "write each policy's final state (segments, blocks) and the trace as it served it, as a PyTorch "
                      "memory snapshot pickle (uncompressed; torch.cuda._memory_viz and `gmlake replay` read it) to "
                      "this file; one trace only. With several policies (--policy all), one file per policy: the "
                      "policy's name inserted before the suffix (out.pickle -> out.caching.pickle, out.gmlake.pickle, "
                      "...)");
+  replay->add_option("--plot", outputs.plot_path,
+                     "also write a chart of reserved bytes over the trace's time for every policy, per trace and "
+                     "device, as one self-contained HTML file (inline SVG, nothing fetched)");
+  replay->add_flag("--quiet", outputs.quiet, "no progress bar on stderr (shown otherwise on a terminal, for replays "
+                                             "that take more than two seconds)");
 
   CLI::App* conf_cmd = app.add_subcommand("conf", "list the configuration keys, defaults and units");
 
@@ -310,8 +314,8 @@ int run(int argc, char** argv) {
     die(e.what());
   }
   if (*conf_cmd) return run_conf();
-  return run_replay(paths, policy, backend, cap_option->count() > 0 ? &cap : nullptr, conf, json_path,
-                    snapshot_out, device_option->count() > 0 ? &device_bytes : nullptr);
+  return run_replay(paths, policy, backend, cap_option->count() > 0 ? &cap : nullptr, conf, outputs,
+                    device_option->count() > 0 ? &device_bytes : nullptr);
 }
 
 }  // namespace
