@@ -3,6 +3,7 @@
 #include <sys/wait.h>
 
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include <algorithm>
 #include <cstdlib>
@@ -141,6 +142,41 @@ TEST_F(CliTest, UnknownPolicyBackendOrCapIsBadInput) {
   expect_bad_input("replay " + trace_ + " --backend gpu9", "gpu9");
   expect_bad_input("replay " + trace_ + " --cap lots", "cap_bytes");
   expect_bad_input("replay " + trace_ + " --conf nokey:1", "nokey");
+}
+
+// --device-bytes: a device of that size on the sim and host backends alike; the policy is not told, so a
+// policy that needs more fails allocations (counted, the replay goes on), and gmlake, memory first near the
+// device's end, fails none at 1.01x the lower bound where caching does.
+TEST_F(CliTest, DeviceBytesSizesTheDeviceOnTheSimAndHostBackends) {
+  for (const std::string backend : {"sim", "host"}) {
+    const std::string json = (dir_ / ("device_" + backend + ".json")).string();
+    const Outcome o = gmlake("replay " + trace_ + " --policy all --backend " + backend +
+                             " --device-bytes 1.01x --json " + json);
+    ASSERT_EQ(o.status, 0) << o.err;
+    const std::string text = slurp(json);
+    const auto rows = nlohmann::json::parse(text);
+    ASSERT_EQ(rows.size(), 3u);
+    // The trace's lower bound: the largest row's (a policy's counts only the allocations that succeeded).
+    double lower = 0;
+    for (const auto& r : rows) lower = std::max(lower, r["lower_bound_bytes"].get<double>());
+    for (const auto& r : rows) {
+      EXPECT_LE(r["peak_reserved_bytes"].get<double>(), lower * 1.01 + 1) << backend << " " << r["policy"];
+      if (r["policy"] == "gmlake") EXPECT_EQ(r["ooms"].get<int>(), 0) << backend;
+      if (r["policy"] == "caching") EXPECT_GT(r["ooms"].get<int>(), 0) << backend;
+    }
+  }
+  // A byte count works too, and the same as the factor it equals.
+  const Outcome o = gmlake("replay " + trace_ + " --policy gmlake --device-bytes 5G");
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("out of memory"), std::string::npos) << "5 GB is below resnet50's 6.06 GB lower bound";
+}
+
+TEST_F(CliTest, ABadDeviceSizeIsBadInput) {
+  expect_bad_input("replay " + trace_ + " --device-bytes lots", "--device-bytes");
+  expect_bad_input("replay " + trace_ + " --device-bytes 0", "--device-bytes");
+  expect_bad_input("replay " + trace_ + " --device-bytes 0.5x", "--device-bytes");
+  expect_bad_input("replay " + trace_ + " --device-bytes x", "--device-bytes");
+  expect_bad_input("replay " + trace_ + " --device-bytes 8G,cap_bytes:1", "--device-bytes");
 }
 
 TEST_F(CliTest, TheCudaBackendReplaysOrFailsWithOneClearLine) {
