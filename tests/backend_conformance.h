@@ -377,7 +377,30 @@ TYPED_TEST_P(BackendConformanceTest, TearingDownLeavesNothingLive) {
   EXPECT_EQ(b.counters()[BackendCall::kMap], 16u);
   EXPECT_EQ(b.counters()[BackendCall::kUnmap], 4u);
 }
+// set_device_limit_bytes (`gmlake replay --device-bytes`): the chunk that would pass the limit is refused before
+// the backend is called, what fits still is, and device_free_bytes follows.
+TYPED_TEST_P(BackendConformanceTest, ADeviceLimitRefusesTheChunkThatWouldPassItAndCountsNothingForIt) {
+  Backend& b = *this->backend_;
+  EXPECT_EQ(b.device_limit_bytes(), 0u);
+  b.set_device_limit_bytes(3 * kGranule);
+  EXPECT_EQ(b.device_free_bytes(), 3 * kGranule) << "on a GPU with at least 3 granules free";
+  const ChunkHandle a = b.create(2 * kGranule);
+  EXPECT_EQ(b.device_free_bytes(), kGranule);
+  const std::uint64_t creates = b.counters()[BackendCall::kCreate];
+  EXPECT_THROW(b.create(2 * kGranule), OutOfMemoryError);
+  EXPECT_EQ(b.counters()[BackendCall::kCreate], creates) << "refused before the backend is called";
+  EXPECT_EQ(b.live_chunk_bytes(), 2 * kGranule);
+  const ChunkHandle c = b.create(kGranule);  // what fits still does
+  EXPECT_EQ(b.device_free_bytes(), 0u);
+  b.release(a);
+  EXPECT_EQ(b.device_free_bytes(), 2 * kGranule);
+  b.release(c);
+  b.set_device_limit_bytes(0);
+  EXPECT_GT(b.device_free_bytes(), 3 * kGranule) << "no limit: the device's own free memory, or unknown (UINT64_MAX)";
+}
+
 REGISTER_TYPED_TEST_SUITE_P(BackendConformanceTest,
+                            ADeviceLimitRefusesTheChunkThatWouldPassItAndCountsNothingForIt,
                             RoundTripCountsEachCallOnceAndLeavesNothingLive,
                             PeakMappingsRemembersTheMostMappingsLiveAtOnce,
                             ReservationsAreAlignedDistinctAndDoNotOverlap,

@@ -250,25 +250,5 @@ TEST(HostBackendTest, NodesEachHoldTheirOwnLimitAndTheirChunksHoldRealBytes) {
   EXPECT_THROW(HostBackend(kChunkBytes, std::vector<std::uint64_t>{}), Error);
 }
 
-TEST(HostBackendTest, ADeviceLimitRefusesTheChunkThatWouldPassItAndCountsNothingForIt) {
-  HostBackend b(kChunkBytes);
-  EXPECT_EQ(b.device_limit_bytes(), 0u);
-  b.set_device_limit_bytes(3 * kChunkBytes);
-  EXPECT_EQ(b.device_free_bytes(), 3 * kChunkBytes);
-  const ChunkHandle a = b.create(2 * kChunkBytes);
-  EXPECT_EQ(b.device_free_bytes(), kChunkBytes);
-  const std::uint64_t creates = b.counters()[BackendCall::kCreate];
-  EXPECT_THROW(b.create(2 * kChunkBytes), OutOfMemoryError);
-  EXPECT_EQ(b.counters()[BackendCall::kCreate], creates) << "refused before the backend is called";
-  EXPECT_EQ(b.live_chunk_bytes(), 2 * kChunkBytes);
-  const ChunkHandle c = b.create(kChunkBytes);  // what fits still does
-  EXPECT_EQ(b.device_free_bytes(), 0u);
-  b.release(a);
-  EXPECT_EQ(b.device_free_bytes(), 2 * kChunkBytes);
-  b.release(c);
-  b.set_device_limit_bytes(0);
-  EXPECT_GT(b.device_free_bytes(), 3 * kChunkBytes) << "no limit: the backend's own (unknown here: UINT64_MAX)";
-}
-
 }  // namespace
 }  // namespace gmlake

@@ -453,45 +453,14 @@ def w_bert_infer_varbatch(ctx, p):
         p["calls"].append([b, t])
 
 
-def unet3d(base=32, levels=4):
-    """A 3D UNet (random weights): per level two 3x3x3 conv + BatchNorm + ReLU, max-pool down, transposed conv up,
-    skip connections concatenated; channels base x 2^level (the same network as bench/torch/train.py's)."""
-    nn = torch.nn
-
-    def block(cin, cout):
-        return nn.Sequential(nn.Conv3d(cin, cout, 3, padding=1), nn.BatchNorm3d(cout), nn.ReLU(inplace=True),
-                             nn.Conv3d(cout, cout, 3, padding=1), nn.BatchNorm3d(cout), nn.ReLU(inplace=True))
-
-    class UNet3D(nn.Module):
-        def __init__(self):
-            super().__init__()
-            ch = [base * 2 ** i for i in range(levels)]
-            self.down = nn.ModuleList([block(1 if i == 0 else ch[i - 1], ch[i]) for i in range(levels)])
-            self.up = nn.ModuleList([nn.ConvTranspose3d(ch[i], ch[i - 1], 2, stride=2) for i in range(levels - 1, 0, -1)])
-            self.dec = nn.ModuleList([block(2 * ch[i - 1], ch[i - 1]) for i in range(levels - 1, 0, -1)])
-            self.head = nn.Conv3d(ch[0], 2, 1)
-
-        def forward(self, x):
-            skips = []
-            for i, b in enumerate(self.down):
-                x = b(x)
-                if i < len(self.down) - 1:
-                    skips.append(x)
-                    x = F.max_pool3d(x, 2)
-            for up, dec in zip(self.up, self.dec):
-                x = up(x)
-                x = dec(torch.cat([x, skips.pop()], 1))
-            return self.head(x)
-
-    return UNet3D()
-
-
 def w_unet3d_infer(ctx, p):
     """A 3D UNet (4 levels, 32..256 channels, random weights) in bf16, eval, no grad, on volumes whose sides are
     drawn from 64..192 voxels (steps of 32) and batch 1..2 per call: activations of up to ~2 GB each."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from models import unet3d
     rng = random.Random(SEED)
-    model = unet3d().eval().to("cuda", torch.bfloat16)
-    p.update(model="UNet3D(base=32, levels=4) (bench/torch/capture_traces.py)", dtype="bfloat16", calls=[],
+    model = unet3d(torch).eval().to("cuda", torch.bfloat16)
+    p.update(model="UNet3D(base=32, levels=4) (bench/torch/models.py)", dtype="bfloat16", calls=[],
              draws="batch U[1,2], each side 32*U[2,6]", max_calls=p.get("max_calls", 60))
     for i in range(p["max_calls"]):
         b = rng.randint(1, 2)

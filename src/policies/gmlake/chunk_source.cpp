@@ -72,19 +72,11 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
         break;
       case ObtainAction::kLeaveToPeer:
         return kNoChunk;
-      case ObtainAction::kReleaseFree: {
-        const ChunkId largest = pool_.largest_free();
-        pool_.take_free(largest);
-        try {
-          pool_.release(largest);
-        } catch (...) {
-          pool_.add_free(largest);
-          throw;
-        }
+      case ObtainAction::kReleaseFree:
+        release_free(pool_.largest_free());
         charge_release();
         s.create_refused = false;
         break;
-      }
       case ObtainAction::kCreateForLag:
         // The oldest idle chunk is uncovered: only draining its stream would tell, so grow instead, up to
         // lag_grow_chunks x chunk_bytes in a row (the device's lag raises the peak by a bounded amount).
@@ -142,18 +134,22 @@ std::uint64_t ChunkSource::recut(Arena& arena, std::uint64_t first, std::uint64_
   for (const ChunkId id : stranding) {
     if (!safe_to_evict(id)) continue;  // queued work may still touch it: it strands, as it would have
     evict(id);  // throws: nothing changed for this chunk
-    pool_.take_free(id);
-    try {
-      pool_.release(id);
-    } catch (...) {
-      pool_.add_free(id);
-      throw;
-    }
+    release_free(id);
     charge_eviction();
     charge_release();
     ++recut_chunks;
   }
   return recut_chunks;
+}
+
+void ChunkSource::release_free(ChunkId id) {
+  pool_.take_free(id);
+  try {
+    pool_.release(id);
+  } catch (...) {
+    pool_.add_free(id);
+    throw;
+  }
 }
 
 void ChunkSource::evict(ChunkId id) {

@@ -120,6 +120,8 @@ class ChunkSource {
   std::uint64_t lag_grow_chunks_;
   bool memory_first_under_cap_;
   std::uint64_t cap_bytes_;
+  // Releases free chunk `id` (in the free index). Throws BackendError: nothing changed, it is still free.
+  void release_free(ChunkId id);
   // True when a move may be made now (MoveBudget; the clock is read only for its wall-time share).
   bool moves_allowed() { return moves_.allows_move(moves_.timed() ? clock_.now_ns() : 0); }
   // True when `pages` more stay within move_headroom_permille of the highest allocated bytes (and the cap).
