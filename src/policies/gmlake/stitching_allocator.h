@@ -29,9 +29,13 @@
 //     given back at once; cap_bytes and the headroom count the own device's bytes only. A lent chunk its lender
 //     recalls takes no new block and goes back once no block uses it, at the next allocate or free
 //     (serve_recalls).
-//   - Move budget (move_budget_ns_per_op, MoveBudget): steps that move memory (releasing a free chunk to remake
-//     it, evicting an idle one) are charged a modelled driver cost against credit earned per allocation; out of
-//     credit, with no cap set and the device not yet found full, a new chunk is created instead; with peers
+//   - Chunks per block (chunks_per_block): a block's pages get chunks of at most 1/chunks_per_block of it, so a
+//     smaller block that later lands on part of one strands little; an idle chunk a block would strand by more
+//     than max_strand_bytes is re-cut first (ChunkSource::recut: unmapped, released, the pages stitched anew).
+//   - Move budget (MoveBudget: move_share_permille after move_burst_ms of wall time, optionally
+//     move_budget_ns_per_op): steps that move memory (releasing a free chunk to remake it, evicting an idle one,
+//     a re-cut) are charged a modelled driver cost; while a bound refuses, with no cap set, the device not yet
+//     found full and reserved bytes within move_headroom_permille, a new chunk is created instead; with peers
 //     that may lend, a chunk is borrowed instead.
 //   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
 //     only by its own stream (safe in stream order); a chunk leaves its place only once a StreamFence says the
