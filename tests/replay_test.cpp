@@ -200,6 +200,19 @@ Trace handmade() {
   return t;
 }
 
+// The replay feeds the trace's times to the policy's clock (move_share_permille): any int64 a file may hold, in
+// any order, must neither overflow nor move the clock back (a fuzzer's finding: INT64_MAX-scale times).
+TEST(ReplayTest, ExtremeAndUnorderedTraceTimesAreReplayedAsTheyCome) {
+  Trace t = handmade();
+  const std::int64_t times[] = {INT64_MIN, 0, INT64_MAX, -5, INT64_MAX / 999, 1, INT64_MIN + 1, 7};
+  for (std::size_t i = 0; i < t.devices[0].events.size(); ++i) t.devices[0].events[i].time_us = times[i % 8];
+  for (Policy p : {Policy::kGmlake, Policy::kCaching, Policy::kExpandable}) {
+    const ReplayResult r = run(t, p, "move_share_permille:1,move_burst_ms:0", /*check_every=*/1);
+    EXPECT_EQ(r.ops, 6u) << to_string(p);
+    EXPECT_EQ(r.lower_bound_bytes, run(handmade(), p).lower_bound_bytes) << to_string(p);
+  }
+}
+
 TEST(ReplayTest, DeferredFreesHoldTheirMemoryUntilTheyComplete) {
   for (Policy p : {Policy::kGmlake, Policy::kCaching, Policy::kExpandable}) {
     const ReplayResult r = run(handmade(), p);

@@ -274,6 +274,17 @@ ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayO
 
 namespace {
 
+// Nanoseconds from `first_us` to `now_us` (trace times, any int64 a file may hold): 0 when earlier, INT64_MAX
+// when the difference does not fit.
+std::int64_t ns_since(std::int64_t now_us, std::int64_t first_us) {
+  if (now_us <= first_us) return 0;
+  std::int64_t us = 0, ns = 0;
+  if (__builtin_sub_overflow(now_us, first_us, &us) || __builtin_mul_overflow(us, std::int64_t{1000}, &ns)) {
+    return INT64_MAX;
+  }
+  return ns;
+}
+
 // The replay over `backend`; with `recorder`, options.record is filled (the pool traces, and the time of
 // draining its trace after each op is in ns_per_op).
 ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend,
@@ -315,7 +326,7 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t i = begin; i < end; ++i) {
       if (i == half) at_half = backend.counters();
-      clock.advance_to_ns((prog.time_us[i] - first_us) * 1000);
+      clock.advance_to_ns(ns_since(prog.time_us[i], first_us));
       const Op& op = prog.ops[i];
       void*& p = slots[op.slot];
       switch (op.kind) {
