@@ -216,6 +216,10 @@ class Backend {
   virtual ExportedChunk do_export_chunk(ChunkHandle chunk);
   virtual ChunkHandle do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes);
 
+  // Bytes left below `limit_bytes` with `live_bytes` in use: 0 when at or past it.
+  static std::uint64_t bytes_below(std::uint64_t limit_bytes, std::uint64_t live_bytes) {
+    return live_bytes >= limit_bytes ? 0 : limit_bytes - live_bytes;
+  }
   // Adds `ns` of modelled time to calls of kind `c` (CallTiming::kModelled backends, from their do_* calls).
   void charge(BackendCall c, std::uint64_t ns) { counters_.time_ns[static_cast<std::size_t>(c)] += ns; }
   // Calls f(size_bytes) for each live mapping that starts inside [addr, addr + size_bytes), in address order

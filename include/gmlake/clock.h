@@ -32,8 +32,6 @@ class ManualClock final : public Clock {
   std::int64_t now_ns() override { return now_ns_; }
   // Moves the time `ns` (>= 0) forward.
   void advance_ns(std::int64_t ns) { now_ns_ += ns; }
-  // Sets the time to `ns`, or leaves it where it is when `ns` is earlier (the time never goes back).
-  void advance_to_ns(std::int64_t ns) { now_ns_ = ns > now_ns_ ? ns : now_ns_; }
 
  private:
   std::int64_t now_ns_ = 0;

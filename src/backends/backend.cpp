@@ -197,7 +197,8 @@ ChunkHandle Backend::create(std::uint64_t size_bytes, DeviceId device) {
   const bool own = device == this->device();
   if (own && device_limit_bytes_ != 0 && live_chunk_bytes(device) + size_bytes > device_limit_bytes_) {
     throw OutOfMemoryError(size_bytes, live_chunk_bytes(device), 0, device_limit_bytes_,
-                           "the " + std::string(name()) + " backend's device limit (device_limit_bytes) would be passed");
+                           "the " + std::string(name()) +
+                               " backend's device limit (device_limit_bytes) would be passed");
   }
   count(BackendCall::kCreate);
   const ChunkHandle chunk = timed(BackendCall::kCreate, [&] {
@@ -210,8 +211,7 @@ ChunkHandle Backend::create(std::uint64_t size_bytes, DeviceId device) {
 std::uint64_t Backend::device_free_bytes() {
   std::uint64_t free_bytes = do_device_free_bytes();
   if (device_limit_bytes_ != 0) {
-    const std::uint64_t live = live_chunk_bytes(device());
-    free_bytes = std::min(free_bytes, live >= device_limit_bytes_ ? 0 : device_limit_bytes_ - live);
+    free_bytes = std::min(free_bytes, bytes_below(device_limit_bytes_, live_chunk_bytes(device())));
   }
   return free_bytes;
 }

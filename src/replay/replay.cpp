@@ -285,6 +285,26 @@ std::int64_t ns_since(std::int64_t now_us, std::int64_t first_us) {
   return ns;
 }
 
+// The trace's own time as the policy's clock: the time of the op being replayed (`op`, which the replay loop
+// sets), from the first op's, converted only when the policy reads it (it does so only to weigh a move), so the
+// timed loop pays one store per op. Never goes back, as a Clock must not: unordered trace times read as the
+// latest seen.
+class TraceClock final : public Clock {
+ public:
+  explicit TraceClock(const std::vector<std::int64_t>& time_us)
+      : time_us_(time_us), first_us_(time_us.empty() ? 0 : time_us.front()) {}
+  std::int64_t now_ns() override {
+    if (op < time_us_.size()) last_ns_ = std::max(last_ns_, ns_since(time_us_[op], first_us_));
+    return last_ns_;
+  }
+  std::size_t op = 0;
+
+ private:
+  const std::vector<std::int64_t>& time_us_;
+  std::int64_t first_us_;
+  std::int64_t last_ns_ = 0;
+};
+
 // The replay over `backend`; with `recorder`, options.record is filled (the pool traces, and the time of
 // draining its trace after each op is in ns_per_op).
 ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend,
@@ -293,8 +313,7 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
   if (options.device_bytes != 0) backend.set_device_limit_bytes(options.device_bytes);
   // The policy's wall time is the trace's own (time_us of each op's event, from the first): its move budget
   // (move_share_permille) then decides as it did, or would have, while the workload ran.
-  ManualClock clock;
-  const std::int64_t first_us = prog.time_us.empty() ? 0 : prog.time_us.front();
+  TraceClock clock(prog.time_us);
   auto allocator = std::make_unique<Pool>(options.config, backend, nullptr, &clock);  // the stack every front end uses
   if (recorder != nullptr) allocator->set_tracing(UINT64_MAX);
 
@@ -326,7 +345,7 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t i = begin; i < end; ++i) {
       if (i == half) at_half = backend.counters();
-      clock.advance_to_ns(ns_since(prog.time_us[i], first_us));
+      clock.op = i;
       const Op& op = prog.ops[i];
       void*& p = slots[op.slot];
       switch (op.kind) {

@@ -150,12 +150,8 @@ std::uint64_t CudaBackend::do_device_free_bytes() {
   const cuda::ScopedContext current(as_context(context_));
   std::size_t free_bytes = 0, total_bytes = 0;
   if (driver().cuMemGetInfo(&free_bytes, &total_bytes) != CUDA_SUCCESS) return UINT64_MAX;
-  std::uint64_t result = free_bytes;
-  if (physical_limit_bytes_ != 0) {
-    const std::uint64_t live = live_chunk_bytes(device());
-    result = std::min<std::uint64_t>(result, live >= physical_limit_bytes_ ? 0 : physical_limit_bytes_ - live);
-  }
-  return result;
+  if (physical_limit_bytes_ == 0) return free_bytes;
+  return std::min<std::uint64_t>(free_bytes, bytes_below(physical_limit_bytes_, live_chunk_bytes(device())));
 }
 
 void CudaBackend::do_address_free(std::uintptr_t addr, std::uint64_t size_bytes) {

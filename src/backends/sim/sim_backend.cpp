@@ -71,9 +71,7 @@ ChunkHandle SimBackend::do_create_on(std::uint64_t size_bytes, DeviceId device) 
 
 std::uint64_t SimBackend::do_device_free_bytes() {
   const std::uint64_t limit = devices_[0].capacity_bytes;
-  if (limit == 0) return UINT64_MAX;
-  const std::uint64_t live_bytes = live_chunk_bytes(0);
-  return live_bytes >= limit ? 0 : limit - live_bytes;
+  return limit == 0 ? UINT64_MAX : bytes_below(limit, live_chunk_bytes(0));
 }
 
 const SimDevice& SimBackend::sim_device(DeviceId device) const {

@@ -117,7 +117,8 @@ DeviceBytes checked_device_bytes(const std::string& text) {
     char* end = nullptr;
     errno = 0;
     d.factor = std::strtod(number.c_str(), &end);
-    if (number.empty() || end != number.c_str() + number.size() || errno != 0 || !(d.factor >= 1.0 && d.factor <= 1000.0)) {
+    const bool parsed = !number.empty() && end == number.c_str() + number.size() && errno == 0;
+    if (!parsed || !(d.factor >= 1.0 && d.factor <= 1000.0)) {
       die("--device-bytes: bad factor '" + text + "': expected a number from 1 to 1000 followed by x (1.01x: the "
           "lower bound plus 1%)");
     }
@@ -144,7 +145,8 @@ struct ReplayOutputs {
 int run_replay(const std::vector<std::string>& paths, const std::string& policy_text, const std::string& backend,
                const std::string* cap, const std::string& conf, const ReplayOutputs& outputs,
                const std::string* device_bytes_text) {
-  const DeviceBytes device_bytes = device_bytes_text != nullptr ? checked_device_bytes(*device_bytes_text) : DeviceBytes{};
+  const DeviceBytes device_bytes =
+      device_bytes_text != nullptr ? checked_device_bytes(*device_bytes_text) : DeviceBytes{};
   const std::string& snapshot_out = outputs.snapshot_out;
   gmlake::Config config;
   try {
@@ -177,16 +179,18 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
     }
     if (trace.devices.empty()) die(path + ": the trace holds no allocation events");
     for (const gmlake::DeviceTrace& device : trace.devices) {
+      // --device-bytes as a factor: of this device's lower bound, the same for every policy.
+      const std::uint64_t device_size_bytes =
+          device_bytes.factor > 0
+              ? static_cast<std::uint64_t>(static_cast<double>(gmlake::lower_bound_bytes(device)) * device_bytes.factor)
+              : device_bytes.bytes;
       for (gmlake::Policy policy : policies) {
         gmlake::ReplayOptions options;
         options.config = config;
         options.config.policy = policy;
         options.backend = backend;
         options.config.backend = backend;
-        options.device_bytes = device_bytes.factor > 0
-                                   ? static_cast<std::uint64_t>(static_cast<double>(gmlake::lower_bound_bytes(device)) *
-                                                                device_bytes.factor)
-                                   : device_bytes.bytes;
+        options.device_bytes = device_size_bytes;
         gmlake::cli::ProgressLine progress(
             fmt::format("{} dev {} {}", trace.name, device.device, gmlake::to_string(policy)),
             gmlake::cli::progress_wanted(outputs.quiet));

@@ -196,16 +196,14 @@ bool ChunkSource::cap_allows(std::uint64_t pages) const {
   return cap_bytes_ == 0 || reserved_now() + (pages << page_shift_) <= cap_bytes_;
 }
 
-bool ChunkSource::within_headroom(std::uint64_t pages) const {
-  if (headroom_permille_ == 0 || headroom_exhausted_ || !cap_allows(pages)) return false;
-  const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * headroom_permille_;
+bool ChunkSource::within_permille_of_high(std::uint64_t pages, std::uint64_t permille) const {
+  if (!cap_allows(pages)) return false;
+  const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * permille;
   return reserved_now() + (pages << page_shift_) <= target_bytes;
 }
 
-bool ChunkSource::within_move_headroom(std::uint64_t pages) const {
-  if (!cap_allows(pages)) return false;
-  const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * move_headroom_permille_;
-  return reserved_now() + (pages << page_shift_) <= target_bytes;
+bool ChunkSource::within_headroom(std::uint64_t pages) const {
+  return headroom_permille_ != 0 && !headroom_exhausted_ && within_permille_of_high(pages, headroom_permille_);
 }
 
 void ChunkSource::throw_oom(std::uint64_t requested, const std::string& reason) const {

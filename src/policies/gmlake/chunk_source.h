@@ -124,8 +124,12 @@ class ChunkSource {
   void release_free(ChunkId id);
   // True when a move may be made now (MoveBudget; the clock is read only for its wall-time share).
   bool moves_allowed() { return moves_.allows_move(moves_.timed() ? clock_.now_ns() : 0); }
-  // True when `pages` more stay within move_headroom_permille of the highest allocated bytes (and the cap).
-  bool within_move_headroom(std::uint64_t pages) const;
+  // True when `pages` more stay within `permille` of the highest allocated bytes (and the cap).
+  bool within_permille_of_high(std::uint64_t pages, std::uint64_t permille) const;
+  // The same for move_headroom_permille.
+  bool within_move_headroom(std::uint64_t pages) const {
+    return within_permille_of_high(pages, move_headroom_permille_);
+  }
   void charge_eviction() { moves_.charge_eviction(); }
   void charge_release() { moves_.charge_release(); }
   std::uint64_t device_free_bytes();
