@@ -29,12 +29,17 @@ class ChunkSourceTest : public ::testing::Test {
     pool_.for_each([&](ChunkId id, const Chunk&) { live.push_back(id); });
     for (const ChunkId id : live) {
       if (pool_[id].mapped()) stitcher_.unmap(arenas_[pool_[id].arena], id);
+      while (!pool_[id].standby.empty()) {
+        const ChunkPlace place = pool_[id].standby.back();
+        stitcher_.unmap_standby(arenas_[place.arena], place.first_page, id);
+      }
       pool_.release(id);
     }
   }
 
+  // Chunks up to 256 MiB (these tests pin down how runs of several sizes are served; the default is 4 MiB).
   void make_source(const std::string& config) {
-    source_ = std::make_unique<ChunkSource>(parse_config(config), kShift,
+    source_ = std::make_unique<ChunkSource>(parse_config("max_chunk_bytes:256M," + config), kShift,
                                             ChunkSource::Parts{sim_, pool_, use_, fence_, arenas_, stitcher_, stats_, clock_});
   }
   // A chunk of `pages` pages mapped at `first_page` of the large arena, with access, and idle.
@@ -102,7 +107,36 @@ TEST_F(ChunkSourceTest, PastTheHeadroomTheOldestIdleChunkIsMovedWhileTheMoveBudg
   EXPECT_EQ(stats_.chunks_created, 2u);
   EXPECT_TRUE(pool_[newer].mapped());
   EXPECT_EQ(use_.idle_chunks(), 1u);
+  // Its mapping at page 0 stays, a standby one (standby_mappings, 4 by default): no unmap.
+  EXPECT_FALSE(pool_[older].mapped());
+  ASSERT_EQ(pool_[older].standby.size(), 1u);
+  EXPECT_EQ(pool_[older].standby[0].first_page, 0u);
+  EXPECT_EQ(sim_.counters()[BackendCall::kUnmap], 0u);
+  EXPECT_EQ(sim_.live_mappings(), 2u);
   give_back(id);
+}
+
+TEST_F(ChunkSourceTest, WithoutStandbyMappingsAnEvictedChunkIsUnmapped) {
+  make_source("headroom_permille:0,move_share_permille:0,standby_mappings:0");
+  const ChunkId older = idle_chunk(0, 4);
+  idle_chunk(8, 4);
+  const ChunkId id = source_->obtain(4, 4 * kChunkBytes);
+  EXPECT_EQ(id, older);
+  EXPECT_TRUE(pool_[older].standby.empty());
+  EXPECT_EQ(sim_.counters()[BackendCall::kUnmap], 1u);
+  EXPECT_EQ(sim_.live_mappings(), 1u);
+  give_back(id);
+}
+
+TEST_F(ChunkSourceTest, ReleasingAFreeChunkUnmapsItsStandbyMappingsFirst) {
+  make_source("headroom_permille:0,move_share_permille:0");
+  idle_chunk(0, 4);
+  source_->evict(use_.oldest_idle(), ChunkSource::EvictTo::kStandby);
+  EXPECT_EQ(sim_.live_mappings(), 1u) << "standby at page 0";
+  source_->release_all_free();
+  EXPECT_EQ(sim_.live_mappings(), 0u);
+  EXPECT_EQ(sim_.live_chunks(), 0u);
+  EXPECT_EQ(pool_.live_chunks(), 0u);
 }
 
 TEST_F(ChunkSourceTest, OutOfMoveCreditAndWithNoCapTheSourceGrowsInstead) {

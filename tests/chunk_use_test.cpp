@@ -57,6 +57,24 @@ TEST_F(ChunkUseTest, AChunkTurnsIdleWhenItsLastBlockGoesAndUsedAgainWhenOneComes
   EXPECT_TRUE(idle_order().empty()) << "its queue entry is dead";
 }
 
+TEST_F(ChunkUseTest, AFreeChunkWhoseStandbyMappingIsActivatedCountsIdleThenUsedWhenTheBlockComes) {
+  const ChunkId other = mapped_for_block(8, 2);  // an unrelated used chunk: its count must not move
+  const ChunkId a = pool_.create(3);
+  pool_[a].arena = arena_.id;  // what Stitcher::activate leaves: an active place, users 0
+  pool_[a].first_page = 0;
+  arena_.pages.insert(0, a, 3);
+  use_.mapped_idle(a);
+  EXPECT_EQ(use_.used_pages(), 2u);
+  EXPECT_EQ(use_.idle_pages(), 3u);
+  EXPECT_EQ(use_.idle_chunks(), 1u);
+  EXPECT_EQ(use_.oldest_idle(), a);
+  use_.use(arena_, 0, 2);
+  EXPECT_EQ(use_.used_pages(), 5u);
+  EXPECT_EQ(use_.idle_pages(), 0u);
+  EXPECT_EQ(pool_[a].users, 1u);
+  EXPECT_EQ(pool_[other].users, 1u);
+}
+
 TEST_F(ChunkUseTest, TheOldestIdleChunkComesFirstAndTicksGrow) {
   const ChunkId a = mapped_for_block(0, 1);
   const ChunkId b = mapped_for_block(1, 2);

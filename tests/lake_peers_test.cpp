@@ -139,14 +139,14 @@ TEST_F(LakePeersTest, ARecalledIdleChunkGoesBackAtTheNextCall) {
   engine::StitchingAllocator& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
   void* q = a.allocate(4 * kMiB, 0);
-  a.deallocate(q);  // its two lent chunks stay mapped, idle (the stitched-range cache)
+  a.deallocate(q);  // its lent chunk (one loan: loans are not bounded by max_chunk_bytes) stays mapped, idle
   a.check_invariants();
   EXPECT_EQ(peer_bytes(), 4 * kMiB);
   EXPECT_EQ(lent(), 4 * kMiB);
-  EXPECT_EQ(ask("recall"), "2");
+  EXPECT_EQ(ask("recall"), "1");
   void* r = a.allocate(2 * kMiB, 0);  // the call serves the recall first, then borrows anew
   a.check_invariants();
-  EXPECT_EQ(peer_bytes(), 2 * kMiB) << "both recalled chunks went back; one new loan for r";
+  EXPECT_EQ(peer_bytes(), 2 * kMiB) << "the recalled chunk went back; one new loan for r";
   EXPECT_EQ(lent(), 2 * kMiB);
   a.deallocate(r);
   a.deallocate(own);
@@ -164,12 +164,12 @@ TEST_F(LakePeersTest, ARecalledLoanUnderQueuedWorkGoesBackOnceThatWorkFinished) 
   engine::StitchingAllocator& a = *alloc_;
   constexpr StreamId kStream = 1;
   void* own = a.allocate(kOwnBytes, kStream);
-  void* q = a.allocate(4 * kMiB, kStream);  // lent: two chunks
+  void* q = a.allocate(4 * kMiB, kStream);  // lent: one chunk
   a.deallocate(own);                         // the stream's first mark is recorded at this free
   a.deallocate(q);                           // within the mark spacing: the loan's idle tick has no mark
   a.check_invariants();
   EXPECT_EQ(events.recorded(), 1);
-  EXPECT_EQ(ask("recall"), "2");
+  EXPECT_EQ(ask("recall"), "1");
   void* r = a.allocate(2 * kMiB, kStream);  // serves the recall first; placed in own's pages, no backend call
   a.check_invariants();
   EXPECT_EQ(lent(), 4 * kMiB) << "the stream may still write the loan: kept";
@@ -177,7 +177,7 @@ TEST_F(LakePeersTest, ARecalledLoanUnderQueuedWorkGoesBackOnceThatWorkFinished) 
   events.finish(kStream);  // the device finished everything queued on the stream so far
   void* s = a.allocate(2 * kMiB, kStream);  // no free in between: the recall's own mark tells
   a.check_invariants();
-  EXPECT_EQ(peer_bytes(), 0u) << "both recalled chunks went back";
+  EXPECT_EQ(peer_bytes(), 0u) << "the recalled chunk went back";
   EXPECT_EQ(lent(), 0u);
   a.deallocate(s);
   a.deallocate(r);
@@ -189,20 +189,20 @@ TEST_F(LakePeersTest, ARecalledChunkUnderALiveBlockTakesNoNewBlockAndGoesBackWhe
   start(0);
   engine::StitchingAllocator& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
-  void* q = a.allocate(2 * kMiB + kMiB / 2, 0);  // two lent pages; the second one is mostly free
+  void* q = a.allocate(2 * kMiB + kMiB / 2, 0);  // two lent pages, one loan; the second page is mostly free
   const auto q_pages = reinterpret_cast<std::uintptr_t>(q) & ~(std::uintptr_t{kChunkBytes} - 1);
   std::memset(q, 0x42, 2 * kMiB + kMiB / 2);
   a.check_invariants();
   EXPECT_EQ(lent(), 4 * kMiB);
-  EXPECT_EQ(ask("recall"), "2");
+  EXPECT_EQ(ask("recall"), "1");
   // 1.25 MiB would fit in the free part of q's second page at no cost; that page is recalled.
   void* r = a.allocate(kMiB + kMiB / 4, 0);
   a.check_invariants();
   const auto r_at = reinterpret_cast<std::uintptr_t>(r);
   EXPECT_TRUE(r_at + kMiB + kMiB / 4 <= q_pages || r_at >= q_pages + 4 * kMiB) << "r was placed on a recalled chunk";
   EXPECT_TRUE(holds(q, 2 * kMiB + kMiB / 2, 0x42)) << "the live block keeps its bytes";
-  EXPECT_EQ(lent(), 6 * kMiB) << "the recalled chunks stay while q lives; r has a new loan";
-  a.deallocate(q);  // q's chunks go back with this free
+  EXPECT_EQ(lent(), 6 * kMiB) << "the recalled chunk stays while q lives; r has a new loan";
+  a.deallocate(q);  // q's chunk goes back with this free
   a.check_invariants();
   EXPECT_EQ(peer_bytes(), 2 * kMiB);
   EXPECT_EQ(lent(), 2 * kMiB);

@@ -1,4 +1,4 @@
-// The gmlake engine with chunks of several sizes (its defaults): backend calls follow runs and chunks, not bytes.
+// The gmlake engine with chunks of several sizes (up to 256 MiB): backend calls follow runs and chunks, not bytes.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -12,8 +12,10 @@ namespace {
 
 class MultiSizeChunksTest : public ::testing::Test {
  protected:
+  // Chunks up to 256 MiB and grow-ahead of 20 MiB (the defaults until 2026-11-25: what these tests pin down).
   StitchingAllocator& make(const std::string& conf = "") {
-    alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf), backend_);
+    const std::string base = "max_chunk_bytes:256M,grow_bytes:20M";
+    alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf.empty() ? base : base + "," + conf), backend_);
     return *alloc_;
   }
   std::uint64_t calls(BackendCall c) const { return backend_.counters()[c]; }

@@ -149,9 +149,12 @@ TEST_F(PeerChunksTest, APeerChunkThatTurnsFreeGoesBackToItsDeviceAtOnce) {
   // max_idle_mapped_bytes: idle chunks beyond 2 MiB are unmapped at once (trim), oldest first, so they turn free.
   StitchingAllocator& a = make("peer_devices:1,max_idle_mapped_bytes:2M");
   void* p = a.allocate(8 * kMiB, 0);
-  void* q = a.allocate(4 * kMiB, 0);  // two 2 MiB chunks on the peer
+  void* q1 = a.allocate(2 * kMiB, 0);  // two 2 MiB chunks on the peer (one 4 MiB block would be one loan)
+  void* q2 = a.allocate(2 * kMiB, 0);
   ASSERT_EQ(peer_bytes(), 4 * kMiB);
-  a.deallocate(q);  // 4 MiB idle: one chunk trimmed
+  a.deallocate(q1);  // 2 MiB idle: within the bound
+  EXPECT_EQ(peer_bytes(), 4 * kMiB);
+  a.deallocate(q2);  // 4 MiB idle: the oldest chunk trimmed
   a.check_invariants();
   EXPECT_EQ(peer_bytes(), 2 * kMiB);
   EXPECT_EQ(backend_.live_chunk_bytes(1), 2 * kMiB);

@@ -3,6 +3,9 @@
 
 #include <gtest/gtest.h>
 
+#include <utility>
+#include <vector>
+
 #include "backends/fault/fault_backend.h"
 #include "gmlake/backend_factory.h"
 #include "gmlake/error.h"
@@ -84,6 +87,94 @@ TEST(SimCostModelTest, ModelledBackendsChargeEachCallItsMeasuredCostAndSumOverMa
   h100->release(big);
   h100->address_free(base, 64 * kChunkBytes);
   EXPECT_THROW(make_backend("sim:h999", kChunkBytes), Error);
+}
+
+
+TEST(StitcherTest, AChunkMovedToStandbyStaysMappedAndCanBeActivatedAgainWithNoBackendCall) {
+  SimBackend sim;
+  Stats stats;
+  ChunkPool pool(sim, kChunkBytes, stats);
+  Stitcher stitcher(sim, pool, 21);
+  Arena arena(0, 0, sim.reserve(64 * kChunkBytes), 64 * kChunkBytes);
+  const ChunkId a = pool.create(2);
+  stitcher.map(arena, 4, a);
+  stitcher.grant(arena, 4, 2);
+  stitcher.to_standby(arena, a);
+  EXPECT_FALSE(pool[a].mapped()) << "no active place: free";
+  ASSERT_EQ(pool[a].standby.size(), 1u);
+  EXPECT_EQ(arena.pages.mapped_chunks(), 1u) << "the standby mapping is still a page map entry";
+  // Mapped a second time elsewhere: two mappings of one chunk (aliasing), both in the page map.
+  stitcher.map(arena, 10, a);
+  stitcher.grant(arena, 10, 2);
+  EXPECT_EQ(sim.live_mappings(), 2u);
+  EXPECT_TRUE(pool[a].active_at(0, 10));
+  EXPECT_FALSE(pool[a].active_at(0, 4));
+  const BackendCounters before = sim.counters();
+  stitcher.activate(arena, 4, a, &arena);
+  EXPECT_EQ(sim.counters().calls, before.calls) << "activation is bookkeeping only";
+  EXPECT_TRUE(pool[a].active_at(0, 4));
+  ASSERT_EQ(pool[a].standby.size(), 1u);
+  EXPECT_EQ(pool[a].standby[0].first_page, 10u) << "the old active place became the standby one";
+  EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, 4), 2 * kChunkBytes)) << "access stays with the mapping";
+  EXPECT_THROW(stitcher.activate(arena, 20, a, &arena), std::logic_error) << "no mapping there";
+  stitcher.unmap_standby(arena, 10, a);
+  EXPECT_TRUE(pool[a].standby.empty());
+  EXPECT_EQ(sim.live_mappings(), 1u);
+  stitcher.unmap(arena, a);
+  pool.release(a);
+  sim.address_free(arena.base, arena.virtual_bytes);
+  EXPECT_EQ(sim.live_chunks() + sim.live_mappings() + sim.live_reservations(), 0u);
+}
+
+TEST(StitcherTest, AFailedUnmapOfAStandbyMappingChangesNothing) {
+  SimBackend sim;
+  FaultBackend fault(sim);
+  Stats stats;
+  ChunkPool pool(fault, kChunkBytes, stats);
+  Stitcher stitcher(fault, pool, 21);
+  Arena arena(0, 0, fault.reserve(16 * kChunkBytes), 16 * kChunkBytes);
+  const ChunkId a = pool.create(1);
+  stitcher.map(arena, 3, a);
+  stitcher.to_standby(arena, a);
+  fault.arm({BackendCall::kUnmap, 1, 1, FaultError::kBackendError});
+  EXPECT_THROW(stitcher.unmap_standby(arena, 3, a), BackendError);
+  EXPECT_EQ(pool[a].standby.size(), 1u);
+  EXPECT_EQ(arena.pages.mapped_chunks(), 1u);
+  stitcher.unmap_standby(arena, 3, a);
+  EXPECT_EQ(arena.pages.mapped_chunks(), 0u);
+  pool.release(a);
+  fault.address_free(arena.base, arena.virtual_bytes);
+}
+
+
+// PyTorch's segment_map / segment_unmap trace events come from the backend's observer: it must see the active
+// places only, so that a trace never shows more mapped than the pool holds.
+TEST(StitcherTest, TheObserverSeesActivePlacesOnlyNotStandbyMappings) {
+  struct Recorder final : BackendObserver {
+    std::vector<std::pair<char, std::uintptr_t>> events;
+    void on_map(std::uintptr_t addr, std::uint64_t) noexcept override { events.emplace_back('m', addr); }
+    void on_unmap(std::uintptr_t addr, std::uint64_t) noexcept override { events.emplace_back('u', addr); }
+  } recorder;
+  SimBackend sim;
+  sim.set_observer(&recorder);
+  Stats stats;
+  ChunkPool pool(sim, kChunkBytes, stats);
+  Stitcher stitcher(sim, pool, 21);
+  Arena arena(0, 0, sim.reserve(64 * kChunkBytes), 64 * kChunkBytes);
+  const std::uintptr_t at4 = stitcher.address(arena, 4), at10 = stitcher.address(arena, 10);
+  const ChunkId a = pool.create(1);
+  stitcher.map(arena, 4, a);
+  stitcher.to_standby(arena, a);  // no backend call, but the memory left page 4
+  stitcher.map(arena, 10, a);
+  stitcher.activate(arena, 4, a, &arena);  // back at page 4, no backend call
+  stitcher.unmap_standby(arena, 10, a);    // page 10 held no memory of its own: no event
+  const std::vector<std::pair<char, std::uintptr_t>> expected{{'m', at4}, {'u', at4}, {'m', at10}, {'u', at10}, {'m', at4}};
+  EXPECT_EQ(recorder.events, expected);
+  stitcher.unmap(arena, a);
+  EXPECT_EQ(recorder.events.back(), std::make_pair('u', at4));
+  sim.set_observer(nullptr);
+  pool.release(a);
+  sim.address_free(arena.base, arena.virtual_bytes);
 }
 
 }  // namespace

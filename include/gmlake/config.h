@@ -50,10 +50,12 @@ namespace gmlake {
     "gmlake, asynchronous streams: memory created in a row, in units of chunk_bytes, instead of waiting when "   \
     "the oldest idle chunk's stream work is not known finished (the device lags); beyond it the allocator "     \
     "waits. Bounds how much the device's lag can raise the peak (64 x 2 MiB = 128 MiB)")                                                      \
-  X(u64, max_chunk_bytes, 256 * kMiB, "bytes",                                                                    \
+  X(u64, max_chunk_bytes, 4 * kMiB, "bytes",                                                                     \
     "gmlake: largest physical chunk, a multiple of chunk_bytes; a run of unmapped pages gets chunks of its own "  \
-    "size up to this and up to the block's share (chunks_per_block): the driver charges per call and per chunk, " \
-    "not per byte (bench/cuda/vmm_costs_h100.json); chunk_bytes = one size, page-granular moves")                \
+    "size up to this and up to the block's share (chunks_per_block). Small chunks strand nothing and need no "    \
+    "re-cut; with standby mappings a repeating step moves nothing once formed, so the extra calls are paid once "\
+    "(docs/benchmarks.md). Larger chunks cost fewer calls per byte (the driver charges per call and per chunk: "  \
+    "bench/cuda/vmm_costs_h100.json); chunk_bytes = one size, page-granular moves")                              \
   X(u64, chunks_per_block, 32, "count",                                                                          \
     "gmlake: a block's unmapped pages get chunks of at most 1/chunks_per_block of the block's size (at least "    \
     "one page): a chunk that a smaller block later covers in part then strands little, and a block of GBs still " \
@@ -62,7 +64,13 @@ namespace gmlake {
     "gmlake: most bytes of an idle chunk that a new block may leave uncovered when it lands on part of the "       \
     "chunk (stranded: pinned while the block lives); above it the chunk is re-cut (unmapped and released, the "   \
     "block's pages stitched anew at its own size), a move; 0 = re-cut on any stranded page")                    \
-  X(u64, grow_bytes, 20 * kMiB, "bytes",                                                                       \
+  X(u64, standby_mappings, 4, "count",                                                                          \
+    "gmlake: when an idle chunk moves to back another place, its old mapping is kept (a standby mapping: "        \
+    "address space, no memory) for up to this many places per chunk, so that a block placed there again takes "  \
+    "the chunk back with no driver call while no block uses it elsewhere (the GMLake paper's stitched-block "     \
+    "cache): a repeating step stops moving memory once each chunk is mapped where the step uses it; beyond it "  \
+    "the oldest is unmapped; 0 = none (every move unmaps). Off while max_idle_mapped_bytes is set")             \
+  X(u64, grow_bytes, 2 * kMiB, "bytes",                                                                        \
     "gmlake: a large-pool stitch that ends a block's range and is followed by unmapped pages backs at least "    \
     "this much at once (as PyTorch gives requests under 10 MiB a 20 MiB segment), so the pool grows by few "     \
     "large chunks; chunk_bytes = back only what the block needs")                                               \

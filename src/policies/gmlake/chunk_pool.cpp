@@ -7,6 +7,23 @@
 #include "peer_source.h"
 
 namespace gmlake::engine {
+namespace {
+
+// An unused record (pages 0), field by field: assigning a fresh Chunk would move its InlinedVector, which GCC 12
+// flags as a read of uninitialized storage.
+void clear(Chunk& c) {
+  c.handle = ChunkHandle{};
+  c.pages = 0;
+  c.arena = Chunk::kUnmapped;
+  c.users = 0;
+  c.first_page = 0;
+  c.idle_since = 0;
+  c.on_peer = false;
+  c.recalled = false;
+  c.standby.clear();
+}
+
+}  // namespace
 
 ChunkId ChunkPool::create(std::uint64_t pages, DeviceId device) {
   const ChunkHandle handle = backend_.create(pages * page_bytes_, device);  // throws: nothing changed
@@ -29,8 +46,11 @@ ChunkId ChunkPool::record(ChunkHandle handle, std::uint64_t pages, bool on_peer)
     id = static_cast<ChunkId>(chunks_.size());
     chunks_.emplace_back();  // the only call that may throw (bad_alloc): nothing recorded yet
   }
-  chunks_[id] = Chunk{handle, pages};
-  chunks_[id].on_peer = on_peer;
+  Chunk& c = chunks_[id];
+  clear(c);
+  c.handle = handle;
+  c.pages = pages;
+  c.on_peer = on_peer;
   stats_.reserved_bytes.increase(static_cast<std::int64_t>(pages * page_bytes_));
   if (on_peer) stats_.peer_reserved_bytes.increase(static_cast<std::int64_t>(pages * page_bytes_));
   ++stats_.chunks_created;
@@ -48,7 +68,7 @@ void ChunkPool::release(ChunkId id) {
   if (c.on_peer) stats_.peer_reserved_bytes.decrease(static_cast<std::int64_t>(c.pages * page_bytes_));
   ++stats_.chunks_released;
   if (c.recalled) std::erase(recalled_, id);
-  c = Chunk{};
+  clear(c);
   spare_.push_back(id);
 }
 

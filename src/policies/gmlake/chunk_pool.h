@@ -10,6 +10,11 @@
 //   free    arena == kUnmapped, users == 0, in the free index
 //   used    mapped, users > 0   (users = live or pending blocks that overlap its pages)
 //   idle    mapped, users == 0  (queued in IdleChunks since idle_since: GMLake's stitched-block cache)
+// "Mapped" is the chunk's active place (arena, first_page): where blocks may use it. A chunk may also keep
+// standby mappings (`standby`, at most Config::standby_mappings of them, oldest first): places it was mapped at
+// before it moved, left mapped (address space, no memory) so that a block placed there again takes it back with
+// no backend call while no block uses it at its active place. A free chunk may have standby mappings too; a peer
+// chunk never has one. Every mapping, active or standby, is a PageMap entry and a backend mapping.
 // Peer chunks (the lake, peer_source.h): a chunk created on a peer device (create(pages, device)) or lent by
 // another process (adopt) carries on_peer; it counts in peer_reserved_bytes as well, release gives it back
 // through its PeerSource, and add_free does so at once (it enters the free index only when that fails).
@@ -33,6 +38,7 @@
 #include <vector>
 
 #include "absl/container/btree_map.h"
+#include "absl/container/inlined_vector.h"
 #include "page_map.h"
 #include "gmlake/backend.h"
 #include "gmlake/stats.h"
@@ -40,6 +46,13 @@
 namespace gmlake::engine {
 
 class PeerSource;
+
+// A place a chunk is mapped at: page `first_page` of arena `arena`.
+struct ChunkPlace {
+  std::uint32_t arena;
+  std::uint64_t first_page;
+  bool operator==(const ChunkPlace&) const = default;
+};
 
 struct Chunk {
   static constexpr std::uint32_t kUnmapped = UINT32_MAX;
@@ -51,7 +64,10 @@ struct Chunk {
   std::uint64_t idle_since = 0;       // IdleChunks tick of its last turn to idle
   bool on_peer = false;               // made on a peer device or lent by another process (the lake)
   bool recalled = false;              // its lender wants it back: no new block on it (ChunkPool::recall)
+  absl::InlinedVector<ChunkPlace, 2> standby;  // standby mappings, oldest first (none on peer chunks)
   bool mapped() const { return arena != kUnmapped; }
+  // True when the mapping at page `page` of arena `in_arena` is the chunk's active place (else a standby one).
+  bool active_at(std::uint32_t in_arena, std::uint64_t page) const { return arena == in_arena && first_page == page; }
 };
 
 class ChunkPool {

@@ -23,6 +23,7 @@ ChunkSource::ChunkSource(const Config& config, unsigned page_shift, Parts parts)
       cap_bytes_(config.cap_bytes),
       clock_(parts.clock),
       max_strand_pages_(config.max_strand_bytes >> page_shift),
+      standby_limit_(config.max_idle_mapped_bytes != 0 ? 0 : config.standby_mappings),
       move_headroom_permille_(config.move_headroom_permille),
       moves_({config.move_budget_ns_per_op, config.move_share_permille, config.move_burst_ms * 1'000'000}) {}
 
@@ -97,7 +98,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
           ++stats_.fence_waits;
         }
         lag_grown_pages_ = 0;  // the oldest idle chunk is safe now: the device caught up
-        evict(oldest);
+        evict(oldest, EvictTo::kStandby);
         charge_eviction();
         s.create_refused = false;
         break;
@@ -125,6 +126,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
 
 std::uint64_t ChunkSource::recut(Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t stranded_pages) {
   if (stranded_pages <= max_strand_pages_ || !moves_allowed()) return 0;
+  // Idle chunks mapped (active or standby) at the pages, and free chunks with a standby mapping there.
   std::vector<ChunkId> stranding;
   arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
     const Chunk& c = pool_[e.chunk];
@@ -132,8 +134,11 @@ std::uint64_t ChunkSource::recut(Arena& arena, std::uint64_t first, std::uint64_
   });
   std::uint64_t recut_chunks = 0;
   for (const ChunkId id : stranding) {
-    if (!safe_to_evict(id)) continue;  // queued work may still touch it: it strands, as it would have
-    evict(id);  // throws: nothing changed for this chunk
+    if (pool_[id].pages == 0 || pool_[id].users != 0) continue;  // released or taken by an earlier step
+    if (pool_[id].mapped()) {
+      if (!safe_to_evict(id)) continue;  // queued work may still touch it: it strands, as it would have
+      evict(id);  // throws: nothing changed for this chunk
+    }
     release_free(id);
     charge_eviction();
     charge_release();
@@ -143,6 +148,7 @@ std::uint64_t ChunkSource::recut(Arena& arena, std::uint64_t first, std::uint64_
 }
 
 void ChunkSource::release_free(ChunkId id) {
+  drop_standby(id);  // throws: still free, with the standby mappings not yet unmapped
   pool_.take_free(id);
   try {
     pool_.release(id);
@@ -152,25 +158,50 @@ void ChunkSource::release_free(ChunkId id) {
   }
 }
 
-void ChunkSource::evict(ChunkId id) {
+void ChunkSource::evict(ChunkId id, EvictTo to) {
   Chunk& c = pool_[id];
   const std::uint64_t pages = c.pages;
-  stitcher_.unmap(arenas_[c.arena], id);  // throws: nothing changed, still idle and queued
+  if (to == EvictTo::kStandby && standby_limit_ != 0 && !c.on_peer) {
+    if (c.standby.size() >= standby_limit_) {
+      const ChunkPlace oldest = c.standby.front();
+      stitcher_.unmap_standby(arenas_[oldest.arena], oldest.first_page, id);  // throws: nothing changed
+    }
+    stitcher_.to_standby(arenas_[c.arena], id);  // no backend call
+  } else {
+    stitcher_.unmap(arenas_[c.arena], id);  // throws: nothing changed, still idle and queued
+  }
   use_.unmapped(pages, /*was_used=*/false);
   pool_.add_free(id);
   ++stats_.evictions;
 }
 
+void ChunkSource::drop_standby(ChunkId id) {
+  Chunk& c = pool_[id];
+  while (!c.standby.empty()) {
+    const ChunkPlace place = c.standby.back();
+    stitcher_.unmap_standby(arenas_[place.arena], place.first_page, id);  // throws: the rest stay
+  }
+}
+
+void ChunkSource::release_all_free() {
+  std::vector<ChunkId> standing;
+  pool_.for_each([&](ChunkId id, const Chunk& c) {
+    if (!c.mapped() && !c.standby.empty()) standing.push_back(id);
+  });
+  for (const ChunkId id : standing) drop_standby(id);
+  pool_.release_all_free();
+}
+
 void ChunkSource::set_cap_bytes(std::uint64_t cap_bytes) {
   cap_bytes_ = cap_bytes;
   if (cap_bytes_ == 0) return;
-  pool_.release_all_free();
+  release_all_free();
   if (reserved_now() > cap_bytes_ && use_.idle_chunks() != 0) {
     fence_.wait_all(use_.next_tick());
   }
   while (reserved_now() > cap_bytes_ && use_.idle_chunks() != 0) {
     evict(use_.oldest_idle());
-    pool_.release_all_free();
+    release_all_free();
   }
 }
 

@@ -10,6 +10,8 @@
 // recut() is the other move it makes: an idle chunk that a new block would strand (cover only in part, leaving
 // more than max_strand_bytes uncovered while the block lives) is unmapped and released, so that the block's pages
 // get chunks of the block's own size.
+// An eviction made to back a run keeps the chunk's old mapping as a standby one (Config::standby_mappings), so
+// that a repeating step, which needs the chunk back there later, takes it back with no backend call.
 // Moves (evictions, re-cuts, releases to remake a chunk) are weighed by MoveBudget: a share of wall time (Clock)
 // after a burst; over it, the pool grows instead, within move_headroom_permille, while memory does not limit.
 // Counts it keeps: reserved_now() = stats.reserved_bytes - stats.peer_reserved_bytes (the own device's bytes,
@@ -69,9 +71,19 @@ class ChunkSource {
   // released (counted in Stats::evictions); returns how many. Throws BackendError: chunks re-cut before stay
   // released, the rest as they were; the pool stays consistent.
   std::uint64_t recut(Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t stranded_pages);
-  // Unmaps idle chunk `id` into the free chunks (counted in Stats::evictions). Throws BackendError: nothing
-  // changed, the chunk is still idle and queued.
-  void evict(ChunkId id);
+  // Where an evicted chunk's mapping goes: unmapped, or kept as a standby mapping (chunk_pool.h) when
+  // Config::standby_mappings allows (never for a peer chunk; beyond the limit the chunk's oldest standby mapping
+  // is unmapped first).
+  enum class EvictTo : std::uint8_t { kUnmap, kStandby };
+  // Moves idle chunk `id` into the free chunks (counted in Stats::evictions), its mapping unmapped or kept as
+  // `to` says. Throws BackendError: nothing changed, the chunk is still idle and queued.
+  void evict(ChunkId id, EvictTo to = EvictTo::kUnmap);
+  // Unmaps every standby mapping of chunk `id` (before it is released). Throws BackendError: those unmapped
+  // before stay unmapped, the rest stay.
+  void drop_standby(ChunkId id);
+  // Releases every free chunk, their standby mappings unmapped first. Throws BackendError: what was released
+  // stays released, the rest stays free.
+  void release_all_free();
   // True when no queued work can touch idle chunk `id` any more (StreamFence; always without StreamEvents), so
   // it may be unmapped now.
   bool safe_to_evict(ChunkId id) {
@@ -136,6 +148,7 @@ class ChunkSource {
 
   Clock& clock_;
   std::uint64_t max_strand_pages_;
+  std::uint64_t standby_limit_;  // Config::standby_mappings; 0 with max_idle_mapped_bytes set
   std::uint64_t move_headroom_permille_;
   MoveBudget moves_;
   bool device_free_known_ = false;  // device_free_ was asked since begin()

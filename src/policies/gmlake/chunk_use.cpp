@@ -31,6 +31,15 @@ void ChunkUse::mapped_for_block(ChunkId id) {
   used_ += c.pages;
 }
 
+void ChunkUse::mapped_idle(ChunkId id) {
+  Chunk& c = pool_[id];
+  c.users = 0;
+  c.idle_since = idle_.next_tick();
+  idle_.push(id, c.idle_since);
+  idle_pages_ += c.pages;  // it was free: counted neither used nor idle
+  ++idle_chunks_;
+}
+
 std::uint64_t ChunkUse::idle_past(const Arena& arena, std::uint64_t block_last, std::uint64_t last) {
   std::uint64_t tick = 0;
   arena.pages.for_each(block_last + 1, last, [&](std::uint64_t p, const PageMap::Entry& e) {

@@ -3,7 +3,8 @@
 // cache: a range stays mapped after its blocks are freed and serves the next block placed there with no backend
 // call).
 //
-// A block overlapping pages [first, last] of an arena uses every chunk mapped there (a chunk moves whole, so a
+// Only active mappings count (chunk_pool.h): a block's pages are all active ones, so use() and unuse() see no
+// standby mapping. A block overlapping pages [first, last] of an arena uses every chunk mapped there (a chunk moves whole, so a
 // block that covers one page of it holds all of it). So, for every mapped chunk c and the counts kept here:
 //   c.users = #{ blocks b : pages(b) and pages(c) overlap }
 //   used_pages() = sum of c.pages over mapped c with users > 0;   idle_pages() = the same with users == 0
@@ -33,6 +34,9 @@ class ChunkUse {
   std::uint64_t unuse(const Arena& arena, std::uint64_t first, std::uint64_t last);
   // Chunk `id`, just mapped for the block being placed, is used by it (users 1).
   void mapped_for_block(ChunkId id);
+  // Free chunk `id` was given an active place again (a standby mapping activated, no backend call): it is idle
+  // there, with a new tick, until use() counts the block that takes it.
+  void mapped_idle(ChunkId id);
   // Chunks of pages [block_last + 1, last] that lie wholly past the block (grown ahead: counted as the block's
   // while their run was stitched) turn idle. Returns their tick, or 0 when none did.
   std::uint64_t idle_past(const Arena& arena, std::uint64_t block_last, std::uint64_t last);

@@ -8,10 +8,13 @@ Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint6
   Cost cost{last - first + 1, 0};
   bool recalled = false;
   arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+    const Chunk& c = pool_[e.chunk];
+    // A standby mapping of a chunk that a block uses elsewhere goes: its pages are stitched anew.
+    if (c.users != 0 && !c.active_at(arena.id, p)) return;
     const std::uint64_t lo = std::max(p, first), hi = std::min(p + e.pages - 1, last);
     cost.unmapped -= hi - lo + 1;
-    if (pool_[e.chunk].users == 0) cost.pinned_waste += e.pages - (hi - lo + 1);
-    recalled = recalled || pool_[e.chunk].recalled;
+    if (c.users == 0) cost.pinned_waste += e.pages - (hi - lo + 1);
+    recalled = recalled || c.recalled;
   });
   return recalled ? Cost{UINT64_MAX, 0} : cost;  // a recalled chunk takes no new block: never chosen
 }

@@ -7,6 +7,7 @@
 // them, in FreeIndex's good-fit order), each at its start and at its end (a block freed next to unmapped space
 // leaves a range whose mapped part may lie at either end):
 //   first by Cost::unmapped (time: backend calls), then by Cost::pinned_waste (memory);
+// a standby mapping (chunk_pool.h) counts as mapped while no block uses its chunk elsewhere, else as unmapped;
 // a place that costs neither is taken at once; ties keep the start and the earlier candidate. A place on a
 // recalled chunk (the lake: its lender wants it back) is never chosen.
 // Invariant of a Placement p for a request of n bytes (n a multiple of 512):

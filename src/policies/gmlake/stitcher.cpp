@@ -1,5 +1,8 @@
 #include "stitcher.h"
 
+#include <algorithm>
+#include <stdexcept>
+
 namespace gmlake::engine {
 
 void Stitcher::map(Arena& arena, std::uint64_t first_page, ChunkId id) {
@@ -21,6 +24,52 @@ void Stitcher::unmap(Arena& arena, ChunkId id) {
   arena.pages.erase(c.first_page);
   c.arena = Chunk::kUnmapped;
   c.users = 0;
+}
+
+void Stitcher::to_standby(const Arena& active_arena, ChunkId id) {
+  Chunk& c = pool_[id];
+  c.standby.push_back({c.arena, c.first_page});  // throws bad_alloc: nothing changed
+  if (BackendObserver* o = backend_.observer()) o->on_unmap(address(active_arena, c.first_page), c.pages << page_shift_);
+  c.arena = Chunk::kUnmapped;
+  c.users = 0;
+}
+
+void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, const Arena* active_arena) {
+  Chunk& c = pool_[id];
+  const auto it = std::find(c.standby.begin(), c.standby.end(), ChunkPlace{arena.id, first_page});
+  if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: activating a mapping a chunk lacks");
+  BackendObserver* o = backend_.observer();
+  if (c.mapped()) {
+    if (o != nullptr && active_arena != nullptr) o->on_unmap(address(*active_arena, c.first_page), c.pages << page_shift_);
+    *it = {c.arena, c.first_page};  // the active place becomes a standby one, in the slot of the one activated
+    std::rotate(it, it + 1, c.standby.end());  // ... and the newest
+  } else {
+    c.standby.erase(it);
+  }
+  c.arena = arena.id;
+  c.first_page = first_page;
+  if (o != nullptr) o->on_map(address(arena, first_page), c.pages << page_shift_);
+}
+
+void Stitcher::unmap_standby(Arena& arena, std::uint64_t first_page, ChunkId id) {
+  Chunk& c = pool_[id];
+  const auto it = std::find(c.standby.begin(), c.standby.end(), ChunkPlace{arena.id, first_page});
+  if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: unmapping a mapping a chunk lacks");
+  unmap_unobserved(address(arena, first_page), c.pages << page_shift_);  // throws: nothing changed
+  arena.pages.erase(first_page);
+  c.standby.erase(it);
+}
+
+void Stitcher::unmap_unobserved(std::uintptr_t addr, std::uint64_t size_bytes) {
+  BackendObserver* o = backend_.observer();
+  backend_.set_observer(nullptr);
+  try {
+    backend_.unmap(addr, size_bytes);
+  } catch (...) {
+    backend_.set_observer(o);
+    throw;
+  }
+  backend_.set_observer(o);
 }
 
 }  // namespace gmlake::engine

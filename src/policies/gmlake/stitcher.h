@@ -6,6 +6,12 @@
 // ../shared/REFERENCE.md), so a run backed by one large chunk costs one map and one set_access whatever its size.
 // Failure atomicity: map() changes nothing when the backend throws; grant() failing leaves the chunks mapped
 // without access, and the caller undoes with unmap(). unmap() changes nothing when the backend throws.
+// A chunk keeps at most one active place; its standby mappings (left where it was mapped before it moved) are
+// listed in Chunk::standby and are PageMap entries like the active one.
+// The backend's observer (BackendObserver: PyTorch's segment_map / segment_unmap trace events) sees the active
+// places only, so that what a trace shows mapped is what the pool holds: a chunk turned standby is told as an
+// unmap, a standby mapping activated as a map (no backend call in either), and a standby mapping's own unmap is
+// not told.
 // Thread safety: none.
 #pragma once
 
@@ -31,6 +37,19 @@ class Stitcher {
   // Unmaps chunk `id` (mapped in `arena`); it is then free but not in the free index. Throws BackendError:
   // nothing changed.
   void unmap(Arena& arena, ChunkId id);
+
+  // Standby mappings (chunk_pool.h). No backend call: chunk `id`'s active mapping stays mapped, as a standby
+  // one (the newest); the chunk is then free but not in the free index. `active_arena`: the arena it is active
+  // in. Throws std::bad_alloc only (nothing changed).
+  void to_standby(const Arena& active_arena, ChunkId id);
+  // No backend call: the standby mapping of chunk `id` at `first_page` of `arena` becomes its active place; an
+  // active place it had elsewhere (in `active_arena`; null when the chunk is free) becomes a standby one.
+  // Throws std::logic_error when the chunk has no standby mapping there (nothing changed).
+  void activate(Arena& arena, std::uint64_t first_page, ChunkId id, const Arena* active_arena);
+  // Unmaps the standby mapping of chunk `id` at `first_page` of `arena`. Throws BackendError: nothing changed.
+  void unmap_standby(Arena& arena, std::uint64_t first_page, ChunkId id);
+  // backend.unmap(addr, size_bytes) without telling the backend's observer (a standby mapping's unmap; teardown).
+  void unmap_unobserved(std::uintptr_t addr, std::uint64_t size_bytes);
 
  private:
   Backend& backend_;

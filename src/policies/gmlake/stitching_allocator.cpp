@@ -60,11 +60,17 @@ StitchingAllocator::~StitchingAllocator() {
   pool_.for_each([&](ChunkId id, const Chunk&) { live.push_back(id); });
   for (const ChunkId id : live) {
     Chunk& c = pool_[id];
+    bool unmapped = true;
+    for (const ChunkPlace& place : c.standby) {
+      const std::uintptr_t address = stitcher_.address(arenas_[place.arena], place.first_page);
+      unmapped = attempt_twice([&] { stitcher_.unmap_unobserved(address, c.pages << page_shift_); }) && unmapped;
+    }
     if (c.mapped()) {
       Arena& arena = arenas_[c.arena];
       const std::uintptr_t address = stitcher_.address(arena, c.first_page);
-      if (!attempt_twice([&] { backend_.unmap(address, c.pages << page_shift_); })) continue;
+      unmapped = attempt_twice([&] { backend_.unmap(address, c.pages << page_shift_); }) && unmapped;
     }
+    if (!unmapped) continue;
     attempt_twice([&] { pool_.release(id); });  // a peer chunk goes back through its source
   }
   // ArenaSet's destructor frees the arenas' address space.
@@ -106,8 +112,15 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     at.cost = placer_.cost_of(arena, first, last);
   }
   const PieceId piece = arena.free.take(at.range, at.offset, rounded);
+  std::uint64_t dropped = 0;  // standby mappings unmapped in the range: their pages are stitched anew
+  try {
+    dropped = take_standby(arena, first, last);
+  } catch (...) {
+    arena.free.give(piece);
+    throw;
+  }
   use_.use(arena, first, last);  // first, so that no chunk of the range is evicted to back the rest
-  if (at.cost.unmapped == 0) {
+  if (at.cost.unmapped == 0 && dropped == 0) {
     ++stats_.stitch_reuses;
   } else {
     try {
@@ -234,15 +247,48 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
   return chunks;
 }
 
+std::uint64_t StitchingAllocator::take_standby(Arena& arena, std::uint64_t first, std::uint64_t last) {
+  standby_.clear();
+  arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+    if (!pool_[e.chunk].active_at(arena.id, p)) standby_.emplace_back(p, e.chunk);
+  });
+  std::uint64_t dropped = 0;
+  for (const auto& [page, id] : standby_) {
+    const Chunk& c = pool_[id];
+    // The chunk cannot come here while a block uses it, while it is active in this very range (a second standby
+    // mapping of it in the range), or while another stream's queued work may still touch it at its active place.
+    const bool in_range = c.mapped() && c.arena == arena.id && c.first_page <= last && c.first_page + c.pages > first;
+    const bool lagging = c.mapped() && arenas_[c.arena].stream != arena.stream && !source_.safe_to_evict(id);
+    if (c.users != 0 || in_range || lagging) {
+      stitcher_.unmap_standby(arena, page, id);  // throws: what was taken stays taken, idle and consistent
+      ++dropped;
+    } else if (c.mapped()) {
+      stitcher_.activate(arena, page, id, &arenas_[c.arena]);  // idle at its new place, since the same tick
+    } else {
+      pool_.take_free(id);
+      stitcher_.activate(arena, page, id, nullptr);
+      use_.mapped_idle(id);
+    }
+  }
+  return dropped;
+}
+
 bool StitchingAllocator::unmap_arena(Arena& arena) {
-  std::vector<ChunkId> chunks;
+  std::vector<std::pair<std::uint64_t, ChunkId>> entries;
   bool safe = true;
-  arena.pages.for_all([&](std::uint64_t, const PageMap::Entry& e) {
-    chunks.push_back(e.chunk);
-    safe = safe && source_.safe_to_evict(e.chunk);
+  arena.pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
+    entries.emplace_back(p, e.chunk);
+    if (pool_[e.chunk].active_at(arena.id, p)) safe = safe && source_.safe_to_evict(e.chunk);
   });
   if (!safe) return false;
-  for (const ChunkId c : chunks) source_.evict(c);  // throws Error: the arena is kept, what was evicted is free memory
+  // Throws Error: the arena is kept, what was evicted is free memory, what was unmapped is gone.
+  for (const auto& [page, c] : entries) {
+    if (pool_[c].active_at(arena.id, page)) {
+      source_.evict(c);
+    } else {
+      stitcher_.unmap_standby(arena, page, c);
+    }
+  }
   return true;
 }
 
@@ -322,7 +368,7 @@ void StitchingAllocator::empty_cache() {
     source_.evict(oldest);  // throws: the rest stays cached, consistent
   }
   arenas_.retire_empty(false);  // every chunk is safe now (waited for above)
-  pool_.release_all_free();
+  source_.release_all_free();
   source_.device_has_room();
   update_inactive_split();
 }

@@ -37,6 +37,10 @@
 //     a re-cut) are charged a modelled driver cost; while a bound refuses, with no cap set, the device not yet
 //     found full and reserved bytes within move_headroom_permille, a new chunk is created instead; with peers
 //     that may lend, a chunk is borrowed instead.
+//   - Standby mappings (standby_mappings): an idle chunk evicted to back a run keeps its old mapping (address
+//     space, no memory). A block placed there again while no block uses the chunk elsewhere takes it back with
+//     no backend call (take_standby), so a repeating step stops moving memory once each chunk is mapped where
+//     the step uses it: GMLake's stitched blocks, which keep the same physical chunks mapped at several ranges.
 //   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
 //     only by its own stream (safe in stream order); a chunk leaves its place only once a StreamFence says the
 //     freeing stream's queued work has finished. When the oldest idle chunk is not known finished, a new chunk
@@ -46,13 +50,15 @@
 //   free ranges(A) + blocks(A) tile [0, A.virtual_bytes)
 //   pages(b) is covered by mapped chunks of b's arena
 //   c.users = #{ b : pages(b) and pages(c) overlap }                                  (mapped c)
+//   every page of a block lies in an active mapping;  every PageMap entry is its chunk's active place or one
+//   of its standby ones, and each standby place of a chunk is a PageMap entry; peer chunks have none
 //   used_pages = sum of c.pages over mapped c with users > 0;  idle_pages = same with users == 0
 //   reserved_bytes = sum of c.pages x chunk_bytes over all chunks = backend.live_chunk_bytes()
 //   peer_reserved_bytes = same over chunks on peers = sum over peer devices d of backend.live_chunk_bytes(d)
 //                       + the lent chunks' bytes (<= backend.live_imported_bytes())
 //                       <= peer_budget_bytes (when set);  reserved_bytes - peer_reserved_bytes =
 //                       backend.live_chunk_bytes(backend.device())
-//   backend.live_mappings() = #mapped chunks;   idle c  <=>  IdleChunks holds c at c.idle_since
+//   backend.live_mappings() = #mapped chunks + #standby mappings;   idle c  <=>  IdleChunks holds c at c.idle_since
 //   allocated / active / requested bytes = the sums over live (and pending, for active) blocks
 //   inactive_split_bytes = used_pages x chunk_bytes - active_bytes
 // Failure atomicity: if a stitch fails (cap, backend out of memory, backend error), the block is not placed;
@@ -155,8 +161,13 @@ class StitchingAllocator final : public Allocator {
   // while queued work may, it makes sure a stream mark follows the chunk (StreamFence::cover), so that a later
   // call gives it back. A backend failure leaves it as it was, for the next call.
   void give_back_if_unused(ChunkId id);
-  // ArenaSet's Unmapper: evicts every chunk of `arena` (no block in it) once no queued work can touch any;
-  // false (nothing done) while some may.
+  // Makes every standby mapping in pages [first, last] of `arena` (a block is about to use them) active, or
+  // unmaps it where its chunk cannot come (a block uses it elsewhere, it is active in the range already, or
+  // another stream's queued work may touch it): no backend call but those unmaps. Returns how many it unmapped.
+  // Throws BackendError: what was done stays done (idle chunks at their new places), consistent.
+  std::uint64_t take_standby(Arena& arena, std::uint64_t first, std::uint64_t last);
+  // ArenaSet's Unmapper: evicts every chunk of `arena` (no block in it) once no queued work can touch any, and
+  // unmaps the standby mappings in it; false (nothing done) while some may.
   bool unmap_arena(Arena& arena);
   void trim_idle(std::uint64_t max_idle_bytes);
   BlockMap::iterator find_live(void* ptr, const char* call);
@@ -180,6 +191,7 @@ class StitchingAllocator final : public Allocator {
   ChunkSource source_;
   BlockMap blocks_;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> runs_;  // scratch: unmapped runs of a placement
+  std::vector<std::pair<std::uint64_t, ChunkId>> standby_;      // scratch: standby mappings of a placement
 };
 
 }  // namespace gmlake::engine

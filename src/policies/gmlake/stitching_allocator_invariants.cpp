@@ -45,7 +45,10 @@ void StitchingAllocator::check_invariants() const {
     if (piece.offset != b.offset || piece.size_bytes != b.size_bytes) broken("block " + hex(address) + " differs from its piece");
     const std::uint64_t first = first_page(b.offset), last = last_page(b.offset, b.size_bytes);
     if (arena.pages.unmapped_pages(first, last) != 0) broken("block " + hex(address) + " has an unmapped page");
-    arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) { ++users[e.chunk]; });
+    arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+      if (!pool_[e.chunk].active_at(arena.id, p)) broken("block " + hex(address) + " lies on a standby mapping");
+      ++users[e.chunk];
+    });
     active += static_cast<std::int64_t>(b.size_bytes);
     if (!b.pending_free) {
       allocated += static_cast<std::int64_t>(b.size_bytes);
@@ -64,17 +67,32 @@ void StitchingAllocator::check_invariants() const {
     if (expect != arenas_[a].virtual_bytes) broken("arena " + std::to_string(a) + " is not tiled to its end");
   }
   // Page maps: no overlap, entries match their chunks.
-  std::uint64_t mapped = 0;
+  std::uint64_t mapped = 0, standby = 0;
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
     std::uint64_t next_free_page = 0;
     arenas_[a].pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
       if (p < next_free_page) broken("chunks overlap in arena " + std::to_string(a));
       next_free_page = p + e.pages;
       const Chunk& c = pool_[e.chunk];
-      if (c.arena != a || c.first_page != p || c.pages != e.pages) broken("a page map entry differs from its chunk");
-      ++mapped;
+      if (c.pages != e.pages) broken("a page map entry differs from its chunk's size");
+      if (c.active_at(static_cast<std::uint32_t>(a), p)) {
+        ++mapped;
+      } else if (std::find(c.standby.begin(), c.standby.end(), ChunkPlace{static_cast<std::uint32_t>(a), p}) !=
+                 c.standby.end()) {
+        ++standby;
+      } else {
+        broken("a page map entry is neither its chunk's active place nor a standby one");
+      }
     });
   }
+  std::uint64_t standby_listed = 0;
+  pool_.for_each([&](ChunkId, const Chunk& c) {
+    standby_listed += c.standby.size();
+    if (c.on_peer && !c.standby.empty()) broken("a peer chunk has a standby mapping");
+    if (config_.standby_mappings != 0 && c.standby.size() > config_.standby_mappings)
+      broken("a chunk has more standby mappings than standby_mappings");
+  });
+  if (standby_listed != standby) broken("standby mappings listed by the chunks differ from the page maps");
   std::set<ChunkId> queued;
   use_.for_each_idle([&](ChunkId id) { queued.insert(id); });
   std::uint64_t used = 0, idle = 0, idle_chunks = 0, live_pages = 0, mapped_chunks = 0;
@@ -99,7 +117,8 @@ void StitchingAllocator::check_invariants() const {
   if (mapped_chunks != mapped) broken("mapped chunks differ from the page map entries");
   if (used != use_.used_pages()) broken("used page count differs from the recount");
   if (idle != use_.idle_pages() || idle_chunks != use_.idle_chunks()) broken("idle page count differs from the recount");
-  if (backend_.live_mappings() != mapped) broken("backend live mappings differ from the mapped chunks");
+  if (backend_.live_mappings() != mapped + standby)
+    broken("backend live mappings differ from the mapped chunks and standby mappings");
   const auto reserved = static_cast<std::int64_t>(live_pages << page_shift_);
   if (stats_.reserved_bytes.current != reserved) broken("reserved_bytes differs from the recount");
   if (backend_.live_chunk_bytes() != static_cast<std::uint64_t>(reserved))

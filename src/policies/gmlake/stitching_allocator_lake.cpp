@@ -9,6 +9,14 @@
 #include "stitching_allocator.h"
 
 namespace gmlake::engine {
+namespace {
+
+// The largest loan: a peer chunk is given back as soon as no block uses it, so it strands nothing for long, and
+// each loan costs a round trip and, from a peer GPU, a cuMemSetAccess over the link; so loans are not bounded by
+// max_chunk_bytes (4 MiB) or chunks_per_block, only by this (the largest chunk of the engine before 2026-11-25).
+constexpr std::uint64_t kMaxLoanBytes = 256ull << 20;
+
+}  // namespace
 
 ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t chunk_limit, std::uint64_t block_pages,
                                              std::uint64_t requested) {
@@ -26,7 +34,8 @@ ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t 
   } catch (const OutOfMemoryError&) {
     // Nothing idle or free, and the own device or the cap refuses: the peer's turn.
   }
-  const ChunkId id = peers_->borrow(pool_, std::min({pages, block_pages, source_.max_chunk_pages()}), stats_.num_alloc_retries);
+  const std::uint64_t max_loan_pages = std::max<std::uint64_t>(1, kMaxLoanBytes >> page_shift_);
+  const ChunkId id = peers_->borrow(pool_, std::min({pages, block_pages, max_loan_pages}), stats_.num_alloc_retries);
   if (id != kNoChunk) return id;
   return source_.obtain(own_pages, requested);  // the peers refused: memory first on the own device, or its OutOfMemoryError
 }

@@ -1,7 +1,8 @@
 // StitchingAllocator::segments: the arenas' mapped memory in PyTorch's snapshot terms. A segment is a maximal
 // run of mapped pages of one arena (chunks mapped side by side join into one run); its blocks are the live and
 // pending blocks placed in it and, between them, the free bytes as inactive blocks; its chunks are the chunks
-// mapped there, so a stitched range shows as a segment of several chunks.
+// mapped there, so a stitched range shows as a segment of several chunks. Standby mappings are left out: each
+// chunk shows once, at its active place, so the segments' sizes and the free chunks add up to reserved bytes.
 #include <algorithm>
 #include <cstdint>
 #include <vector>
@@ -48,6 +49,7 @@ std::vector<SegmentInfo> StitchingAllocator::segments() const {
       open_index = kNone;
     };
     arena.pages.for_all([&](std::uint64_t first_page, const PageMap::Entry& e) {
+      if (!pool_[e.chunk].active_at(arena.id, first_page)) return;  // standby: no memory of its own to show
       if (open_index == kNone || first_page != run_end_page) {
         close();
         out.push_back(SegmentInfo{arena.base + (first_page << page_shift_), 0, arena.stream,
