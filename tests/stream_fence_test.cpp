@@ -181,5 +181,33 @@ TEST_F(StreamFenceTest, AnIdleBoundEvictsOnlyFinishedPages) {
   a.check_invariants();
 }
 
+
+// A chunk taken back at a standby mapping in stream order (no fence) leaves its other place a standby mapping
+// that the stream's queued work may still touch: unmapping that mapping waits for the work (else the GPU faults
+// on a range unmapped under a running kernel: CUDA_ERROR_ILLEGAL_ADDRESS, seen on the H100 before this wait).
+TEST_F(StreamFenceTest, AStandbyMappingLeftInStreamOrderIsUnmappedOnlyOnceItsWorkFinished) {
+  auto& a = make("cross_stream_reuse:false,headroom_permille:0");
+  constexpr StreamId kStream = 1;
+  void* x = a.allocate(2 * kMiB, kStream);  // page 0: chunk c0
+  void* y = a.allocate(2 * kMiB, kStream);  // page 1
+  a.deallocate(x);
+  events_.finish_all();
+  void* z = a.allocate(4 * kMiB, kStream);  // pages 2-3: c0 moves there (safe), standby at page 0
+  ASSERT_EQ(a.stats().evictions, 1u);
+  a.deallocate(z);  // c0 idle at page 2; the stream's work on it is still queued
+  void* w = a.allocate(2 * kMiB, kStream);  // page 0 again: c0 taken back in stream order, page 2 is standby
+  EXPECT_EQ(w, x);
+  const int waits_before = events_.waits;
+  const std::uint64_t fence_waits_before = a.stats().fence_waits;
+  // Pages 2-3 again: page 2's standby mapping (of c0, used by w) must go, and the work queued on it may run.
+  void* v = a.allocate(4 * kMiB, kStream);
+  EXPECT_EQ(v, z);
+  EXPECT_GT(events_.waits, waits_before) << "the standby mapping was unmapped without waiting for its work";
+  EXPECT_GT(a.stats().fence_waits, fence_waits_before);
+  a.check_invariants();
+  for (void* p : {v, w, y}) a.deallocate(p);
+  a.check_invariants();
+}
+
 }  // namespace
 }  // namespace gmlake::engine

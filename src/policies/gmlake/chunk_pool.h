@@ -47,11 +47,16 @@ namespace gmlake::engine {
 
 class PeerSource;
 
-// A place a chunk is mapped at: page `first_page` of arena `arena`.
+// A place a chunk is mapped at: page `first_page` of arena `arena`. For a standby mapping, also when it stopped
+// being the chunk's active place: work queued on the arena's stream before idle tick `left_tick` may still touch
+// it, so it is unmapped only once the StreamFence finds that tick safe (the chunk itself may have moved on in
+// stream order, with no fence: the mapping's own last use is what counts). A block placed on it again is safe
+// without the fence: it is on the same arena's stream, after that work. Places are equal when arena and page are.
 struct ChunkPlace {
   std::uint32_t arena;
   std::uint64_t first_page;
-  bool operator==(const ChunkPlace&) const = default;
+  std::uint64_t left_tick = 0;
+  bool operator==(const ChunkPlace& o) const { return arena == o.arena && first_page == o.first_page; }
 };
 
 struct Chunk {

@@ -1,6 +1,7 @@
 #include "chunk_source.h"
 
 #include <algorithm>
+#include <stdexcept>
 #include <vector>
 
 #include "gmlake/error.h"
@@ -164,7 +165,7 @@ void ChunkSource::evict(ChunkId id, EvictTo to) {
   if (to == EvictTo::kStandby && standby_limit_ != 0 && !c.on_peer) {
     if (c.standby.size() >= standby_limit_) {
       const ChunkPlace oldest = c.standby.front();
-      stitcher_.unmap_standby(arenas_[oldest.arena], oldest.first_page, id);  // throws: nothing changed
+      unmap_standby(id, oldest.arena, oldest.first_page);  // throws: nothing changed
     }
     stitcher_.to_standby(arenas_[c.arena], id);  // no backend call
   } else {
@@ -175,11 +176,28 @@ void ChunkSource::evict(ChunkId id, EvictTo to) {
   ++stats_.evictions;
 }
 
+bool ChunkSource::standby_safe(ChunkId id, std::uint32_t arena, std::uint64_t first_page) {
+  const Chunk& c = pool_[id];
+  const auto it = std::find(c.standby.begin(), c.standby.end(), ChunkPlace{arena, first_page});
+  if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: a chunk lacks a standby mapping");
+  return !fence_.asynchronous() || fence_.safe(arenas_[arena].stream, it->left_tick);
+}
+
+void ChunkSource::unmap_standby(ChunkId id, std::uint32_t arena, std::uint64_t first_page) {
+  if (!standby_safe(id, arena, first_page)) {
+    const Chunk& c = pool_[id];
+    const auto it = std::find(c.standby.begin(), c.standby.end(), ChunkPlace{arena, first_page});
+    fence_.wait_safe(arenas_[arena].stream, it->left_tick, use_.next_tick());
+    ++stats_.fence_waits;
+  }
+  stitcher_.unmap_standby(arenas_[arena], first_page, id);  // throws: nothing changed
+}
+
 void ChunkSource::drop_standby(ChunkId id) {
   Chunk& c = pool_[id];
   while (!c.standby.empty()) {
-    const ChunkPlace place = c.standby.back();
-    stitcher_.unmap_standby(arenas_[place.arena], place.first_page, id);  // throws: the rest stay
+    const ChunkPlace last = c.standby.back();
+    unmap_standby(id, last.arena, last.first_page);  // throws: the rest stay
   }
 }
 

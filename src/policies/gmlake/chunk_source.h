@@ -78,6 +78,12 @@ class ChunkSource {
   // Moves idle chunk `id` into the free chunks (counted in Stats::evictions), its mapping unmapped or kept as
   // `to` says. Throws BackendError: nothing changed, the chunk is still idle and queued.
   void evict(ChunkId id, EvictTo to = EvictTo::kUnmap);
+  // True when no queued work can touch the standby mapping of chunk `id` at `first_page` of arena `arena` any
+  // more (its left_tick is safe), so that it may be unmapped now. Throws std::logic_error when there is none.
+  bool standby_safe(ChunkId id, std::uint32_t arena, std::uint64_t first_page);
+  // Unmaps that standby mapping, first waiting (counted in Stats::fence_waits) until no queued work can touch
+  // it. Throws BackendError: nothing changed.
+  void unmap_standby(ChunkId id, std::uint32_t arena, std::uint64_t first_page);
   // Unmaps every standby mapping of chunk `id` (before it is released). Throws BackendError: those unmapped
   // before stay unmapped, the rest stay.
   void drop_standby(ChunkId id);

@@ -28,7 +28,7 @@ void Stitcher::unmap(Arena& arena, ChunkId id) {
 
 void Stitcher::to_standby(const Arena& active_arena, ChunkId id) {
   Chunk& c = pool_[id];
-  c.standby.push_back({c.arena, c.first_page});  // throws bad_alloc: nothing changed
+  c.standby.push_back({c.arena, c.first_page, c.idle_since});  // throws bad_alloc: nothing changed
   if (BackendObserver* o = backend_.observer()) o->on_unmap(address(active_arena, c.first_page), c.pages << page_shift_);
   c.arena = Chunk::kUnmapped;
   c.users = 0;
@@ -41,7 +41,9 @@ void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, cons
   BackendObserver* o = backend_.observer();
   if (c.mapped()) {
     if (o != nullptr && active_arena != nullptr) o->on_unmap(address(*active_arena, c.first_page), c.pages << page_shift_);
-    *it = {c.arena, c.first_page};  // the active place becomes a standby one, in the slot of the one activated
+    // The active place becomes a standby one, in the slot of the one activated: the stream's work before the
+    // chunk's idle tick may still touch it.
+    *it = {c.arena, c.first_page, c.idle_since};
     std::rotate(it, it + 1, c.standby.end());  // ... and the newest
   } else {
     c.standby.erase(it);

@@ -46,7 +46,8 @@ class Stitcher {
   // active place it had elsewhere (in `active_arena`; null when the chunk is free) becomes a standby one.
   // Throws std::logic_error when the chunk has no standby mapping there (nothing changed).
   void activate(Arena& arena, std::uint64_t first_page, ChunkId id, const Arena* active_arena);
-  // Unmaps the standby mapping of chunk `id` at `first_page` of `arena`. Throws BackendError: nothing changed.
+  // Unmaps the standby mapping of chunk `id` at `first_page` of `arena`; the caller has made sure no queued work
+  // touches it (ChunkPlace::left_tick, ChunkSource::unmap_standby). Throws BackendError: nothing changed.
   void unmap_standby(Arena& arena, std::uint64_t first_page, ChunkId id);
   // backend.unmap(addr, size_bytes) without telling the backend's observer (a standby mapping's unmap; teardown).
   void unmap_unobserved(std::uintptr_t addr, std::uint64_t size_bytes);

@@ -260,7 +260,7 @@ std::uint64_t StitchingAllocator::take_standby(Arena& arena, std::uint64_t first
     const bool in_range = c.mapped() && c.arena == arena.id && c.first_page <= last && c.first_page + c.pages > first;
     const bool lagging = c.mapped() && arenas_[c.arena].stream != arena.stream && !source_.safe_to_evict(id);
     if (c.users != 0 || in_range || lagging) {
-      stitcher_.unmap_standby(arena, page, id);  // throws: what was taken stays taken, idle and consistent
+      source_.unmap_standby(id, arena.id, page);  // throws: what was taken stays taken, idle and consistent
       ++dropped;
     } else if (c.mapped()) {
       stitcher_.activate(arena, page, id, &arenas_[c.arena]);  // idle at its new place, since the same tick
@@ -278,7 +278,8 @@ bool StitchingAllocator::unmap_arena(Arena& arena) {
   bool safe = true;
   arena.pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
     entries.emplace_back(p, e.chunk);
-    if (pool_[e.chunk].active_at(arena.id, p)) safe = safe && source_.safe_to_evict(e.chunk);
+    safe = safe && (pool_[e.chunk].active_at(arena.id, p) ? source_.safe_to_evict(e.chunk)
+                                                          : source_.standby_safe(e.chunk, arena.id, p));
   });
   if (!safe) return false;
   // Throws Error: the arena is kept, what was evicted is free memory, what was unmapped is gone.
@@ -286,7 +287,7 @@ bool StitchingAllocator::unmap_arena(Arena& arena) {
     if (pool_[c].active_at(arena.id, page)) {
       source_.evict(c);
     } else {
-      stitcher_.unmap_standby(arena, page, c);
+      source_.unmap_standby(c, arena.id, page);  // safe: checked above
     }
   }
   return true;
