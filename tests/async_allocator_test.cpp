@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <map>
 #include <memory>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -225,6 +226,119 @@ TEST_F(AsyncAllocatorTest, BlocksAreListedInAddressOrderAndSegmentsAreNotShown) 
   EXPECT_TRUE(a->segments().empty());
   EXPECT_EQ(a->policy(), Policy::kAsync);
   EXPECT_EQ(&a->backend(), &backend_);
+}
+
+// A backend whose only capability is a modelled stream-ordered pool bounded by its device limit, as CudaBackend
+// makes a CudaMemPool whose maxSize is the device limit: the replay's path to `async` on the CPU. Its VMM calls are
+// never made by `async`.
+class PoolOnlyBackend final : public Backend {
+ public:
+  explicit PoolOnlyBackend(std::vector<ModelledPool::Call>* log) : Backend(kChunkBytes), log_(log) {}
+  std::string_view name() const override { return "pool-only"; }
+  bool host_accessible() const override { return false; }
+  std::unique_ptr<StreamOrderedPool> make_stream_ordered_pool() override {
+    return std::make_unique<ModelledPool>(device_limit_bytes(), log_);
+  }
+
+ protected:
+  [[noreturn]] static void unused() { throw std::logic_error("async made a VMM call"); }
+  std::uintptr_t do_reserve(std::uint64_t) override { unused(); }
+  void do_address_free(std::uintptr_t, std::uint64_t) override { unused(); }
+  ChunkHandle do_create(std::uint64_t) override { unused(); }
+  void do_release(ChunkHandle, std::uint64_t) override { unused(); }
+  void do_map(std::uintptr_t, std::uint64_t, ChunkHandle) override { unused(); }
+  void do_unmap(std::uintptr_t, std::uint64_t) override { unused(); }
+  void do_set_access(std::uintptr_t, std::uint64_t) override { unused(); }
+
+ private:
+  std::vector<ModelledPool::Call>* log_;
+};
+
+// Two streams, a deferred free (record_stream) and a block still live at the end.
+Trace two_stream_trace() {
+  Trace t;
+  t.name = "two_streams";
+  DeviceTrace d;
+  std::int64_t time_us = 0;
+  auto ev = [&](TraceAction a, std::uint64_t addr, std::uint64_t size, std::uint64_t stream) {
+    d.events.push_back({a, addr, size, stream, time_us += 5});
+  };
+  ev(TraceAction::kAlloc, 0xA000, 3 * kMiB, 0);
+  ev(TraceAction::kAlloc, 0xB000, 1000, 7);
+  ev(TraceAction::kFreeRequested, 0xA000, 3 * kMiB, 0);  // completes after the next allocation: deferred
+  ev(TraceAction::kAlloc, 0xC000, 5 * kMiB, 0);
+  ev(TraceAction::kFreeCompleted, 0xA000, 3 * kMiB, 0);
+  ev(TraceAction::kFreeRequested, 0xB000, 1000, 7);
+  ev(TraceAction::kFreeCompleted, 0xB000, 1000, 7);
+  ev(TraceAction::kAlloc, 0xD000, 1 * kMiB, 7);
+  t.devices.push_back(d);
+  return t;
+}
+
+TEST(AsyncReplayTest, TheReplayDrivesAsyncThroughTheBackendsPoolWithEveryOpDoneAndThePoolsPeak) {
+  const Trace trace = two_stream_trace();
+  std::vector<ModelledPool::Call> log;
+  PoolOnlyBackend backend(&log);
+  ReplayOptions options;
+  options.config.policy = Policy::kAsync;
+  options.check_every_ops = 1;
+  ReplaySeries series;
+  options.series = &series;
+  const ReplayResult r = replay(trace, trace.devices[0], options, backend);
+  EXPECT_EQ(r.policy, Policy::kAsync);
+  EXPECT_EQ(r.backend, "pool-only");
+  EXPECT_EQ(r.ops, 7u) << "4 allocations, 1 free at once, 1 deferred free (2 ops)";
+  EXPECT_EQ(r.ooms, 0u);
+  EXPECT_EQ(r.lower_bound_bytes, 6 * kMiB) << "5 MiB and 1 MiB live at the end";
+  EXPECT_EQ(r.lower_bound_held_bytes, 3 * kMiB + 1000 + 5 * kMiB) << "the deferred free held until it ended";
+  // The model: 3 MiB + 1000 B -> 4 MiB; + 5 MiB while the deferred free still holds its 3 MiB -> 10 MiB.
+  EXPECT_EQ(r.peak_reserved_bytes, 10 * kMiB);
+  EXPECT_GE(r.peak_reserved_bytes, r.lower_bound_bytes);
+  EXPECT_EQ(*std::max_element(series.reserved_bytes.begin(), series.reserved_bytes.end()), r.peak_reserved_bytes)
+      << "the --plot curve reaches the reported peak";
+  ASSERT_EQ(log.size(), 4u + 2u + 2u) << "4 allocations, 2 frees in the trace, 2 blocks freed at teardown";
+  EXPECT_EQ(log[3].what, "free");
+  EXPECT_EQ(log[3].address, log[0].address) << "the deferred free reaches the pool after the next allocation";
+  EXPECT_EQ(log[4].what, "free");
+  EXPECT_EQ(log[4].stream, 7u);
+  EXPECT_EQ(backend.live_chunks(), 0u);
+  EXPECT_EQ(r.stats.backend_calls[BackendCall::kCreate], 0u);
+}
+
+TEST(AsyncReplayTest, UnderADeviceLimitThePoolsMaximumSizeFailsAllocationsThatAreCountedAndTheReplayGoesOn) {
+  const Trace trace = two_stream_trace();
+  std::vector<ModelledPool::Call> log;
+  PoolOnlyBackend backend(&log);
+  ReplayOptions options;
+  options.config.policy = Policy::kAsync;
+  options.device_bytes = 6 * kMiB;  // the 5 MiB block cannot join the 4 MiB already reserved
+  const ReplayResult r = replay(trace, trace.devices[0], options, backend);
+  EXPECT_EQ(r.ooms, 1u);
+  EXPECT_EQ(r.stats.num_ooms, 1u);
+  EXPECT_EQ(r.ops, 7u);
+  EXPECT_LE(r.peak_reserved_bytes, 6 * kMiB);
+  EXPECT_EQ(r.lower_bound_bytes, 3 * kMiB + 1000) << "the failed allocation is left out of the lower bound";
+}
+
+// A real trace (record_stream frees included) through async over the modelled pool: the same ops as caching
+// replays, none failed, the invariants after every op, and the pool's peak at least the bytes held live.
+TEST(AsyncReplayTest, AShippedTraceReplaysThroughAsyncWithTheSameOpsAsCachingAndEveryInvariantKept) {
+  const Trace trace = read_trace(std::string(GMLAKE_TRACES_DIR) + "/llm_offload_streams.snapshot.pickle.xz");
+  std::vector<ModelledPool::Call> log;
+  PoolOnlyBackend backend(&log);
+  ReplayOptions options;
+  options.config.policy = Policy::kAsync;
+  options.check_every_ops = 1000;
+  const ReplayResult r = replay(trace, trace.devices.at(0), options, backend);
+  ReplayOptions caching;
+  caching.config.policy = Policy::kCaching;
+  const ReplayResult c = replay(trace, trace.devices.at(0), caching);
+  EXPECT_EQ(r.ops, c.ops);
+  EXPECT_EQ(r.ooms, 0u);
+  EXPECT_EQ(r.unknown_frees, c.unknown_frees);
+  EXPECT_EQ(r.lower_bound_held_bytes, c.lower_bound_held_bytes);
+  EXPECT_GE(r.peak_reserved_bytes, r.lower_bound_held_bytes);
+  EXPECT_EQ(r.stats.num_allocs, c.stats.num_allocs);
 }
 
 // Where no stream-ordered pool exists, the policy is refused with one line that says why and what to use.
