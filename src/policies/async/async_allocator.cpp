@@ -70,13 +70,15 @@ void* AsyncAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     ++stats_.num_ooms;
     throw;
   }
+  bool inserted = false;
   try {
-    const bool inserted = blocks_.emplace(address, Block{rounded, size_bytes, stream, false}).second;
-    if (!inserted) throw std::logic_error(fmt::format("gmlake async: the pool returned {:#x} twice", address));
-  } catch (...) {
+    inserted = blocks_.try_emplace(address, Block{rounded, size_bytes, stream, false}).second;
+  } catch (...) {  // no memory for the table: the allocation goes back
     pool_->free_async(address, stream);
     throw;
   }
+  // A live block's address again: the pool is broken; its memory is the live block's, so nothing is freed.
+  if (!inserted) throw std::logic_error(fmt::format("gmlake async: the pool returned live address {:#x}", address));
   stats_.allocated_bytes.increase(as_gauge(rounded));
   stats_.active_bytes.increase(as_gauge(rounded));
   stats_.requested_bytes.increase(as_gauge(size_bytes));
