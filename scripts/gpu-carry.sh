@@ -5,6 +5,7 @@
 # (ignored by git: add "/.dev/" to .git/info/exclude). On the GPU machine:
 #   export LD_LIBRARY_PATH=$PWD/.dev/lib GMLAKE_LIBRARY=$PWD/.dev/lib/libgmlake_c.so
 #   .dev/bin/gmlake_gpu_tests; .dev/bin/device_pool_gpu_tests; .dev/bin/gmlake replay .dev/traces/*.xz --backend cuda; scripts/gpu-e2e.sh $OUT
+#   scripts/gpu-async-replay.sh $OUT   (the async policy's GPU tests, then every shipped trace with --policy all on cuda)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/build.sh -DGMLAKE_WITH_CUDA=ON

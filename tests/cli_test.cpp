@@ -138,10 +138,27 @@ TEST_F(CliTest, APickleThatWouldRunCodeIsRejected) {
 }
 
 TEST_F(CliTest, UnknownPolicyBackendOrCapIsBadInput) {
-  expect_bad_input("replay " + trace_ + " --policy magic", "magic");
+  expect_bad_input("replay " + trace_ + " --policy magic", "expected gmlake, caching, expandable, async or all");
   expect_bad_input("replay " + trace_ + " --backend gpu9", "gpu9");
   expect_bad_input("replay " + trace_ + " --cap lots", "cap_bytes");
   expect_bad_input("replay " + trace_ + " --conf nokey:1", "nokey");
+}
+
+// --policy async replays through cudaMallocAsync's pool of a GPU: alone on the sim or host backend it is refused
+// with one line before any trace is read; `all` there replays the other three without a word (the JSON rows of
+// DeviceBytesSizesTheDeviceOnTheSimAndHostBackends: three).
+TEST_F(CliTest, AsyncAloneOnTheSimOrHostBackendIsRefusedWithOneLineSayingWhy) {
+  for (const std::string backend : {"sim", "sim:h100", "host"}) {
+    expect_bad_input("replay " + trace_ + " --policy async --backend " + backend,
+                     "--policy async: it replays through cudaMallocAsync's stream-ordered pool of a GPU, which "
+                     "backend " + backend + " has none of: use --backend cuda");
+    // Refused before the trace is read: a missing file is not what it reports.
+    expect_bad_input("replay /no/such/trace.pickle --policy async --backend " + backend, "--backend cuda");
+  }
+  const Outcome all = gmlake("replay " + trace_ + " --policy all --backend sim");
+  ASSERT_EQ(all.status, 0) << all.err;
+  EXPECT_EQ(all.out.find("async"), std::string::npos) << all.out;
+  EXPECT_EQ(all.err.find("async"), std::string::npos) << all.err;
 }
 
 // --device-bytes: a device of that size on the sim and host backends alike; the policy is not told, so a

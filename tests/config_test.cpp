@@ -32,6 +32,15 @@ TEST(ConfigTest, ParsesSizesWithUnitsAndBooleans) {
   EXPECT_EQ(parse_config("").cap_bytes, 0u);
 }
 
+// async: PyTorch's backend:cudaMallocAsync, named as the config names it and as PyTorch does.
+TEST(ConfigTest, AsyncIsAPolicyNamedAsyncOrCudaMallocAsync) {
+  EXPECT_EQ(parse_config("policy:async").policy, Policy::kAsync);
+  EXPECT_EQ(parse_config("policy:cudaMallocAsync").policy, Policy::kAsync);
+  EXPECT_STREQ(to_string(Policy::kAsync), "async");
+  EXPECT_EQ(parse_config(parse_config("policy:async").to_string()).policy, Policy::kAsync);
+  test::expect_error([&] { parse_config("policy:magic"); }, ErrorCode::kConfig, "expected gmlake, caching, expandable or async");
+}
+
 TEST(ConfigTest, ToStringRoundTrips) {
   const Config c = parse_config("cap_bytes:3G,policy:expandable,cross_stream_reuse:0");
   const Config back = parse_config(c.to_string());

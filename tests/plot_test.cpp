@@ -97,6 +97,24 @@ TEST(PlotTest, OneChartPerTraceAndDeviceWithOneReservedCurvePerPolicyAndTheTable
   EXPECT_EQ(html.find("src="), std::string::npos);
 }
 
+// `--policy all` on cuda adds async (PyTorch's cudaMallocAsync): four curves on one chart, each in a colour of its own.
+TEST(PlotTest, AsyncGetsACurveInAColourOfItsOwnBesideTheOtherThreePolicies) {
+  std::vector<PlotRun> runs;
+  for (Policy p : {Policy::kCaching, Policy::kExpandable, Policy::kGmlake, Policy::kAsync}) {
+    runs.push_back(run_of("t1", 0, p, 100, 6 * kGiB));
+  }
+  const std::string html = format_plot_html(runs, {});
+  std::vector<std::string> colours;
+  for (const char* p : {"caching", "expandable", "gmlake", "async"}) {
+    const std::string start = std::string("class=\"reserved\" data-policy=\"") + p + "\"";
+    ASSERT_EQ(count(html, start), 1u) << p;
+    const std::size_t stroke = html.find("stroke=\"", html.find(start)) + 8;
+    colours.push_back(html.substr(stroke, html.find('"', stroke) - stroke));
+  }
+  std::sort(colours.begin(), colours.end());
+  EXPECT_EQ(std::unique(colours.begin(), colours.end()), colours.end()) << "two policies share a colour";
+}
+
 TEST(PlotTest, ATraceWithoutTimesIsDrawnOverTheOpIndexWithWholeOpsSpelledOut) {
   PlotRun run = run_of("t", 0, Policy::kGmlake, 1'500'001, kGiB);
   std::fill(run.series.time_us.begin(), run.series.time_us.end(), 0);

@@ -130,8 +130,10 @@ class Allocator {
 // The policy named by config.policy over `backend`, which must outlive the allocator. `events` (null for host
 // and sim) makes the policy safe for asynchronous streams (see stream_events.h); only `gmlake` supports it yet.
 // Throws Error(kConfig) when config.validate() fails, chunk_bytes is not a multiple of the backend's
-// granularity, or the policy cannot take `events`. `clock` (null: the steady clock) is where `gmlake` reads wall
-// time for its move budget (Config::move_share_permille); it must outlive the allocator.
+// granularity, the policy cannot take `events`, or the policy is `async` and the backend has no stream-ordered
+// pool (Backend::make_stream_ordered_pool: host and sim have none; src/policies/async/async_allocator.h).
+// `clock` (null: the steady clock) is where `gmlake` reads wall time for its move budget
+// (Config::move_share_permille); it must outlive the allocator.
 std::unique_ptr<Allocator> make_allocator(const Config& config, Backend& backend, StreamEvents* events = nullptr,
                                           Clock* clock = nullptr);
 

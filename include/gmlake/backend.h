@@ -49,12 +49,14 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string_view>
 #include <utility>
 #include <vector>
 
 #include "absl/container/btree_map.h"
 #include "absl/container/flat_hash_map.h"
+#include "gmlake/stream_ordered_pool.h"
 
 namespace gmlake {
 
@@ -168,6 +170,15 @@ class Backend {
   // less its live bytes) bounded by device_limit_bytes(); UINT64_MAX when neither is known (host, an unbounded
   // sim). Not counted; on cuda one driver call (a few microseconds): off the hot path only.
   std::uint64_t device_free_bytes();
+
+  // A new stream-ordered memory pool of device() (stream_ordered_pool.h: cudaMallocAsync's), for one allocator
+  // (the `async` policy), which must destroy it before the backend; nullptr when the backend has none (host,
+  // sim, the wrappers: the default). cuda: a pool of its own (cuMemPoolCreate) whose max_size_bytes() is
+  // device_limit_bytes() as set when the pool is made, rounded down to granularity_bytes() (0: no bound but the
+  // device's). Its calls are the driver's, outside this class's contract and counters: they make no chunks,
+  // mappings or reservations here. Throws BackendError when the driver refuses the pool (a device without
+  // memory pools; a device limit on a driver older than CUDA 12.2, which has no maxSize).
+  virtual std::unique_ptr<StreamOrderedPool> make_stream_ordered_pool() { return nullptr; }
 
   const BackendCounters& counters() const { return counters_; }
   std::uint64_t live_chunks() const { return chunks_.size(); }

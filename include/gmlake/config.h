@@ -21,7 +21,8 @@ namespace gmlake {
 // X(type, name, default, unit, description). type is one of: u64 (sizes, counts), bool, Policy, string.
 #define GMLAKE_CONFIG_FIELDS(X)                                                                                   \
   X(Policy, policy, Policy::kGmlake, "",                                                                         \
-    "allocation policy: gmlake (stitching), caching (PyTorch native), expandable (PyTorch expandable_segments)") \
+    "allocation policy: gmlake (stitching), caching (PyTorch native), expandable (PyTorch expandable_segments), " \
+    "async (PyTorch backend:cudaMallocAsync, CUDA's stream-ordered pool: `gmlake replay --backend cuda` only)")  \
   X(string, backend, "host", "",                                                                                 \
     "where memory comes from (the Pool, the C API): host (memfd + mmap, CPU-readable), sim (accounting only), "  \
     "sim:h100|sim:h200 (VMM calls charged their modelled cost), cuda (the GPU of the pool's device, CUDA VMM "    \
@@ -135,9 +136,11 @@ namespace gmlake {
   X(u64, expandable_virtual_bytes, 256 * kGiB, "bytes",                                                          \
     "expandable: virtual size of each segment (PyTorch reserves 1.125 x device memory)")
 
-enum class Policy { kGmlake, kCaching, kExpandable };
+// kAsync: PyTorch's backend:cudaMallocAsync, the device's stream-ordered pool (src/policies/async/); it needs a
+// backend with a StreamOrderedPool (cuda) and runs only in `gmlake replay` (a Pool the caller gives a backend).
+enum class Policy { kGmlake, kCaching, kExpandable, kAsync };
 const char* to_string(Policy p);
-// Parses "gmlake" | "caching" | "expandable"; throws Error(kConfig) otherwise.
+// Parses "gmlake" | "caching" | "expandable" | "async" (also "cudaMallocAsync"); throws Error(kConfig) otherwise.
 Policy parse_policy(std::string_view text);
 
 struct Config {

@@ -44,9 +44,10 @@ class TracingAllocator;
 class Pool final : public Allocator {
  public:
   // Makes the backend config.backend names ("cuda" serves `device`: cuda:<device>; the other backends ignore
-  // `device`) and the stack over it. Throws Error(kConfig) when config.validate() fails or the policy cannot
-  // run on that backend, Error(kInvalidArgument) for a backend this build does not have, BackendError when the
-  // backend cannot start (cuda without a driver or device).
+  // `device`) and the stack over it. Throws Error(kConfig) when config.validate() fails, the policy cannot
+  // run on that backend, or the policy is `async` (whose streams are names, for the replay only:
+  // src/policies/async/async_allocator.h); Error(kInvalidArgument) for a backend this build does not have,
+  // BackendError when the backend cannot start (cuda without a driver or device).
   // stream_events false: no CUDA events even on cuda (record_stream then only checks its pointer, and frees
   // complete in the block's stream order): for private pools, whose blocks a CUDA graph capture allocates and
   // frees (an event query during capture is an error).

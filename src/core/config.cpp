@@ -60,7 +60,7 @@ void parse_value(std::string_view key, std::string_view text, Policy* out) {
   try {
     *out = parse_policy(text);
   } catch (const Error&) {
-    fail(key, "unknown policy '" + std::string(text) + "': expected gmlake, caching or expandable");
+    fail(key, "unknown policy '" + std::string(text) + "': expected gmlake, caching, expandable or async");
   }
 }
 
@@ -83,6 +83,7 @@ const char* to_string(Policy p) {
     case Policy::kGmlake: return "gmlake";
     case Policy::kCaching: return "caching";
     case Policy::kExpandable: return "expandable";
+    case Policy::kAsync: return "async";
   }
   return "unknown";
 }
@@ -92,8 +93,9 @@ Policy parse_policy(std::string_view text) {
   if (t == "gmlake") return Policy::kGmlake;
   if (t == "caching" || t == "native") return Policy::kCaching;
   if (t == "expandable" || t == "expandable_segments") return Policy::kExpandable;
+  if (t == "async" || t == "cudamallocasync") return Policy::kAsync;
   throw Error(ErrorCode::kConfig, "gmlake config: unknown policy '" + std::string(text) +
-                                      "': expected gmlake, caching or expandable");
+                                      "': expected gmlake, caching, expandable or async");
 }
 
 void Config::apply(std::string_view text) {

@@ -5,6 +5,7 @@
 
 #include "./gmlake/stitching_allocator.h"  // ./: this folder's gmlake/, not include/gmlake/
 #include "gmlake/error.h"
+#include "async/async_allocator.h"
 #include "caching/caching_allocator.h"
 #include "expandable/expandable_allocator.h"
 
@@ -21,6 +22,7 @@ std::unique_ptr<Allocator> make_allocator(const Config& config, Backend& backend
     case Policy::kGmlake: return std::make_unique<engine::StitchingAllocator>(config, backend, events, clock);
     case Policy::kCaching: return std::make_unique<CachingAllocator>(config, backend);
     case Policy::kExpandable: return std::make_unique<ExpandableAllocator>(config, backend);
+    case Policy::kAsync: return std::make_unique<AsyncAllocator>(config, backend);
   }
   throw Error(ErrorCode::kConfig, "gmlake config: policy: unknown policy");
 }

@@ -30,6 +30,17 @@ Config validated(const Config& config) {
   return config;
 }
 
+// The Pool that makes its own backend serves real streams (the C API, PyTorch), which `async` would take for
+// names of its own streams (async_allocator.h): refused, with what does the same under PyTorch.
+Config validated_for_own_backend(const Config& config) {
+  if (config.policy == Policy::kAsync) {
+    throw Error(ErrorCode::kConfig,
+                "gmlake config: policy: async is for `gmlake replay --backend cuda` only; under PyTorch, "
+                "PYTORCH_CUDA_ALLOC_CONF=backend:cudaMallocAsync is that allocator");
+  }
+  return validated(config);
+}
+
 // Throws Error(kInvalidArgument) unless every block of `wanted` (sorted by address) can be made again once every
 // live block is freed: each a positive multiple of 512 B asking 1 .. its size, inside one segment, apart.
 void check_restorable(const std::vector<BlockInfo>& wanted, const std::vector<SegmentInfo>& segments) {
@@ -56,7 +67,7 @@ void check_restorable(const std::vector<BlockInfo>& wanted, const std::vector<Se
 }  // namespace
 
 Pool::Pool(const Config& config, int device, bool stream_events)
-    : config_(validated(config)),
+    : config_(validated_for_own_backend(config)),
       owned_backend_(make_backend(backend_name(config_, device), config_.chunk_bytes, config_.ipc_handles)),
       backend_(owned_backend_.get()),
       owned_events_(stream_events ? make_stream_events(*backend_) : nullptr),

@@ -39,6 +39,7 @@ const char* colour_of(Policy policy) {
     case Policy::kCaching: return "#d62728";
     case Policy::kExpandable: return "#ff7f0e";
     case Policy::kGmlake: return "#1f5fbf";
+    case Policy::kAsync: return "#2ca02c";
   }
   return "#555555";
 }

@@ -12,6 +12,7 @@
 #include <string>
 
 #include "cuda_driver.h"
+#include "cuda_mem_pool.h"
 #include "gmlake/error.h"
 
 namespace gmlake {
@@ -120,6 +121,17 @@ CudaBackend::~CudaBackend() {
     // The context could not be made current: nothing more can be given back.
   }
   api.cuDevicePrimaryCtxRelease(cu_device_);
+}
+
+std::unique_ptr<StreamOrderedPool> CudaBackend::make_stream_ordered_pool() {
+  std::uint64_t max_size_bytes = device_limit_bytes();
+  if (physical_limit_bytes_ != 0 && (max_size_bytes == 0 || physical_limit_bytes_ < max_size_bytes)) {
+    max_size_bytes = physical_limit_bytes_;
+  }
+  if (max_size_bytes != 0) {
+    max_size_bytes = std::max(max_size_bytes / granularity_bytes(), std::uint64_t{1}) * granularity_bytes();
+  }
+  return std::make_unique<CudaMemPool>(context_, device_, max_size_bytes);
 }
 
 void CudaBackend::check_memory(const char* call, int result, std::uint64_t size_bytes) const {

@@ -87,6 +87,11 @@ class CudaBackend final : public Backend {
   void* context() const { return context_; }
   // The limit create() enforces on live_chunk_bytes() before asking the driver, 0 for none.
   std::uint64_t physical_limit_bytes() const { return physical_limit_bytes_; }
+  // A CudaMemPool (cuda_mem_pool.h) of this device in the retained primary context, at most
+  // min(device_limit_bytes(), physical_limit_bytes()) (the non-zero ones) rounded down to granularity_bytes()
+  // (one granule at least); 0: the device's memory. It must be destroyed before this backend. Throws as
+  // CudaMemPool's constructor.
+  std::unique_ptr<StreamOrderedPool> make_stream_ordered_pool() override;
 
  protected:
   std::uintptr_t do_reserve(std::uint64_t size_bytes) override;

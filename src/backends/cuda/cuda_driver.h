@@ -67,7 +67,15 @@ struct DriverApi {
   X(cuEventDestroy)                         \
   X(cuStreamCreate)                         \
   X(cuStreamDestroy)                        \
-  X(cuMemsetD32Async)
+  X(cuMemsetD32Async)                       \
+  X(cuStreamSynchronize)                    \
+  X(cuMemPoolCreate)                        \
+  X(cuMemPoolDestroy)                       \
+  X(cuMemPoolSetAttribute)                  \
+  X(cuMemPoolGetAttribute)                  \
+  X(cuMemPoolTrimTo)                        \
+  X(cuMemAllocFromPoolAsync)                \
+  X(cuMemFreeAsync)
 #define GMLAKE_CUDA_DRIVER_MEMBER(name) decltype(&::name) name = nullptr;
   GMLAKE_CUDA_DRIVER_ENTRY_POINTS(GMLAKE_CUDA_DRIVER_MEMBER)
 #undef GMLAKE_CUDA_DRIVER_MEMBER

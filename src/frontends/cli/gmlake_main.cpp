@@ -1,6 +1,6 @@
 // gmlake: the command-line front end. Thin: argument parsing and output; the work is in the library.
 //
-//   gmlake replay TRACE... [--policy gmlake|caching|expandable|all] [--backend sim[:h100|:h200]|host|cuda[:N]] [--cap BYTES]
+//   gmlake replay TRACE... [--policy gmlake|caching|expandable|async|all] [--backend sim[:h100|:h200]|host|cuda[:N]] [--cap BYTES]
 //                          [--device-bytes BYTES|FACTORx] [--conf KEY:VALUE,...] [--json FILE] [--snapshot-out FILE]
 //                          [--plot FILE.html] [--quiet]
 //   gmlake conf            the configuration table (GMLAKE_CONF keys, defaults, units)
@@ -14,6 +14,7 @@
 #include <cstring>
 #include <new>
 #include <cstdlib>
+#include <optional>
 #include <fstream>
 #include <map>
 #include <memory>
@@ -84,13 +85,43 @@ std::string checked_cap(const std::string& cap) {
   return cap;
 }
 
-std::vector<gmlake::Policy> policies_from(const std::string& text) {
-  if (text == "all") return {gmlake::Policy::kCaching, gmlake::Policy::kExpandable, gmlake::Policy::kGmlake};
+// Whether `backend` has a stream-ordered pool (cudaMallocAsync's), which the `async` policy replays through:
+// nullopt when it has, else why not. On cuda a pool is made and destroyed to find out (a device without memory
+// pools, or a driver that refuses the pool, then says why).
+std::optional<std::string> async_unavailable(gmlake::Backend& backend) {
   try {
-    return {gmlake::parse_policy(text)};
-  } catch (const gmlake::Error&) {
-    die("unknown policy '" + text + "': expected gmlake, caching, expandable or all");
+    if (backend.make_stream_ordered_pool() != nullptr) return std::nullopt;
+  } catch (const gmlake::Error& e) {
+    return std::string("backend ") + std::string(backend.name()) + " could not make a stream-ordered pool: " + e.what();
   }
+  return "it replays through cudaMallocAsync's stream-ordered pool of a GPU, which backend " +
+         std::string(backend.name()) + " has none of: use --backend cuda";
+}
+
+// The policies --policy names. `all`: caching, expandable and gmlake, and async where the backend has a
+// stream-ordered pool (cuda); on a cuda backend that cannot make one, a note on stderr says why async is left out.
+// `async` alone on a backend without one: refused here, before any trace is read.
+std::vector<gmlake::Policy> policies_from(const std::string& text, gmlake::Backend& backend) {
+  if (text == "all") {
+    std::vector<gmlake::Policy> all = {gmlake::Policy::kCaching, gmlake::Policy::kExpandable, gmlake::Policy::kGmlake};
+    const std::optional<std::string> why_not = async_unavailable(backend);
+    if (!why_not) {
+      all.push_back(gmlake::Policy::kAsync);
+    } else if (backend.name() == "cuda") {
+      std::fprintf(stderr, "gmlake: note: --policy all leaves out async: %s\n", why_not->c_str());
+    }
+    return all;
+  }
+  gmlake::Policy policy = gmlake::Policy::kGmlake;
+  try {
+    policy = gmlake::parse_policy(text);
+  } catch (const gmlake::Error&) {
+    die("unknown policy '" + text + "': expected gmlake, caching, expandable, async or all");
+  }
+  if (policy == gmlake::Policy::kAsync) {
+    if (const std::optional<std::string> why_not = async_unavailable(backend)) die("--policy async: " + *why_not);
+  }
+  return {policy};
 }
 
 // Where --snapshot-out writes `policy`'s snapshot: `path` itself for one policy; with several, the policy's name
@@ -164,7 +195,7 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
   } catch (const gmlake::Error& e) {
     die(e.what());
   }
-  const std::vector<gmlake::Policy> policies = policies_from(policy_text);
+  const std::vector<gmlake::Policy> policies = policies_from(policy_text, *probe);
   if (!snapshot_out.empty() && paths.size() != 1) die("--snapshot-out: give exactly one trace");
 
   std::vector<gmlake::ReplayResult> results;
@@ -283,15 +314,20 @@ int run(int argc, char** argv) {
   std::string policy = "all", backend = "sim", cap, conf;
   ReplayOutputs outputs;
   replay->add_option("traces", paths, "snapshot files (.pickle, .pickle.xz, .pickle.gz) or RMM CSV logs")->required();
-  replay->add_option("--policy", policy, "gmlake, caching, expandable or all")->capture_default_str();
+  replay->add_option("--policy", policy,
+                     "gmlake, caching (PyTorch native), expandable (PyTorch expandable_segments), async (PyTorch "
+                     "backend:cudaMallocAsync: cudaMallocAsync / cudaFreeAsync on a pool of the GPU; --backend cuda "
+                     "only) or all (the first three, and async on cuda)")
+      ->capture_default_str();
   replay->add_option("--backend", backend, backend_help())->capture_default_str();
   CLI::Option* cap_option = replay->add_option("--cap", cap, "memory cap in bytes (suffixes K, M, G, T; 0: no cap)");
   std::string device_bytes;
   CLI::Option* device_option = replay->add_option(
       "--device-bytes", device_bytes,
       "the device's size: bytes (suffixes K, M, G, T) or a factor of each device's lower bound (1.01x); the "
-      "backend never holds more on it at once (sim, host and cuda alike), and the policy is not told, as on a GPU "
-      "that other work has filled. Allocations that do not fit count as out-of-memory, as under --cap");
+      "backend never holds more on it at once (sim, host and cuda alike; for async, the maximum size of its pool), "
+      "and the policy is not told, as on a GPU that other work has filled. Allocations that do not fit count as "
+      "out-of-memory, as under --cap");
   replay->add_option("--conf", conf, "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`)");
   replay->add_option("--json", outputs.json_path, "also write the results as a JSON array to this file");
   replay->add_option("--snapshot-out", outputs.snapshot_out,
