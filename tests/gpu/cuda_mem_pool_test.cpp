@@ -174,7 +174,11 @@ TEST_F(CudaMemPoolTest, PolicyAsyncUnderADeviceLimitCountsTheAllocationsThatDoNo
   const std::uint64_t device_bytes = lower / 2;
   const ReplayResult r = replay_async(trace, device_bytes);
   EXPECT_GT(r.ooms, 0u) << "half the lower bound cannot hold the trace";
-  EXPECT_LE(r.peak_reserved_bytes, device_bytes) << "the pool's maximum size bounds it";
+  // The driver honours the pool's maxSize at a coarser grain than 2 MiB: on an H100 (driver 580.159.04) a pool
+  // of at most 124.5 MiB reserved 128 MiB. So the bound is maxSize rounded up to 64 MiB.
+  constexpr std::uint64_t kDriverGrainBytes = 64ull << 20;
+  const std::uint64_t bound = (device_bytes + kDriverGrainBytes - 1) / kDriverGrainBytes * kDriverGrainBytes;
+  EXPECT_LE(r.peak_reserved_bytes, bound) << "the pool's maximum size bounds it, at the driver's grain";
   EXPECT_GT(r.peak_reserved_bytes, 0u);
   EXPECT_EQ(r.stats.num_ooms, r.ooms);
 }
