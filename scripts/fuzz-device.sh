@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The long fuzzing run (issue 15: 10^8 executions over the libFuzzer targets) on a many-core machine, from a
+# The long fuzzing run (10^8 executions over the libFuzzer targets: docs/reliability.md) on a many-core machine, from a
 # folder prepared here by scripts/fuzz-carry.sh (binaries, their shared libraries, seed corpora; no build needed).
 #
 # Usage (from the repository root): scripts/fuzz-device.sh OUT_DIR SECONDS [FOLDER]

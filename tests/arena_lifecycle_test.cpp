@@ -1,4 +1,4 @@
-// Issue 15, class 2: per-stream arenas (cross_stream_reuse off, as on the GPU) of streams with nothing placed in
+// Per-stream arenas (cross_stream_reuse off, as on the GPU) of streams with nothing placed in
 // them give their address space back, so short-lived streams never run a process out of it.
 #include <gtest/gtest.h>
 

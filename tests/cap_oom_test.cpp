@@ -1,4 +1,4 @@
-// Issue 15, class 3: a request that can never fit under the cap fails with OutOfMemoryError and leaves no
+// A request that can never fit under the cap fails with OutOfMemoryError and leaves no
 // memory reserved behind (on a shared GPU that would starve the neighbours until empty_cache), for every policy.
 #include <gtest/gtest.h>
 

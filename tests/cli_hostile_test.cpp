@@ -1,4 +1,4 @@
-// Issue 15, classes 1 and 5, through the `gmlake` command line: out of memory anywhere is one line and exit
+// Hostile input through the `gmlake` command line (docs/errors.md): out of memory anywhere is one line and exit
 // 2 (never "terminate called", exit 134); --cap takes one byte count and nothing else; a GMLAKE_CONF written
 // for the C API (backend, debug) does not stop the CLI; config errors name the real command (`gmlake conf`);
 // output that cannot be written (> /dev/full) is an error, not a silent exit 0.

@@ -1,4 +1,4 @@
-// Issue 15, class 6: numbers that cannot be. The lower bound counts only allocations that succeeded, so that
+// Numbers that cannot be. The lower bound counts only allocations that succeeded, so that
 // utilization never exceeds 1 when some fail under a cap; RMM CSV sizes of 2^63 or more are refused as the
 // snapshot reader refuses them; live bytes that add up past 64 bits are an error, not a wrap-around.
 #include <gtest/gtest.h>

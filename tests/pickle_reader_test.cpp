@@ -180,7 +180,7 @@ TEST(PickleReaderTest, LongIntegersDecodeUpTo64BitsAndMarkWiderOnes) {
   EXPECT_EQ(parse(long1({0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff}).bytes()).root().integer, -1);
   EXPECT_EQ(parse(long1({1, 0, 0, 0, 0, 0, 0, 0x40, 0}).bytes()).root().integer, (std::int64_t{1} << 62) + 1);
   EXPECT_FALSE(parse(long1({0xff}).bytes()).root().wide);
-  // Wider than 64 bits: kept as the nearest 64-bit value, marked wide (issue 15: a real snapshot holds a
+  // Wider than 64 bits: kept as the nearest 64-bit value, marked wide (a real snapshot holds a
   // frame line of 2**64-1); the snapshot reader refuses them only where it needs the exact value.
   const Value big = parse(long1({0, 0, 0, 0, 0, 0, 0, 0x80, 0}).bytes()).root();  // 2**63
   EXPECT_TRUE(big.wide);

@@ -1,4 +1,4 @@
-// Issue 15, class 1: the trace readers' memory budget. A file that is no trace is refused after its first
+// The trace readers' memory budget. A file that is no trace is refused after its first
 // bytes (also compressed, also a device that never ends); decompressed data is held to TraceReadLimits
 // (max_bytes, max_ratio), raw reads to max_bytes exactly (the off-by-one); the pickle reader counts what it
 // builds while parsing and stops at its budget. Real snapshots fit the default budget with room to spare.

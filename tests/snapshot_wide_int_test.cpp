@@ -1,4 +1,4 @@
-// Issue 15, class 4: a valid snapshot whose frames hold integers wider than 64 bits (a real one had a line
+// A valid snapshot whose frames hold integers wider than 64 bits (a real one had a line
 // number of 2^64-1) is read; only the fields whose exact value the replay needs (addresses, sizes, devices,
 // streams) must fit 64 bits, and refusing one names the field.
 #include <gtest/gtest.h>

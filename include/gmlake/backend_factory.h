@@ -3,6 +3,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <string_view>
 #include <vector>
 
@@ -36,5 +37,10 @@ std::unique_ptr<StreamEvents> make_stream_events(Backend& backend);
 // The part of a backend name before any ":N" device suffix ("cuda:1" -> "cuda"), to match against
 // backend_names().
 std::string_view backend_base_name(std::string_view name);
+
+// The backend a pool of `device` runs on, as make_backend takes it: a device backend serves that device ("cuda"
+// on device 2 -> "cuda:2"); the others ("host", "sim", a name with a device already) are returned as they are.
+// The one place this rule is written (Pool, the C API's IPC imports). Never throws (but bad_alloc).
+std::string backend_for_device(std::string_view backend, int device);
 
 }  // namespace gmlake

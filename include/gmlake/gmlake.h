@@ -48,23 +48,32 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "gmlake/stat_fields.h"
+
 #ifdef __cplusplus
 extern "C" {
 #endif
 
-/* Device ids accepted: 0 .. GMLAKE_MAX_DEVICES - 1. */
+/* Device ids accepted: 0 .. GMLAKE_MAX_DEVICES - 1 (gmlake_max_devices() gives it to bindings). */
 #define GMLAKE_MAX_DEVICES 64
 
+/* The statuses every function reports, declared once: X(name, value, meaning). gmlake_status_name(value) gives
+ * the name; the bindings (python/gmlake) map statuses to their errors through it. */
+#define GMLAKE_STATUSES(X)                                                                                        \
+  X(GMLAKE_OK, 0, "success")                                                                                      \
+  X(GMLAKE_ERROR_OUT_OF_MEMORY, 1, "no memory within the cap or on the device (or on the host)")                  \
+  X(GMLAKE_ERROR_INVALID_POINTER, 2, "free or record_stream of a pointer not a live block of that device")        \
+  X(GMLAKE_ERROR_INVALID_ARGUMENT, 3, "a size >= 2^63, a device id out of range, a null output pointer")          \
+  X(GMLAKE_ERROR_CONFIG, 4, "unknown configuration key, bad value, overflow")                                     \
+  X(GMLAKE_ERROR_BACKEND, 5, "the OS or driver call behind the pool failed")                                      \
+  X(GMLAKE_ERROR_SHUT_DOWN, 6, "called after gmlake_shutdown()")                                                  \
+  X(GMLAKE_ERROR_ALREADY_INITIALIZED, 7, "gmlake_init when gmlake is initialized already")                        \
+  X(GMLAKE_ERROR_INTERNAL, 8, "anything else (a bug: please report it with the message)")
+
 typedef enum gmlake_status {
-  GMLAKE_OK = 0,
-  GMLAKE_ERROR_OUT_OF_MEMORY = 1,        /* no memory within the cap or on the device (or on the host) */
-  GMLAKE_ERROR_INVALID_POINTER = 2,      /* free or record_stream of a pointer not a live block of that device */
-  GMLAKE_ERROR_INVALID_ARGUMENT = 3,     /* a size >= 2^63, a device id out of range, a null output pointer */
-  GMLAKE_ERROR_CONFIG = 4,               /* unknown configuration key, bad value, overflow */
-  GMLAKE_ERROR_BACKEND = 5,              /* the OS or driver call behind the pool failed */
-  GMLAKE_ERROR_SHUT_DOWN = 6,            /* called after gmlake_shutdown() */
-  GMLAKE_ERROR_ALREADY_INITIALIZED = 7,  /* gmlake_init when gmlake is initialized already */
-  GMLAKE_ERROR_INTERNAL = 8              /* anything else (a bug: please report it with the message) */
+#define GMLAKE_STATUS_ENUMERATOR(name, value, meaning) name = value,
+  GMLAKE_STATUSES(GMLAKE_STATUS_ENUMERATOR)
+#undef GMLAKE_STATUS_ENUMERATOR
 } gmlake_status;
 
 typedef struct gmlake_gauge {
@@ -72,27 +81,15 @@ typedef struct gmlake_gauge {
   int64_t peak;
 } gmlake_gauge;
 
-/* A pool's statistics, with PyTorch's names and meanings (include/gmlake/stats.h has them all). */
+/* A pool's statistics, with PyTorch's names and meanings: one field per entry of the tables of
+ * include/gmlake/stat_fields.h, in their order (gauges first), which documents them. */
 typedef struct gmlake_stats {
-  gmlake_gauge allocated_bytes;
-  gmlake_gauge reserved_bytes;
-  gmlake_gauge active_bytes;
-  gmlake_gauge requested_bytes;
-  gmlake_gauge inactive_split_bytes;
-  gmlake_gauge peer_reserved_bytes; /* the part of reserved_bytes on peer devices (the lake: peer_devices) */
-  uint64_t num_alloc_retries;
-  uint64_t num_ooms;
-  uint64_t num_allocs;
-  uint64_t num_frees;
-  uint64_t invalid_frees;
-  uint64_t stitches;
-  uint64_t stitched_chunks;
-  uint64_t stitch_reuses;
-  uint64_t evictions;
-  uint64_t fence_waits;
-  uint64_t chunks_created;
-  uint64_t chunks_released;
-  uint64_t deferred_frees;
+#define GMLAKE_STATS_C_GAUGE(name, torch_key) gmlake_gauge name;
+#define GMLAKE_STATS_C_COUNTER(name, torch_key) uint64_t name;
+  GMLAKE_GAUGE_FIELDS(GMLAKE_STATS_C_GAUGE)
+  GMLAKE_COUNTER_FIELDS(GMLAKE_STATS_C_COUNTER)
+#undef GMLAKE_STATS_C_GAUGE
+#undef GMLAKE_STATS_C_COUNTER
 } gmlake_stats;
 
 /* Sets the configuration (format above). conf NULL: the GMLAKE_CONF environment variable (unset or empty: the
@@ -291,13 +288,33 @@ int gmlake_pool_blocks(int device, gmlake_pool_id pool_id, gmlake_block* blocks,
 int gmlake_pool_restore(int device, gmlake_pool_id pool_id, const gmlake_block* blocks, size_t count);
 
 /* The names of gmlake_stats' fields, in its order, each with its kind: "allocated_bytes:gauge,...,num_ooms:counter,..."
- * (the tables of include/gmlake/stats.h), so that bindings (python/gmlake) lay the struct out from the library
- * itself. Static storage, never NULL; never fails. */
+ * (the tables of include/gmlake/stat_fields.h; gmlake_stat_table gives the same with their PyTorch keys), so that
+ * bindings lay the struct out from the library itself. Static storage, never NULL; never fails. */
 const char* gmlake_stat_names(void);
+
+/* The stat table (include/gmlake/stat_fields.h), one statistic a line, in gmlake_stats' order:
+ * "name<TAB>kind<TAB>torch_key\n", kind "gauge" or "counter", torch_key the key torch.cuda.memory_stats() gives it
+ * under the PyTorch extension (a gauge's: the prefix of ".current" and ".peak"; empty when PyTorch has none).
+ * Static storage, never NULL; never fails. */
+const char* gmlake_stat_table(void);
 
 /* The configuration table (include/gmlake/config.h; what `gmlake conf` prints): one key a line,
  * "name<TAB>type<TAB>default<TAB>unit<TAB>description\n", in table order. Static storage, never NULL. */
 const char* gmlake_config_table(void);
+
+/* The device limit, GMLAKE_MAX_DEVICES, for bindings that cannot read this header. Never fails. */
+int gmlake_max_devices(void);
+
+/* The name of a gmlake_status, as spelled in this header ("GMLAKE_ERROR_OUT_OF_MEMORY"), or
+ * "GMLAKE_UNKNOWN_STATUS" for a value that is none. Static storage, never NULL; never fails. */
+const char* gmlake_status_name(int status);
+
+/* This header's functions (the GMLAKE_C_API list below), one a line, in the list's order:
+ * "name<TAB>return_type<TAB>parameter_type,parameter_type,...\n" (no parameters: an empty field). Types are spelled
+ * by what a binding needs to pass them: void (returns nothing), int32, uint64, int64, string (a const char*: a C
+ * string, or bytes with a length beside them), pointer (any other pointer) and gmlake_pool_id (the struct, by
+ * value). python/gmlake/_library.py sets its ctypes signatures from it. Static storage, never NULL; never fails. */
+const char* gmlake_c_api_table(void);
 
 /* The gmlake_status of this thread's last call (GMLAKE_OK when it succeeded). */
 int gmlake_last_error_code(void);
@@ -341,6 +358,45 @@ int gmlake_ipc_import(const char* handle, size_t handle_bytes, int device, void*
  * GMLAKE_ERROR_INVALID_ARGUMENT (bad device); GMLAKE_ERROR_BACKEND (the unmap failed: still open). Works after
  * gmlake_shutdown. */
 int gmlake_ipc_close(void* ptr, int device);
+
+/* Every function of this header, declared once as a list: X(name) for each, in the order of the declarations
+ * above. Made from it: gmlake_c_api_table (whose signatures the library derives from the declarations), the ctypes
+ * binding (python/gmlake/_library.py) and the PyTorch extension's table of entry points
+ * (python/gmlake/csrc/c_api_table.h). A new function is declared above and listed here. */
+#define GMLAKE_C_API(X)        \
+  X(gmlake_init)               \
+  X(gmlake_init_defaults)      \
+  X(gmlake_malloc)             \
+  X(gmlake_free)               \
+  X(gmlake_record_stream)      \
+  X(gmlake_empty_cache)        \
+  X(gmlake_get_stats)          \
+  X(gmlake_reset_peak_stats)   \
+  X(gmlake_set_cap_bytes)      \
+  X(gmlake_shutdown)           \
+  X(gmlake_get_backend_time)   \
+  X(gmlake_ignored_frees)      \
+  X(gmlake_set_tracing)        \
+  X(gmlake_drain_trace)        \
+  X(gmlake_get_segments)       \
+  X(gmlake_pool_create)        \
+  X(gmlake_pool_release)       \
+  X(gmlake_pool_use_count)     \
+  X(gmlake_pool_malloc)        \
+  X(gmlake_pool_empty_cache)   \
+  X(gmlake_pool_blocks)        \
+  X(gmlake_pool_restore)       \
+  X(gmlake_stat_names)         \
+  X(gmlake_stat_table)         \
+  X(gmlake_config_table)       \
+  X(gmlake_max_devices)        \
+  X(gmlake_status_name)        \
+  X(gmlake_c_api_table)        \
+  X(gmlake_last_error_code)    \
+  X(gmlake_last_error)         \
+  X(gmlake_ipc_export)         \
+  X(gmlake_ipc_import)         \
+  X(gmlake_ipc_close)
 
 #ifdef __cplusplus
 } /* extern "C" */

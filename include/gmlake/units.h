@@ -15,7 +15,8 @@ inline constexpr std::uint64_t kGiB = 1024 * kMiB;
 inline constexpr std::uint64_t kTiB = 1024 * kGiB;
 
 // 2 MiB: the allocation granularity (minimum and recommended) that cuMemGetAllocationGranularity reports on
-// H100/H200 (../shared/REFERENCE.md) and the page size of PyTorch's expandable segments' small pool.
+// H100 and H200 (measured: docs/benchmarks.md, "Reference: CUDA VMM call costs") and the page size of PyTorch's
+// expandable segments' small pool.
 inline constexpr unsigned kChunkShift = 21;
 inline constexpr std::uint64_t kChunkBytes = std::uint64_t{1} << kChunkShift;
 

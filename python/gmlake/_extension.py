@@ -43,11 +43,12 @@ def _compile(include, build_directory=None, verbose=False):
 
     kwargs = {"build_directory": str(build_directory)} if build_directory else {}
     # torch's cache keys on the .cpp and the flags: the headers' hash goes into the flags, so that a change to
-    # csrc/*.h or to gmlake.h rebuilds the extension.
+    # csrc/*.h or to gmlake.h (and the stat table it includes) rebuilds the extension.
     import hashlib
 
     digest = hashlib.sha256()
-    for header in sorted((_HERE / "csrc").glob("*.h")) + [pathlib.Path(include) / "gmlake" / "gmlake.h"]:
+    gmlake_headers = [pathlib.Path(include) / "gmlake" / name for name in ("gmlake.h", "stat_fields.h")]
+    for header in sorted((_HERE / "csrc").glob("*.h")) + gmlake_headers:
         digest.update(header.read_bytes())
     return cpp_extension.load(
         name=_NAME,

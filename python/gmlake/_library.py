@@ -12,25 +12,42 @@ import pathlib
 
 _lib = None
 
-_TORCH_COUNTERS = ["num_alloc_retries", "num_ooms"]  # the counters torch.cuda.memory_stats() also has (PyTorch's)
-
 
 class _Gauge(ctypes.Structure):
     _fields_ = [("current", ctypes.c_int64), ("peak", ctypes.c_int64)]
 
 
+class PoolId(ctypes.Structure):
+    """gmlake_pool_id (include/gmlake/gmlake.h): a pool of a device, (0, 0) its main pool."""
+    _fields_ = [("first", ctypes.c_uint64), ("second", ctypes.c_uint64)]
+
+
+# The types gmlake_c_api_table names (include/gmlake/gmlake.h) as ctypes passes them.
+_C_TYPES = {"void": None, "int32": ctypes.c_int32, "int64": ctypes.c_int64, "uint64": ctypes.c_uint64,
+            "string": ctypes.c_char_p, "pointer": ctypes.c_void_p, "gmlake_pool_id": PoolId}
+
 _stat_layout = None
+
+
+def stat_table():
+    """The library's stat table (gmlake_stat_table; include/gmlake/stat_fields.h): a list of dicts with name,
+    kind ("gauge" or "counter") and torch_key (the key torch.cuda.memory_stats() gives it under the extension; a
+    gauge's is the prefix of ".current" and ".peak"; "" when PyTorch has none), in gmlake_stats' order."""
+    rows = []
+    for line in _load().gmlake_stat_table().decode().splitlines():
+        name, kind, torch_key = line.split("\t")
+        rows.append({"name": name, "kind": kind, "torch_key": torch_key})
+    return rows
 
 
 def stat_names():
     """(gauges, counters): the names of gmlake's statistics, in gmlake_stats' order, as the loaded library
-    declares them (gmlake_stat_names; include/gmlake/stats.h): nothing is copied here."""
+    declares them (gmlake_stat_table; include/gmlake/stat_fields.h): nothing is copied here."""
     global _stat_layout
     if _stat_layout is None:
-        gauges, counters = [], []
-        for entry in _load().gmlake_stat_names().decode().split(","):
-            name, kind = entry.split(":")
-            (gauges if kind == "gauge" else counters).append(name)
+        rows = stat_table()
+        gauges = [r["name"] for r in rows if r["kind"] == "gauge"]
+        counters = [r["name"] for r in rows if r["kind"] == "counter"]
         fields = [(g, _Gauge) for g in gauges] + [(c, ctypes.c_uint64) for c in counters]
         stats_type = type("_Stats", (ctypes.Structure,), {"_fields_": fields})
         _stat_layout = (gauges, counters, stats_type)
@@ -53,12 +70,38 @@ def config_table():
     return rows
 
 
-# Device ids the C API accepts: 0 .. GMLAKE_MAX_DEVICES - 1 (include/gmlake/gmlake.h).
-MAX_DEVICES = 64
+def c_api_table():
+    """The library's C functions (gmlake_c_api_table: the GMLAKE_C_API list of include/gmlake/gmlake.h) as a list
+    of (name, return type, [parameter types]), types spelled as gmlake.h says (int32, uint64, pointer, ...)."""
+    return [(name, restype, argtypes.split(",") if argtypes else [])
+            for name, restype, argtypes in (line.split("\t") for line in _c_api_table_text(_load()).splitlines())]
+
+
+def _c_api_table_text(lib):
+    lib.gmlake_c_api_table.argtypes = []
+    lib.gmlake_c_api_table.restype = ctypes.c_char_p
+    return lib.gmlake_c_api_table().decode()
+
+
+def max_devices():
+    """Device ids the C API accepts: 0 .. max_devices() - 1 (GMLAKE_MAX_DEVICES, from the library)."""
+    return _load().gmlake_max_devices()
+
+
+def __getattr__(name):  # MAX_DEVICES, read from the library when first asked (importing loads nothing)
+    if name == "MAX_DEVICES":
+        return max_devices()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class GmlakeError(RuntimeError):
-    """An error reported by the gmlake library."""
+    """An error reported by the gmlake library. status: the gmlake_status (None for errors found in Python before
+    any call), status_name: its name as the library spells it ("GMLAKE_ERROR_OUT_OF_MEMORY"; gmlake_status_name)."""
+
+    def __init__(self, message, status=None):
+        super().__init__(message)
+        self.status = status
+        self.status_name = _load().gmlake_status_name(status).decode() if status is not None else None
 
 
 def library_path():
@@ -102,31 +145,14 @@ def _load():
         if (pathlib.Path(__file__).resolve().parent / "lib") == pathlib.Path(library_path()).resolve().parent:
             _preload_shipped_libraries(library_path())
         lib = ctypes.CDLL(library_path())
-        # Every function of include/gmlake/gmlake.h, with its C types: without them ctypes would pass and return
-        # a C int (a 64-bit count truncated, a pointer or a stream id cut to 32 bits).
-        c_int, c_size_t, c_uint64, c_void_p = ctypes.c_int, ctypes.c_size_t, ctypes.c_uint64, ctypes.c_void_p
-        signatures = {
-            "gmlake_init": ([ctypes.c_char_p], c_int),
-            "gmlake_init_defaults": ([ctypes.c_char_p], c_int),
-            "gmlake_malloc": ([c_size_t, c_int, c_uint64], c_void_p),
-            "gmlake_free": ([c_void_p, c_size_t, c_int, c_uint64], None),
-            "gmlake_record_stream": ([c_void_p, c_int, c_uint64], c_int),
-            "gmlake_empty_cache": ([c_int], c_int),
-            "gmlake_get_stats": ([c_int, c_void_p], c_int),  # a gmlake_stats laid out by stat_names()
-            "gmlake_reset_peak_stats": ([c_int], c_int),
-            "gmlake_set_cap_bytes": ([c_int, c_uint64], c_int),
-            "gmlake_shutdown": ([], None),
-            "gmlake_get_backend_time": ([c_int, ctypes.POINTER(c_uint64), ctypes.POINTER(c_uint64)], c_int),
-            "gmlake_ignored_frees": ([], c_uint64),
-            "gmlake_stat_names": ([], ctypes.c_char_p),
-            "gmlake_config_table": ([], ctypes.c_char_p),
-            "gmlake_last_error_code": ([], c_int),
-            "gmlake_last_error": ([], ctypes.c_char_p),
-        }
-        for name, (argtypes, restype) in signatures.items():
+        # Every function of include/gmlake/gmlake.h, with its C types as the library lists them (gmlake_c_api_table):
+        # without them ctypes would pass and return a C int (a 64-bit count truncated, a pointer or a stream id cut
+        # to 32 bits).
+        for line in _c_api_table_text(lib).splitlines():
+            name, restype, argtypes = line.split("\t")
             function = getattr(lib, name)
-            function.argtypes = argtypes
-            function.restype = restype
+            function.argtypes = [_C_TYPES[t] for t in argtypes.split(",")] if argtypes else []
+            function.restype = _C_TYPES[restype]
         _lib = lib
     return _lib
 
@@ -137,7 +163,8 @@ def library():
 
 
 def _check(rc):
+    """Raises the library's last error as a GmlakeError unless rc is GMLAKE_OK (0)."""
     if rc != 0:
-        raise GmlakeError(_load().gmlake_last_error().decode())
+        raise GmlakeError(_load().gmlake_last_error().decode(), status=rc)
 
 

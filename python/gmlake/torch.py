@@ -17,12 +17,19 @@ import ctypes
 import warnings
 
 # Finding and binding libgmlake_c.so lives in _library.py; its public names are re-exported here.
-from ._library import MAX_DEVICES, GmlakeError, library, library_path  # noqa: F401
-from ._library import config_table, stat_names  # noqa: F401
-from ._library import _TORCH_COUNTERS, _check, _load, _stats_struct
+from ._library import GmlakeError, PoolId, library, library_path, max_devices  # noqa: F401
+from ._library import c_api_table, config_table, stat_names, stat_table  # noqa: F401
+from ._library import _check, _load, _stats_struct
 
 _allocator = None
 _mode = None
+
+
+def __getattr__(name):  # MAX_DEVICES, from the library when first asked (importing gmlake loads nothing)
+    if name == "MAX_DEVICES":
+        return max_devices()
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
 
 def configure(conf):
     """Initializes the C API with a GMLAKE_CONF-form string (gmlake_init). Raises TypeError when conf is not a
@@ -137,7 +144,7 @@ def _import_torch(what):
 
 
 def _device(device):
-    """The device id for a call: an int in 0 .. MAX_DEVICES - 1 as it is (anything else raises GmlakeError, never
+    """The device id for a call: an int in 0 .. max_devices() - 1 as it is (anything else raises GmlakeError, never
     wrapped into range), "cuda:N" or a torch.device, None for the current CUDA device (device 0 when PyTorch is
     not installed or CUDA not initialized: the C API's pools need no PyTorch)."""
     if device is None:
@@ -156,8 +163,8 @@ def _device(device):
         if getattr(device, "type", None) != "cuda":
             raise GmlakeError(f"bad device {device!r}: expected an int, 'cuda:N' or a CUDA torch.device")
         device = _device(None) if index is None else index
-    if not 0 <= device < MAX_DEVICES:
-        raise GmlakeError(f"device id {device} out of range: expected 0 .. {MAX_DEVICES - 1}")
+    if not 0 <= device < max_devices():
+        raise GmlakeError(f"device id {device} out of range: expected 0 .. {max_devices() - 1}")
     return device
 
 
@@ -203,18 +210,23 @@ def _stats(device):
 
 
 def memory_stats(device=None):
-    """gmlake's statistics with the keys of torch.cuda.memory_stats() ("reserved_bytes.all.peak", ...) for
-    what gmlake tracks, plus "gmlake.<counter>" for all its counters."""
+    """gmlake's statistics under the keys torch.cuda.memory_stats() gives them when the extension is PyTorch's
+    allocator (the stat table's torch_key: "reserved_bytes.all.peak", "num_device_alloc", ...;
+    gmlake.torch.stat_table()), the gauges PyTorch has no key for as "<name>.all.current" and "<name>.all.peak",
+    "allocation.all.current" (allocations not freed, as the extension's getDeviceStats reports it), and
+    "gmlake.<counter>" for all its counters."""
     s = _stats(_device(device))
-    gauges, counters = stat_names()
     out = {}
-    for g in gauges:
-        gauge = getattr(s, g)
-        out[f"{g}.all.current"], out[f"{g}.all.peak"] = gauge.current, gauge.peak
-    for c in _TORCH_COUNTERS:
-        out[c] = getattr(s, c)
-    for c in counters:
-        out[f"gmlake.{c}"] = getattr(s, c)
+    for row in stat_table():
+        name, torch_key = row["name"], row["torch_key"]
+        if row["kind"] == "gauge":
+            gauge, key = getattr(s, name), torch_key or f"{name}.all"
+            out[f"{key}.current"], out[f"{key}.peak"] = gauge.current, gauge.peak
+        else:
+            out[f"gmlake.{name}"] = getattr(s, name)
+            if torch_key:
+                out[torch_key] = getattr(s, name)
+    out["allocation.all.current"] = out["allocation.all.allocated"] - out["allocation.all.freed"]
     calls, time_ns = ctypes.c_uint64(), ctypes.c_uint64()
     _check(_load().gmlake_get_backend_time(_device(device), ctypes.byref(calls), ctypes.byref(time_ns)))
     out["gmlake.backend_calls"], out["gmlake.backend_time_ns"] = calls.value, time_ns.value

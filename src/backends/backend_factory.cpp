@@ -61,6 +61,11 @@ std::vector<SimDevice> sim_device_list(std::uint32_t n) {
 
 std::string_view backend_base_name(std::string_view name) { return name.substr(0, name.find(':')); }
 
+std::string backend_for_device(std::string_view backend, int device) {
+  if (backend == "cuda") return "cuda:" + std::to_string(device);
+  return std::string(backend);
+}
+
 std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granularity_bytes,
                                       [[maybe_unused]] bool exportable, std::uint32_t sim_devices) {
   if (name == "sim") {

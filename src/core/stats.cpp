@@ -3,7 +3,7 @@
 namespace gmlake {
 
 void Stats::reset_peaks() {
-#define GMLAKE_STATS_RESET(name) name.reset_peak();
+#define GMLAKE_STATS_RESET(name, torch_key) name.reset_peak();
   GMLAKE_GAUGE_FIELDS(GMLAKE_STATS_RESET)
 #undef GMLAKE_STATS_RESET
 }

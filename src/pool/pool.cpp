@@ -19,12 +19,6 @@
 namespace gmlake {
 namespace {
 
-// config.backend as make_backend takes it: a device backend serves the pool's device.
-std::string backend_name(const Config& config, int device) {
-  if (config.backend == "cuda") return "cuda:" + std::to_string(device);
-  return config.backend;
-}
-
 Config validated(const Config& config) {
   config.validate();
   return config;
@@ -68,7 +62,8 @@ void check_restorable(const std::vector<BlockInfo>& wanted, const std::vector<Se
 
 Pool::Pool(const Config& config, int device, bool stream_events)
     : config_(validated_for_own_backend(config)),
-      owned_backend_(make_backend(backend_name(config_, device), config_.chunk_bytes, config_.ipc_handles)),
+      owned_backend_(
+          make_backend(backend_for_device(config_.backend, device), config_.chunk_bytes, config_.ipc_handles)),
       backend_(owned_backend_.get()),
       owned_events_(stream_events ? make_stream_events(*backend_) : nullptr),
       events_(owned_events_.get()) {

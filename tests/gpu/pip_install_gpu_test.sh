@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `pip install .` on a GPU machine (issue 11): a fresh virtual environment that sees the machine's torch (a .pth
+# `pip install .` on a GPU machine: a fresh virtual environment that sees the machine's torch (a .pth
 # file naming torch's site-packages), an offline install (--no-index) that builds libgmlake_c.so and, torch being
 # importable, the c10 extension; then, from another folder, gmlake.torch.enable() must come up in extension
 # mode with the extension compiled at install time, and a CUDA tensor must compute. CMAKE_PREFIX_PATH must name

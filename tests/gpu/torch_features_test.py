@@ -1,4 +1,4 @@
-"""What a PyTorch user reaches for, with gmlake as the allocator (issue 11), on a GPU machine:
+"""What a PyTorch user reaches for, with gmlake as the allocator, on a GPU machine:
 
   history    torch.cuda.memory._record_memory_history() + _snapshot() / _dump_snapshot(): segments whose blocks
              cover them, device traces with alloc / free_requested / free_completed / segment_map entries and

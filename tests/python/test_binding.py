@@ -55,7 +55,7 @@ def main():
     except gt.GmlakeError as e:
         check("device" in str(e), f"the error does not name the device: {e}")
 
-    # Every C function has its C types (issue 15): record_stream takes (void*, int, uint64), ignored_frees
+    # Every C function has its C types: record_stream takes (void*, int, uint64), ignored_frees
     # returns a 64-bit count.
     for name in ("gmlake_init", "gmlake_malloc", "gmlake_free", "gmlake_record_stream", "gmlake_empty_cache",
                  "gmlake_get_stats", "gmlake_reset_peak_stats", "gmlake_shutdown", "gmlake_get_backend_time",

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# `pip install .` at the repository root (issue 11): in a fresh virtual environment, offline (--no-index: the
+# `pip install .` at the repository root: in a fresh virtual environment, offline (--no-index: the
 # in-tree build backend needs nothing from an index), it builds libgmlake_c.so and installs a self-contained
 # package: the library with its non-system libraries beside it, the headers and the extension source, found
 # with no GMLAKE_LIBRARY and no repository on the path. Run by ctest (label cpu); ~30 s on 2 cores.

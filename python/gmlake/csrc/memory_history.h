@@ -29,7 +29,7 @@
 #include <unordered_map>
 #include <vector>
 
-#include "c_api_table.h"
+#include "c_api_errors.h"
 
 namespace gmlake_torch {
 
@@ -61,7 +61,7 @@ class MemoryHistory {
     }
     const int devices = static_cast<int>(c10::cuda::device_count());
     for (int d = 0; d < devices && d < GMLAKE_MAX_DEVICES; ++d) {
-      check(g_api.set_tracing(d, enabled ? kLibraryEntries : 0), "set_tracing");
+      check(g_api.gmlake_set_tracing(d, enabled ? kLibraryEntries : 0), "set_tracing");
     }
     enabled_.store(enabled, std::memory_order_relaxed);
   }
@@ -90,7 +90,7 @@ class MemoryHistory {
     }
     for (;;) {
       std::size_t count = 0;
-      if (g_api.drain_trace(device, events.data(), events.size(), &count) != GMLAKE_OK) return;
+      if (g_api.gmlake_drain_trace(device, events.data(), events.size(), &count) != GMLAKE_OK) return;
       for (std::size_t i = 0; i < count; ++i) keep(device, events[i], ptr, allocated, context);
       if (count < events.size()) return;
     }
@@ -185,7 +185,7 @@ inline c10::cuda::CUDACachingAllocator::SnapshotInfo gmlake_snapshot(c10::cuda::
     std::vector<gmlake_block> blocks;
     std::size_t n_segments = 0, n_blocks = 0;
     for (;;) {  // the counts may grow between the two calls: ask again until both fit
-      check(g_api.get_segments(d, segments.data(), segments.size(), &n_segments, blocks.data(), blocks.size(),
+      check(g_api.gmlake_get_segments(d, segments.data(), segments.size(), &n_segments, blocks.data(), blocks.size(),
                                &n_blocks),
             "get_segments");
       if (n_segments <= segments.size() && n_blocks <= blocks.size()) break;

@@ -28,7 +28,7 @@
 #include <unordered_set>
 #include <vector>
 
-#include "c_api_table.h"
+#include "c_api_errors.h"
 
 namespace gmlake_torch {
 
@@ -43,15 +43,19 @@ class PrivatePools {
     return *pools;
   }
 
-  void create_or_incref(c10::DeviceIndex device, MempoolId id) { check(g_api.pool_create(device, pool_id_of(id)), "pool_create"); }
-  void release(c10::DeviceIndex device, MempoolId id) { check(g_api.pool_release(device, pool_id_of(id)), "pool_release"); }
+  void create_or_incref(c10::DeviceIndex device, MempoolId id) {
+    check(g_api.gmlake_pool_create(device, pool_id_of(id)), "pool_create");
+  }
+  void release(c10::DeviceIndex device, MempoolId id) {
+    check(g_api.gmlake_pool_release(device, pool_id_of(id)), "pool_release");
+  }
   int use_count(c10::DeviceIndex device, MempoolId id) {
     std::int64_t count = 0;
-    check(g_api.pool_use_count(device, pool_id_of(id), &count), "pool_use_count");
+    check(g_api.gmlake_pool_use_count(device, pool_id_of(id), &count), "pool_use_count");
     return static_cast<int>(count);
   }
   void empty_cache(c10::DeviceIndex device, MempoolId id) {
-    check(g_api.pool_empty_cache(device, pool_id_of(id)), "pool_empty_cache");
+    check(g_api.gmlake_pool_empty_cache(device, pool_id_of(id)), "pool_empty_cache");
   }
 
   // As PyTorch's, a route counts as a use of the pool (made here if new); releasePool ends that use.
@@ -92,7 +96,7 @@ class PrivatePools {
     std::vector<gmlake_block> blocks;
     std::size_t count = 0;
     for (;;) {
-      check(g_api.pool_blocks(device, pool_id_of(id), blocks.data(), blocks.size(), &count), "pool_blocks");
+      check(g_api.gmlake_pool_blocks(device, pool_id_of(id), blocks.data(), blocks.size(), &count), "pool_blocks");
       if (count <= blocks.size()) break;
       blocks.resize(count + 16);
     }
@@ -148,7 +152,8 @@ class PrivatePools {
   std::vector<gmlake_block> restore(c10::DeviceIndex device, MempoolId id,
                                     const std::vector<gmlake_block>& checkpoint) {
     std::vector<gmlake_block> freed = allocated_blocks(device, id);
-    check(g_api.pool_restore(device, pool_id_of(id), checkpoint.data(), checkpoint.size()), "setCheckpointPoolState");
+    check(g_api.gmlake_pool_restore(device, pool_id_of(id), checkpoint.data(), checkpoint.size()),
+          "setCheckpointPoolState");
     return freed;
   }
 
@@ -156,7 +161,7 @@ class PrivatePools {
   // gmlake_pool_malloc under relaxed capture mode (file comment); null when it failed (gmlake_last_error says why).
   static void* try_allocate(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t stream, MempoolId pool) {
     c10::cuda::CUDAStreamCaptureModeGuard relaxed{cudaStreamCaptureModeRelaxed};
-    return g_api.pool_malloc(size_bytes, device, reinterpret_cast<std::uintptr_t>(stream), pool_id_of(pool));
+    return g_api.gmlake_pool_malloc(size_bytes, device, reinterpret_cast<std::uintptr_t>(stream), pool_id_of(pool));
   }
 
   std::vector<std::pair<c10::DeviceIndex, MempoolId>> oom_pools_;  // guarded by mutex_: use_on_oom pools

@@ -39,13 +39,14 @@
 #include <memory>
 #include <mutex>
 #include <string>
+#include <string_view>
 #include <optional>
 #include <unordered_map>
 #include <unordered_set>
 #include <vector>
 #include <utility>
 
-#include "c_api_table.h"
+#include "c_api_errors.h"
 #include "gmlake/gmlake.h"
 #include "memory_history.h"
 #include "private_pools.h"
@@ -69,21 +70,21 @@ template <int kDevice>
 void free_on_device(void* ptr) {
   MemoryHistory& history = MemoryHistory::instance();
   if (!history.enabled()) {
-    g_api.free(ptr, 0, kDevice, 0);
+    g_api.gmlake_free(ptr, 0, kDevice, 0);
   } else {
     std::shared_ptr<c10::GatheredContext> context;
     try {
       context = history.context_for_free();
     } catch (...) {  // a deleter must not throw: the free goes on without a stack
     }
-    g_api.free(ptr, 0, kDevice, 0);
+    g_api.gmlake_free(ptr, 0, kDevice, 0);
     try {
       history.after_call(kDevice, ptr, /*allocated=*/false, std::move(context));
     } catch (...) {
     }
   }
-  if (g_api.last_error_code() != GMLAKE_OK) {  // a deleter must not throw: report and go on
-    std::fprintf(stderr, "gmlake: freeing a tensor's block failed: %s\n", g_api.last_error());
+  if (g_api.gmlake_last_error_code() != GMLAKE_OK) {  // a deleter must not throw: report and go on
+    std::fprintf(stderr, "gmlake: freeing a tensor's block failed: %s\n", g_api.gmlake_last_error());
   }
 }
 
@@ -133,9 +134,9 @@ void* allocate_raw(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t
       throw;
     }
   } else {
-    ptr = g_api.malloc(size_bytes, device, stream_id(stream));
-    if (ptr == nullptr && g_api.last_error_code() == GMLAKE_ERROR_OUT_OF_MEMORY) {
-      const std::string main_error = g_api.last_error();  // what the user sees if no MemPool can help either
+    ptr = g_api.gmlake_malloc(size_bytes, device, stream_id(stream));
+    if (ptr == nullptr && g_api.gmlake_last_error_code() == GMLAKE_ERROR_OUT_OF_MEMORY) {
+      const std::string main_error = g_api.gmlake_last_error();  // what the user sees if no MemPool can help either
       ptr = PrivatePools::instance().allocate_on_oom(size_bytes, device, stream);
       if (ptr == nullptr) {
         if (traced) history.after_call(device, nullptr, /*allocated=*/true, nullptr);  // the oom entry
@@ -148,22 +149,35 @@ void* allocate_raw(std::size_t size_bytes, c10::DeviceIndex device, cudaStream_t
   return ptr;
 }
 
-// --- IPC: the C API's IPC entry points, resolved on first use in the libgmlake_c.so install() loaded (RTLD_GLOBAL).
-struct IpcApi {
-  decltype(&gmlake_ipc_export) export_block = nullptr;
-  decltype(&gmlake_ipc_import) import_block = nullptr;
-  decltype(&gmlake_ipc_close) close_block = nullptr;
-};
+using DeviceStats = decltype(std::declval<PluggableBase&>().getDeviceStats(0));
 
-const IpcApi& ipc_api() {
-  static const IpcApi api = [] {
-    IpcApi a;
-    resolve(RTLD_DEFAULT, "gmlake_ipc_export", &a.export_block);
-    resolve(RTLD_DEFAULT, "gmlake_ipc_import", &a.import_block);
-    resolve(RTLD_DEFAULT, "gmlake_ipc_close", &a.close_block);
-    return a;
-  }();
-  return api;
+// The DeviceStats member of a gauge's PyTorch key (the stat table's torch_key, include/gmlake/stat_fields.h);
+// a gauge without a key ("") is not PyTorch's. A key this function does not know is a table entry the extension
+// cannot report: an error, so that a new key cannot be dropped silently.
+void set_torch_gauge(DeviceStats& out, std::string_view key, const gmlake_gauge& g) {
+  if (key.empty()) return;
+  auto set = [&](auto& stat) {
+    stat[kAll].current = g.current;
+    stat[kAll].peak = g.peak;
+  };
+  if (key == "allocated_bytes.all") return set(out.allocated_bytes);
+  if (key == "reserved_bytes.all") return set(out.reserved_bytes);
+  if (key == "active_bytes.all") return set(out.active_bytes);
+  if (key == "requested_bytes.all") return set(out.requested_bytes);
+  if (key == "inactive_split_bytes.all") return set(out.inactive_split_bytes);
+  TORCH_CHECK(false, "gmlake: the stat table names a PyTorch gauge key the extension does not know: ", key);
+}
+
+// The same for a counter's key.
+void set_torch_counter(DeviceStats& out, std::string_view key, std::int64_t value) {
+  if (key.empty()) return;
+  if (key == "num_alloc_retries") out.num_alloc_retries = value;
+  else if (key == "num_ooms") out.num_ooms = value;
+  else if (key == "allocation.all.allocated") out.allocation[kAll].allocated = value;
+  else if (key == "allocation.all.freed") out.allocation[kAll].freed = value;
+  else if (key == "num_device_alloc") out.num_device_alloc = value;
+  else if (key == "num_device_free") out.num_device_free = value;
+  else TORCH_CHECK(false, "gmlake: the stat table names a PyTorch counter key the extension does not know: ", key);
 }
 
 class GmlakeAllocator final : public PluggableBase {
@@ -172,10 +186,10 @@ class GmlakeAllocator final : public PluggableBase {
   GmlakeAllocator()
       : PluggableBase(
             [](std::size_t size, int device, cudaStream_t stream) {
-              return g_api.malloc(size, device, stream_id(stream));
+              return g_api.gmlake_malloc(size, device, stream_id(stream));
             },
             [](void* ptr, std::size_t size, int device, cudaStream_t stream) {
-              g_api.free(ptr, size, device, stream_id(stream));
+              g_api.gmlake_free(ptr, size, device, stream_id(stream));
             }) {
     for (auto& f : fractions_) f.store(1.0);
   }
@@ -219,7 +233,7 @@ class GmlakeAllocator final : public PluggableBase {
       if (g_native_used.load()) g_native->recordStream(ptr, stream);
       return;
     }
-    check(g_api.record_stream(ptr.get_context(), ptr.device().index(), stream_id(stream.stream())),
+    check(g_api.gmlake_record_stream(ptr.get_context(), ptr.device().index(), stream_id(stream.stream())),
           "record_stream");
   }
 
@@ -234,7 +248,7 @@ class GmlakeAllocator final : public PluggableBase {
     }
     const int devices = static_cast<int>(c10::cuda::device_count());
     for (int d = 0; d < devices && d < GMLAKE_MAX_DEVICES; ++d) {
-      check(g_api.empty_cache(d), "empty_cache");
+      check(g_api.gmlake_empty_cache(d), "empty_cache");
       if (history.enabled()) history.after_call(d, nullptr, false, nullptr);
     }
   }
@@ -252,7 +266,7 @@ class GmlakeAllocator final : public PluggableBase {
     }
     const std::uint64_t cap_bytes =
         fraction >= 1.0 ? 0 : std::max<std::uint64_t>(1, static_cast<std::uint64_t>(fraction * static_cast<double>(total_bytes)));
-    check(g_api.set_cap_bytes(device, cap_bytes), "set_cap_bytes");
+    check(g_api.gmlake_set_cap_bytes(device, cap_bytes), "set_cap_bytes");
     if (g_native_used.load()) g_native->setMemoryFraction(fraction, device);
     fractions_[device].store(fraction);
   }
@@ -357,32 +371,26 @@ class GmlakeAllocator final : public PluggableBase {
     *largest_block = 0;  // cuDNN then sizes its workspace from the device's free memory
   }
 
+  // torch.cuda.memory_stats(): each statistic of the stat table (include/gmlake/stat_fields.h) that has a PyTorch
+  // key, under that key; gmlake.torch.memory_stats() reports the same keys from the same table.
   decltype(std::declval<PluggableBase&>().getDeviceStats(0)) getDeviceStats(c10::DeviceIndex device) override {
     gmlake_stats s{};
-    check(g_api.get_stats(device, &s), "get_stats");
+    check(g_api.gmlake_get_stats(device, &s), "get_stats");
     decltype(std::declval<PluggableBase&>().getDeviceStats(0)) out{};
-    auto gauge = [&](auto& stat, const gmlake_gauge& g) {
-      stat[kAll].current = g.current;
-      stat[kAll].peak = g.peak;
-    };
-    gauge(out.allocated_bytes, s.allocated_bytes);
-    gauge(out.reserved_bytes, s.reserved_bytes);
-    gauge(out.active_bytes, s.active_bytes);
-    gauge(out.requested_bytes, s.requested_bytes);
-    gauge(out.inactive_split_bytes, s.inactive_split_bytes);
-    out.allocation[kAll].allocated = static_cast<std::int64_t>(s.num_allocs);
-    out.allocation[kAll].freed = static_cast<std::int64_t>(s.num_frees);
-    out.allocation[kAll].current = static_cast<std::int64_t>(s.num_allocs - s.num_frees);
-    out.num_alloc_retries = static_cast<std::int64_t>(s.num_alloc_retries);
-    out.num_ooms = static_cast<std::int64_t>(s.num_ooms);
-    out.num_device_alloc = static_cast<std::int64_t>(s.chunks_created);
-    out.num_device_free = static_cast<std::int64_t>(s.chunks_released);
+#define GMLAKE_TORCH_GAUGE(name, torch_key) set_torch_gauge(out, torch_key, s.name);
+#define GMLAKE_TORCH_COUNTER(name, torch_key) set_torch_counter(out, torch_key, static_cast<std::int64_t>(s.name));
+    GMLAKE_GAUGE_FIELDS(GMLAKE_TORCH_GAUGE)
+    GMLAKE_COUNTER_FIELDS(GMLAKE_TORCH_COUNTER)
+#undef GMLAKE_TORCH_GAUGE
+#undef GMLAKE_TORCH_COUNTER
+    // PyTorch's count of allocations not freed; gmlake.torch.memory_stats() reports it the same way.
+    out.allocation[kAll].current = out.allocation[kAll].allocated - out.allocation[kAll].freed;
     return out;
   }
 
   void resetPeakStats(c10::DeviceIndex device) override {
     if (g_native_used.load()) g_native->resetPeakStats(device);
-    check(g_api.reset_peak_stats(device), "reset_peak_stats");
+    check(g_api.gmlake_reset_peak_stats(device), "reset_peak_stats");
   }
 
   void resetAccumulatedStats(c10::DeviceIndex /*device*/) override {}  // gmlake's counters are monotonic
@@ -393,14 +401,13 @@ class GmlakeAllocator final : public PluggableBase {
   // _close; include/gmlake/ipc.h). PyTorch calls both with the storage's device current. The receiving process
   // must run gmlake too; a handle of PyTorch's own allocator (a sender without gmlake) goes to it.
   decltype(std::declval<PluggableBase&>().shareIpcHandle(nullptr)) shareIpcHandle(void* ptr) override {
-    const IpcApi& api = ipc_api();
     const c10::DeviceIndex device = current_device();
     std::size_t handle_bytes = 0, offset_bytes = 0;
-    const int status = api.export_block(ptr, device, nullptr, &handle_bytes, &offset_bytes);
+    const int status = g_api.gmlake_ipc_export(ptr, device, nullptr, &handle_bytes, &offset_bytes);
     if (status == GMLAKE_ERROR_INVALID_POINTER && g_native_used.load()) return g_native->shareIpcHandle(ptr);
     check(status, "ipc_export");
     std::string handle(handle_bytes, '\0');
-    check(api.export_block(ptr, device, handle.data(), &handle_bytes, &offset_bytes), "ipc_export");
+    check(g_api.gmlake_ipc_export(ptr, device, handle.data(), &handle_bytes, &offset_bytes), "ipc_export");
     handle.resize(handle_bytes);
     decltype(std::declval<PluggableBase&>().shareIpcHandle(nullptr)) out{};
     out.offset = static_cast<std::ptrdiff_t>(offset_bytes);
@@ -410,13 +417,12 @@ class GmlakeAllocator final : public PluggableBase {
 
   std::shared_ptr<void> getIpcDevPtr(std::string handle) override {
     if (handle.rfind("GMLKIPC1", 0) != 0) return g_native->getIpcDevPtr(std::move(handle));  // PyTorch's own
-    const IpcApi& api = ipc_api();
     const int device = current_device();
     void* ptr = nullptr;
-    check(api.import_block(handle.data(), handle.size(), device, &ptr), "ipc_import");
+    check(g_api.gmlake_ipc_import(handle.data(), handle.size(), device, &ptr), "ipc_import");
     return std::shared_ptr<void>(ptr, [device](void* p) {
-      if (ipc_api().close_block(p, device) != GMLAKE_OK) {  // a deleter must not throw: report and go on
-        std::fprintf(stderr, "gmlake: closing an imported block failed: %s\n", g_api.last_error());
+      if (g_api.gmlake_ipc_close(p, device) != GMLAKE_OK) {  // a deleter must not throw: report and go on
+        std::fprintf(stderr, "gmlake: closing an imported block failed: %s\n", g_api.gmlake_last_error());
       }
     });
   }
@@ -473,7 +479,8 @@ std::shared_ptr<GmlakeAllocator> g_allocator;
 // Makes gmlake PyTorch's CUDA allocator. Raises RuntimeError when PyTorch's allocator is initialized already.
 void install(const std::string& library_path) {
   if (g_allocator) return;
-  load_api(library_path);
+  const std::string error = load_api(library_path, &g_api);
+  TORCH_CHECK(error.empty(), error);
   g_native = cca::get();  // PyTorch's own caching allocator (nothing has been allocated through it yet)
   auto allocator = std::make_shared<GmlakeAllocator>();
   torch::cuda::CUDAPluggableAllocator::changeCurrentAllocator(allocator);

@@ -4,7 +4,7 @@
 //
 // The tables come from measurements: sim:h100 from bench/cuda/vmm_cost_probe.py run on an H100 (its JSON,
 // bench/cuda/vmm_costs_h100.json, turned into vmm_costs_h100.inc by scripts/gen-vmm-costs.py); sim:h200 from the
-// H200 figures of ../shared/REFERENCE.md. A call on a chunk of size s costs the table's time at s, interpolated
+// H200 figures of docs/benchmarks.md ("Reference: CUDA VMM call costs"). A call on a chunk of size s costs the table's time at s, interpolated
 // linearly in log(size) between measured sizes and held at the ends. cuMemSetAccess and cuMemUnmap over a range
 // of several mappings cost the sum over the mappings (the probe measured set_access over k chunks at k times
 // one chunk's cost).
