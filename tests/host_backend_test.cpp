@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "gmlake/error.h"
+#include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
 
 namespace gmlake {
@@ -248,6 +249,54 @@ TEST(HostBackendTest, NodesEachHoldTheirOwnLimitAndTheirChunksHoldRealBytes) {
   b.release(own);
   EXPECT_EQ(b.live_chunk_bytes(1), 0u);
   EXPECT_THROW(HostBackend(kChunkBytes, std::vector<std::uint64_t>{}), Error);
+}
+
+TEST(HostBackendTest, ScrubZeroesAnUnmappedChunkAndRefusesWhatItMayNotTouch) {
+  HostBackend backend(kGranule);
+  const ChunkHandle chunk = backend.create(2 * kGranule);
+  const std::uintptr_t addr = backend.reserve(2 * kGranule);
+  backend.map(addr, 2 * kGranule, chunk);
+  backend.set_access(addr, 2 * kGranule);
+  std::memset(bytes_at(addr), 0x77, 2 * kGranule);
+  try {
+    backend.scrub(chunk);
+    ADD_FAILURE() << "a mapped chunk's bytes are in use";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("mapped"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(bytes_at(addr)[kGranule], 0x77) << "a refused scrub changed nothing";
+  backend.unmap(addr, 2 * kGranule);
+  backend.scrub(chunk);
+  backend.map(addr, 2 * kGranule, chunk);
+  backend.set_access(addr, 2 * kGranule);
+  std::uint64_t non_zero = 0;
+  for (std::uint64_t i = 0; i < 2 * kGranule; ++i) non_zero += bytes_at(addr)[i] != 0 ? 1 : 0;
+  EXPECT_EQ(non_zero, 0u);
+  backend.unmap(addr, 2 * kGranule);
+  backend.address_free(addr, 2 * kGranule);
+  // An imported chunk is another process's memory: only its exporter scrubs it.
+  const ExportedChunk exported = backend.export_chunk(chunk);
+  HostBackend importer(kGranule);
+  const ChunkHandle imported = importer.import_chunk(::dup(exported.fd), exported.fd_offset_bytes, 2 * kGranule);
+  EXPECT_THROW(importer.scrub(imported), Error);
+  importer.release(imported);
+  backend.release(chunk);
+  EXPECT_THROW(backend.scrub(chunk), Error) << "not live";
+  EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
+TEST(HostBackendTest, ABackendWithoutBytesCannotScrub) {
+  SimBackend sim(kGranule);
+  const ChunkHandle chunk = sim.create(kGranule);
+  try {
+    sim.scrub(chunk);
+    ADD_FAILURE() << "sim has no bytes to zero and lends nothing";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("cannot scrub"), std::string::npos) << e.what();
+  }
+  sim.release(chunk);
 }
 
 }  // namespace

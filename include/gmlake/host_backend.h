@@ -85,6 +85,8 @@ class HostBackend final : public Backend {
   void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) override;
   ExportedChunk do_export_chunk(ChunkHandle chunk) override;
   ChunkHandle do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes) override;
+  // fallocate(PUNCH_HOLE | KEEP_SIZE) of the chunk's range: it reads zeroes from then on.
+  void do_scrub(ChunkHandle chunk, std::uint64_t size_bytes) override;
 
  private:
   struct ImportedChunk {

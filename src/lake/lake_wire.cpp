@@ -1,6 +1,8 @@
 #include "lake_wire.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -152,6 +154,12 @@ int listen_at(const std::string& address) {
     ::close(s);
     throw BackendError("bind", "'" + address + "': " + os_text(e));
   }
+  if (address[0] != '@' && ::chmod(address.c_str(), 0600) != 0) {  // before listen: nobody connects meanwhile
+    const int e = errno;
+    ::close(s);
+    ::unlink(address.c_str());
+    throw BackendError("chmod", "'" + address + "': " + os_text(e));
+  }
   if (::listen(s, 16) != 0) {
     const int e = errno;
     ::close(s);
@@ -173,7 +181,35 @@ int connect_to(const std::string& address) {
     ::close(s);
     throw BackendError("connect", "no gmlake lender at '" + address + "': " + os_text(e));
   }
+  try {
+    set_nonblocking(s);
+  } catch (...) {
+    ::close(s);
+    throw;
+  }
   return s;
+}
+
+void set_nonblocking(int socket) {
+  const int flags = ::fcntl(socket, F_GETFL);
+  if (flags < 0 || ::fcntl(socket, F_SETFL, flags | O_NONBLOCK) != 0) throw BackendError("fcntl", os_text(errno));
+}
+
+PeerCredentials peer_credentials(int socket) {
+  ucred cred{};
+  socklen_t length = sizeof(cred);
+  if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) {
+    throw BackendError("getsockopt", "SO_PEERCRED: " + os_text(errno));
+  }
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+}
+
+bool uid_allowed(std::uint32_t uid, const std::vector<std::uint32_t>& allowed_uids) {
+  if (uid == ::geteuid()) return true;
+  for (const std::uint32_t allowed : allowed_uids) {
+    if (allowed == uid) return true;
+  }
+  return false;
 }
 
 }  // namespace gmlake::lake

@@ -218,6 +218,13 @@ ExportedChunk HostBackend::do_export_chunk(ChunkHandle chunk) {
   return ExportedChunk{memfd_, chunk_offsets_.at(chunk.value)};
 }
 
+void HostBackend::do_scrub(ChunkHandle chunk, std::uint64_t size_bytes) {
+  if (fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(chunk_offsets_.at(chunk.value)),
+                static_cast<off_t>(size_bytes)) != 0) {
+    throw_os_error("fallocate", errno);
+  }
+}
+
 ChunkHandle HostBackend::do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes) {
   struct stat file {};
   if (fstat(fd, &file) != 0) {
