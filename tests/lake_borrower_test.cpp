@@ -1,6 +1,7 @@
 // LakeBorrower (src/lake/borrower.cpp) against a lender in a forked child, on the host backend: loans whose bytes
 // both processes see, a lender that dies holding loans, and out of memory on both sides.
 #include <gtest/gtest.h>
+#include <fcntl.h>
 #include <poll.h>
 #include <signal.h>
 #include <sys/mman.h>
@@ -236,8 +237,11 @@ ForkedChild raw_lender(const LakeAddress& address, std::uint64_t file_bytes,
     const int listener = lake::listen_at(address);
     send_message(up, "ready");
     const int s = ::accept(listener, nullptr, nullptr);
-    const int memfd = ::memfd_create("raw-lender", MFD_CLOEXEC);
-    if (s < 0 || memfd < 0 || ::ftruncate(memfd, static_cast<off_t>(file_bytes)) != 0) return 60;
+    const int memfd = ::memfd_create("raw-lender", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (s < 0 || memfd < 0 || ::ftruncate(memfd, static_cast<off_t>(file_bytes)) != 0 ||
+        ::fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+      return 60;
+    }
     for (int n = 0;; ++n) {
       int fd = -1;
       std::optional<lake::Message> m;
@@ -303,6 +307,43 @@ TEST(LakeBorrowerTrust, ALoanIdGrantedTwiceEndsTheConnectionAndKeepsTheFirstLoan
   }
   EXPECT_EQ(open_descriptors(), descriptors);
   EXPECT_EQ(child.wait(), 0);
+}
+
+TEST(LakeBorrowerTrust, AnAnswerAlreadyWaitingIsTakenEvenWithAOneMillisecondTimeout) {
+  // Found by lake_fuzzer: the time left was rounded down to whole milliseconds, so a 1 ms timeout gave up at once
+  // without reading the GRANT that was already there.
+  const LakeAddress address = lake_address("already-there");
+  ForkedChild child([=](int up, int) {
+    const int listener = lake::listen_at(address);
+    send_message(up, "ready");
+    const int s = ::accept(listener, nullptr, nullptr);
+    const int memfd = ::memfd_create("raw-lender", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (s < 0 || memfd < 0 || ::ftruncate(memfd, kLoanBytes) != 0 || ::fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+      return 60;
+    }
+    lake::send_message(s, grant_of(3, kLoanBytes), memfd);  // before any request: waiting when borrow() looks
+    send_message(up, "granted");
+    for (int fd = -1;; fd = -1) {
+      try {
+        if (!lake::receive_message(s, &fd)) return 0;
+      } catch (const Error&) {
+        return 61;
+      }
+      if (fd >= 0) ::close(fd);
+    }
+  });
+  ASSERT_EQ(child.receive(), "ready");
+  HostBackend backend(kChunkBytes);
+  {
+    LakeBorrower borrower(backend, address, /*answer_timeout_ms=*/1);
+    ASSERT_EQ(child.receive(), "granted");
+    const Loan loan = borrower.borrow(kLoanBytes);
+    EXPECT_EQ(loan.id, 3u);
+    EXPECT_FALSE(borrower.awaiting_answer());
+    borrower.give_back(loan.id);
+  }
+  EXPECT_EQ(child.wait(), 0);
+  EXPECT_EQ(backend.live_chunks(), 0u);
 }
 
 }  // namespace

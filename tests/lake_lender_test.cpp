@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 #include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
 
 #include <string>
 #include <vector>
@@ -344,13 +345,35 @@ TEST(LakeLenderTrust, ABorrowerThatFloodsRequestsWithoutReadingIsCutOffNotWaited
   while (l.lender.borrowers() != 0) l.lender.poll(-1, 0);  // hung here in sendmsg before sends were non-blocking
   const std::uint64_t sent = std::stoull(child.receive());
   EXPECT_GT(sent, 100u);
-  EXPECT_EQ(l.lender.stranded_bytes(), 2 * kLoanBytes) << "its two loans wait for its exit";
+  EXPECT_EQ(l.lender.stranded_bytes(), 2 * kLoanBytes) << "its two loans wait for its exit (before the fix, a cut-off in poll released them at once)";
   EXPECT_GT(l.lender.refused_requests(), 0u) << "the budget refused the rest";
   EXPECT_EQ(l.lines_with("cut off"), 1);
   ASSERT_TRUE(child.send("exit"));
   EXPECT_EQ(child.wait(), 0);
   while (l.lender.stranded_bytes() != 0) l.lender.poll(-1, 0);
   EXPECT_EQ(l.backend.live_chunks(), 0u);
+}
+
+TEST(LakeLenderTrust, ADescriptorSentByABorrowerIsClosedNotKept) {
+  // Found by lake_fuzzer (fuzz/corpus/lake/finding-lender-kept-a-borrowers-grant-descriptor.bin): a borrower's
+  // GRANT, with a descriptor, cut the borrower off but left the descriptor open in the lender.
+  const LakeAddress address = lake_address("grant-from-borrower");
+  LoggingLender l(address);
+  const int before = open_descriptors();
+  const int s = lake::connect_to(address);
+  const int memfd = ::memfd_create("lake-lender-test", MFD_CLOEXEC);
+  ASSERT_GE(memfd, 0);
+  lake::Message grant;
+  grant.type = lake::MessageType::kGrant;
+  grant.loan_id = 1;
+  grant.size_bytes = kLoanBytes;
+  ASSERT_TRUE(lake::send_message(s, grant, memfd));
+  ::close(memfd);
+  while (l.lines_with("cut off") == 0) l.lender.poll(-1, 0);
+  ::close(s);
+  l.lender.poll(0, 0);
+  EXPECT_EQ(open_descriptors(), before) << "the borrower's descriptor (and its socket) closed";
+  EXPECT_EQ(l.lender.borrowers(), 0u);
 }
 
 }  // namespace

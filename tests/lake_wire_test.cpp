@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "expect_error.h"
 #include "gmlake/error.h"
@@ -147,6 +149,26 @@ TEST(LakeWire, AConnectedSocketDoesNotBlockASenderWhoseReaderStopped) {
   EXPECT_TRUE(full) << "a full socket is an error at once, not a wait (sent " << sent << ")";
   EXPECT_GT(sent, 0u);
   ::close(client);
+  ::close(listener);
+}
+
+TEST(LakeWire, AListenerThatNeverAcceptsIsAnErrorAfterASecondNotAWaitWithoutEnd) {
+  // Found by lake_fuzzer (fuzz/corpus/lake/finding-connect-waited-on-a-full-backlog.bin): with the backlog full,
+  // connect(2) blocked forever; a borrower's constructor hung on a lender that was busy or flooded.
+  const std::string address = "@gmlake-lake-wire-test-backlog-" + std::to_string(::getpid());
+  const int listener = listen_at(address);
+  std::vector<int> clients;
+  std::string error;
+  while (clients.size() < 64 && error.empty()) {
+    try {
+      clients.push_back(connect_to(address));
+    } catch (const BackendError& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_NE(error.find("backlog stayed full"), std::string::npos) << clients.size() << " connects; " << error;
+  EXPECT_GE(clients.size(), 16u) << "the backlog (16) took as many as it holds";
+  for (const int c : clients) ::close(c);
   ::close(listener);
 }
 

@@ -80,8 +80,9 @@ class LakeLender {
   // the lender and be able to export and scrub (host, cuda).
   LakeLender(Backend& backend, const LakeAddress& address, std::uint64_t budget_bytes,
              std::vector<std::uint32_t> allowed_uids = {}, LakeLog log = nullptr);
-  // Closes every connection and releases every chunk still lent (the borrowers' imports keep the memory alive
-  // on cuda; on host a borrower still mapping it reads zeroes once the range is reused). Never throws.
+  // Closes every connection, releases every chunk still lent (the borrowers' imports keep the memory alive: on
+  // cuda by the driver's reference count, on host by the borrower's descriptor of the chunk's own file) and
+  // removes a path socket's file. Never throws.
   ~LakeLender();
   LakeLender(const LakeLender&) = delete;
   LakeLender& operator=(const LakeLender&) = delete;

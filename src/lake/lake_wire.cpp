@@ -169,23 +169,34 @@ int listen_at(const std::string& address) {
 }
 
 int connect_to(const std::string& address) {
+  constexpr int kBacklogWaitMs = 1000;  // a lender whose backlog is full (it does not accept, or is flooded)
   socklen_t length = 0;
   const sockaddr_un a = socket_address(address, &length);
   const int s = new_socket();
-  int r;
-  do {
-    r = ::connect(s, reinterpret_cast<const sockaddr*>(&a), length);
-  } while (r != 0 && errno == EINTR);
-  if (r != 0) {
-    const int e = errno;
-    ::close(s);
-    throw BackendError("connect", "no gmlake lender at '" + address + "': " + os_text(e));
-  }
   try {
-    set_nonblocking(s);
+    set_nonblocking(s);  // connect included: a full backlog is EAGAIN, not a wait without end
   } catch (...) {
     ::close(s);
     throw;
+  }
+  int r;
+  int waited_ms = 0;
+  for (;;) {
+    r = ::connect(s, reinterpret_cast<const sockaddr*>(&a), length);
+    if (r == 0 || (errno != EINTR && errno != EAGAIN)) break;
+    if (errno == EAGAIN) {
+      if (waited_ms >= kBacklogWaitMs) break;
+      ::poll(nullptr, 0, 10);
+      waited_ms += 10;
+    }
+  }
+  if (r != 0) {
+    const int e = errno;
+    ::close(s);
+    throw BackendError("connect", "no gmlake lender at '" + address + "'" +
+                                      (e == EAGAIN ? ": its backlog stayed full for " + std::to_string(kBacklogWaitMs) +
+                                                         " ms (it does not accept connections)"
+                                                   : ": " + os_text(e)));
   }
   return s;
 }

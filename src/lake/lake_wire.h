@@ -47,7 +47,8 @@ bool wait_readable(int fd, int timeout_ms);
 // close-on-exec. A path socket's file is made mode 0600 (owner only) before it listens, so no other uid can
 // connect at any moment (the abstract namespace has no permissions: the lender's uid check is what guards it).
 // connect_to's socket is non-blocking for sends (a lender that stops reading cannot hang the borrower; reads
-// wait in wait_readable). Throw Error(kInvalidArgument) for an empty or too long address, BackendError("socket"
+// wait in wait_readable), and for the connect: a lender whose backlog is full (it does not accept, or other
+// processes flood it with connections) is BackendError("connect") after 1 s, not a wait without end. Throw Error(kInvalidArgument) for an empty or too long address, BackendError("socket"
 // | "bind" | "chmod" | "listen" | "connect", ...).
 int listen_at(const std::string& address);
 int connect_to(const std::string& address);

@@ -50,6 +50,7 @@ struct LakeLender::State {
   explicit State(Backend& b) : backend(b) {}
   Backend& backend;
   int listener = -1;
+  std::string path;  // a path socket's file, removed when the lender goes ("" for @name)
   std::uint64_t budget_bytes = 0;
   std::uint64_t next_loan = 1;
   std::vector<std::uint32_t> allowed_uids;
@@ -225,6 +226,7 @@ void LakeLender::State::handle(Connection& c, std::uint64_t* refused) {
     cut_off(c, e.what());  // garbage from a live process: treat it as misbehaving
     return;
   }
+  if (fd >= 0) ::close(fd);  // a borrower never sends a descriptor (a GRANT's, as a hostile one may): not kept
   if (!m) return drop(c);
   switch (m->type) {
     case lake::MessageType::kRequest:
@@ -249,6 +251,13 @@ LakeLender::LakeLender(Backend& backend, const LakeAddress& address, std::uint64
   state_->allowed_uids = std::move(allowed_uids);
   state_->log = std::move(log);
   state_->listener = lake::listen_at(address);
+  if (!address.empty() && address[0] != '@') state_->path = address;
+  try {
+    lake::set_nonblocking(state_->listener);  // accept_one never waits
+  } catch (...) {
+    ::close(state_->listener);
+    throw;
+  }
 }
 
 LakeLender::~LakeLender() {
@@ -260,6 +269,7 @@ LakeLender::~LakeLender() {
     if (s.pidfd >= 0) ::close(s.pidfd);
   }
   ::close(state_->listener);
+  if (!state_->path.empty()) ::unlink(state_->path.c_str());  // a restarted lender binds again
 }
 
 std::uint64_t LakeLender::poll(int timeout_ms, std::uint64_t now_ns) {
@@ -278,12 +288,15 @@ std::uint64_t LakeLender::poll(int timeout_ms, std::uint64_t now_ns) {
   if (ready < 0) throw BackendError("poll", std::strerror(errno));
   std::uint64_t handled = 0;
   const std::size_t connections = s.connections.size();
+  // Only the stranded entries polled: handling a connection may cut it off and strand more (read from fds[]
+  // beyond its end before: stranded chunks released at random while their borrower lived).
+  const std::size_t stranded = s.stranded.size();
   for (std::size_t i = 0; i < connections; ++i) {
     if (fds[1 + i].revents == 0) continue;
     s.handle(s.connections[i], &refused_);
     ++handled;
   }
-  for (std::size_t i = 0; i < s.stranded.size(); ++i) {
+  for (std::size_t i = 0; i < stranded; ++i) {
     if (fds[1 + connections + i].revents == 0) continue;
     for (const Lent& l : s.stranded[i].chunks) s.release(l.chunk);  // the process exited: nothing maps them
     ::close(s.stranded[i].pidfd);
@@ -292,7 +305,7 @@ std::uint64_t LakeLender::poll(int timeout_ms, std::uint64_t now_ns) {
   }
   std::erase_if(s.stranded, [](const Stranded& st) { return st.pidfd == -2; });
   if (fds[0].revents != 0) {
-    s.accept_one();
+    for (int i = 0; i < 16; ++i) s.accept_one();  // a backlog's worth: one flooder does not starve the others
     ++handled;
   }
   // Recalls past their deadline: cut the borrower off.
