@@ -3,8 +3,13 @@
 // recount), the blocks equal a model kept here, and reserved bytes equal what the backend holds. At the end:
 // everything freed and emptied leaves no chunk, mapping or reservation behind.
 //
-// Input: byte 0 picks the configuration (policy, cross_stream_reuse, an idle-memory bound); then each
-// operation is an opcode byte and its argument bytes (missing bytes read as 0):
+// Input: byte 0 picks the configuration (policy, cross_stream_reuse, an idle-memory bound; bit 4: a second
+// configuration byte follows, for the keys added since the first long run: the move budget
+// (move_share_permille, move_burst_ms, move_headroom_permille), chunks_per_block, max_strand_bytes,
+// memory_first_under_cap, headroom_permille, and peers: peer_devices:1 on a two-device sim whose devices hold
+// 256 MiB each, with or without peer_budget_bytes); then each operation is an opcode byte and its argument bytes
+// (missing bytes read as 0). The pool's clock is a manual one that moves 250 us per operation, so the move
+// budget's wall-time rules run the same way on every run of an input:
 //   alloc size(3 bytes: exponent, mantissa) stream    free i    begin_deferred i    end_deferred i
 //   bad_free kind,i (double free, interior pointer, arbitrary value, never-allocated neighbour)
 //   empty_cache    set_cap k (0: none, else reserved + k x 2 MiB)    arm_fault call,nth,error    reset_peak
@@ -21,6 +26,8 @@
 #include <vector>
 
 #include "gmlake/allocator.h"
+#include "gmlake/clock.h"
+#include "gmlake/config.h"
 #include "gmlake/error.h"
 #include "backends/fault/fault_backend.h"
 #include "gmlake/sim_backend.h"
@@ -69,17 +76,41 @@ constexpr std::uint64_t kMaxSizeLog2 = 30;  // blocks up to 1 GiB keep page tabl
 
 class Driver {
  public:
-  explicit Driver(std::uint8_t config_byte) : fault_(sim_) {
-    trace("config byte %llu", config_byte);
+  explicit Driver(Bytes& in) {
+    const std::uint8_t config_byte = in.next();
+    const std::uint8_t more = (config_byte & 0x10) != 0 ? in.next() : 0;
+    trace("config bytes %llu %llu", config_byte, more);
     Config config;
     const Policy policies[] = {Policy::kGmlake, Policy::kCaching, Policy::kExpandable};
     config.policy = policies[config_byte % 3];
     config.cross_stream_reuse = (config_byte & 0x4) == 0;
     if ((config_byte & 0x8) != 0) config.max_idle_mapped_bytes = 8 * kMiB;
-    allocator_ = make_allocator(config, fault_);
+    switch (more & 0x3) {  // the move budget
+      case 1: config.move_share_permille = 0; break;  // unbounded
+      case 2: config.move_share_permille = 1; config.move_burst_ms = 0; config.move_headroom_permille = 0; break;
+      case 3: config.move_share_permille = 1000; config.move_burst_ms = 0; config.move_headroom_permille = 1000; break;
+      default: break;
+    }
+    const std::uint64_t chunks_per_block[] = {32, 0, 1, 4096};
+    config.chunks_per_block = chunks_per_block[(more >> 2) & 0x3];
+    if ((more & 0x10) != 0) config.max_strand_bytes = 0;
+    if ((more & 0x20) != 0) config.memory_first_under_cap = false;
+    const bool peers = (more & 0x40) != 0;
+    if (peers) {
+      config.peer_devices = "1";
+      if ((more & 0x80) != 0) config.peer_budget_bytes = 64 * kMiB;
+    } else if ((more & 0x80) != 0) {
+      config.headroom_permille = 0;
+    }
+    config.validate();
+    sim_ = peers ? std::make_unique<SimBackend>(kChunkBytes, std::vector<SimDevice>{{256 * kMiB, 0}, {256 * kMiB, 0}})
+                 : std::make_unique<SimBackend>();
+    fault_ = std::make_unique<FaultBackend>(*sim_);
+    allocator_ = make_allocator(config, *fault_, nullptr, &clock_);
   }
 
   void step(Bytes& in) {
+    clock_.advance_ns(250'000);
     switch (static_cast<Op>(in.next() % kOps)) {
       case kAlloc: alloc(in); break;
       case kFree: free_live(in, false); break;
@@ -99,7 +130,7 @@ class Driver {
   }
 
   void finish() {
-    fault_.disarm_all();
+    fault_->disarm_all();
     for (const Live& b : live_) {
       if (b.pending) allocator_->end_deferred_free(b.ptr);
       else allocator_->deallocate(b.ptr);
@@ -108,9 +139,14 @@ class Driver {
     allocator_->empty_cache();
     check();
     if (allocator_->stats().allocated_bytes.current != 0) finding("allocated bytes left after freeing everything");
-    if (allocator_->stats().reserved_bytes.current != 0) finding("reserved bytes left after empty_cache");
+    if (allocator_->stats().reserved_bytes.current != 0) {
+      finding("reserved bytes left after empty_cache: " + std::to_string(allocator_->stats().reserved_bytes.current) +
+              " (peer " + std::to_string(allocator_->stats().peer_reserved_bytes.current) + "; backend device 0 " +
+              std::to_string(sim_->live_chunk_bytes(0)) + ", device 1 " +
+              std::to_string(sim_->device_count() > 1 ? sim_->live_chunk_bytes(1) : 0) + ")");
+    }
     allocator_.reset();
-    if (sim_.live_chunks() + sim_.live_mappings() + sim_.live_reservations() != 0) finding("backend leak");
+    if (sim_->live_chunks() + sim_->live_mappings() + sim_->live_reservations() != 0) finding("backend leak");
   }
 
  private:
@@ -132,7 +168,7 @@ class Driver {
       trace("  -> out of memory");
     } catch (const BackendError&) {
       trace("  -> backend error");
-      if (fault_.injected_faults() == injected_seen_) finding("BackendError with no fault injected");
+      if (fault_->injected_faults() == injected_seen_) finding("BackendError with no fault injected");
     } catch (const std::exception& e) {
       finding(std::string("allocate threw ") + e.what());
     }
@@ -225,9 +261,9 @@ class Driver {
     const auto call = static_cast<BackendCall>(in.next() % kBackendCallKinds);
     const std::uint64_t nth = 1 + in.next() % 8;
     const FaultError error = in.next() % 2 == 0 ? FaultError::kBackendError : FaultError::kOutOfMemory;
-    fault_.disarm_all();
-    injected_seen_ = fault_.injected_faults();
-    fault_.arm({call, nth, 1, error});
+    fault_->disarm_all();
+    injected_seen_ = fault_->injected_faults();
+    fault_->arm({call, nth, 1, error});
     trace("arm fault: call %llu nth %llu error %llu", static_cast<unsigned long long>(call), nth,
           static_cast<unsigned long long>(error));
   }
@@ -239,7 +275,7 @@ class Driver {
       call();
     } catch (const Error& e) {
       trace("  -> error");
-      if (fault_.injected_faults() == injected_seen_) finding(std::string("no fault injected, yet ") + e.what());
+      if (fault_->injected_faults() == injected_seen_) finding(std::string("no fault injected, yet ") + e.what());
     } catch (const std::exception& e) {
       finding(e.what());
     }
@@ -252,7 +288,7 @@ class Driver {
       finding(e.what());
     }
     const Stats s = allocator_->stats();
-    if (static_cast<std::uint64_t>(s.reserved_bytes.current) != sim_.live_chunk_bytes()) {
+    if (static_cast<std::uint64_t>(s.reserved_bytes.current) != sim_->live_chunk_bytes()) {
       finding("reserved bytes differ from the backend's live chunk bytes");
     }
     const std::vector<BlockInfo> blocks = allocator_->blocks();
@@ -260,11 +296,12 @@ class Driver {
     std::int64_t requested = 0;
     for (const Live& b : live_) requested += b.pending ? 0 : static_cast<std::int64_t>(b.requested_bytes);
     if (s.requested_bytes.current != requested) finding("requested bytes differ from the model's");
-    injected_seen_ = fault_.injected_faults();  // a fault that fired in this step is accounted for
+    injected_seen_ = fault_->injected_faults();  // a fault that fired in this step is accounted for
   }
 
-  SimBackend sim_;
-  FaultBackend fault_;
+  ManualClock clock_;
+  std::unique_ptr<SimBackend> sim_;
+  std::unique_ptr<FaultBackend> fault_;
   std::unique_ptr<Allocator> allocator_;
   std::vector<Live> live_;
   std::vector<void*> freed_;
@@ -276,7 +313,7 @@ class Driver {
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
   gmlake::fuzz::Bytes in(data, size);
-  gmlake::fuzz::Driver driver(in.next());
+  gmlake::fuzz::Driver driver(in);
   while (!in.done()) driver.step(in);
   driver.finish();
   return 0;

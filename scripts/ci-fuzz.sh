@@ -18,15 +18,16 @@ cmake --build build-fuzz -j "${FUZZ_JOBS:-$(nproc)}"
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export ASAN_OPTIONS=detect_leaks=1
 # Each target and its seeds: pickle_struct mutates pickles opcode by opcode from the same real snapshot pieces.
-for target in pickle pickle_struct rmm_csv allocator; do
+for target in pickle pickle_struct rmm_csv allocator lake; do
   seeds="fuzz/corpus/$target"
   if [ "$target" = pickle_struct ]; then seeds="fuzz/corpus/pickle"; fi
   work="build-fuzz/corpus/$target"
   log="build-fuzz/$target.log"
   mkdir -p "$work"
   extra=()
-  # The allocator target checks every invariant after every operation: shorter inputs, more of them.
-  if [ "$target" = allocator ]; then extra=(-max_len=1024); fi
+  # The allocator target checks every invariant after every operation, the lake target sets up a lender or a
+  # borrower per input: shorter inputs, more of them.
+  if [ "$target" = allocator ] || [ "$target" = lake ]; then extra=(-max_len=1024); fi
   if ! "build-fuzz/${target}_fuzzer" "$work" "$seeds" -max_total_time="$seconds" -print_final_stats=1 \
       -timeout=10 -rss_limit_mb="$rss_mb" -malloc_limit_mb="$rss_mb" -artifact_prefix="build-fuzz/$target-" \
       "${extra[@]}" >"$log" 2>&1; then

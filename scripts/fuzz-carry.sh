@@ -2,7 +2,7 @@
 # Prepares .dev/fuzz/ (ignored by git) for the long fuzzing run on a many-core machine that has none of gmlake's
 # Debian libraries (scripts/fuzz-device.sh runs it there). Builds the libFuzzer targets from the current working
 # tree with scripts/ci-fuzz.sh (clang 14, ASan + UBSan, one second of each as a smoke test), then copies:
-#   .dev/fuzz/bin/<target>_fuzzer   the four targets, debug info stripped (symbols kept): reproduce a finding
+#   .dev/fuzz/bin/<target>_fuzzer   the five targets, debug info stripped (symbols kept): reproduce a finding
 #                                   here with build-fuzz/<target>_fuzzer INPUT for file and line numbers
 #   .dev/fuzz/lib/                  the shared libraries they need beyond glibc, libstdc++, libgcc_s and libm
 #   .dev/fuzz/lib/compat/           libstdc++ and libgcc_s of this machine, used by fuzz-device.sh only when the
@@ -13,7 +13,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 dest=.dev/fuzz
-targets=(pickle pickle_struct rmm_csv allocator)
+targets=(pickle pickle_struct rmm_csv allocator lake)
 # What is built: the commit, and the sources compiled that differ from it (others may be editing the tree).
 info="commit $(git rev-parse --short=12 HEAD) ($(git log -1 --format=%cd --date=iso-strict)), built $(date -u +%Y-%m-%dT%H:%M:%SZ)"
 dirty="$(git status --porcelain -- src include fuzz CMakeLists.txt | tr '\n' ' ')"

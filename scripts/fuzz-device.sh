@@ -4,13 +4,13 @@
 #
 # Usage (from the repository root): scripts/fuzz-device.sh OUT_DIR SECONDS [FOLDER]
 #   FOLDER (default .dev/fuzz) holds bin/<target>_fuzzer, lib/, lib/compat/, corpus/<target>/, BUILD_INFO.
-#   Runs plain libFuzzer processes in parallel, one per core (nproc, or FUZZ_CORES), for all four targets at
-#   once: cores are spread in proportion to speed so that every target runs (16 cores: pickle 6, pickle_struct 7,
-#   rmm_csv 2, allocator 1; fewer than 4 cores: one process per target anyway). FUZZ_SPLIT="pickle:6,
-#   pickle_struct:7,rmm_csv:2,allocator:1" sets the split by hand. Processes of one target share one corpus folder
+#   Runs plain libFuzzer processes in parallel, one per core (nproc, or FUZZ_CORES), for all five targets at
+#   once: cores are spread in proportion to speed so that every target runs (16 cores: pickle 6, pickle_struct 6,
+#   rmm_csv 2, allocator 1, lake 1; fewer than 4 cores: one process per target anyway). FUZZ_SPLIT="pickle:6,
+#   pickle_struct:6,rmm_csv:2,allocator:1,lake:1" sets the split by hand. Processes of one target share one corpus folder
 #   (libFuzzer reloads it every second), kept in FUZZ_WORK (default .dev/fuzz-work), so a later call on the same
 #   machine goes on from it. Same flags as scripts/fuzz-long.sh and CI: -timeout=10, -rss_limit_mb and
-#   -malloc_limit_mb FUZZ_RSS_MB (2048), -max_len=1024 for allocator, pickle_struct seeded from corpus/pickle.
+#   -malloc_limit_mb FUZZ_RSS_MB (2048), -max_len=1024 for allocator and lake, pickle_struct seeded from corpus/pickle.
 #   A process that ends with a finding is started again (up to 3 times per core) while time is left.
 #   Everything stops inside SECONDS: the processes get -max_total_time of SECONDS less a margin (10 s + 5 %),
 #   any still running 6 s before SECONDS is interrupted (libFuzzer then prints its final stats), 3 s before it
@@ -37,7 +37,7 @@ work="${FUZZ_WORK:-.dev/fuzz-work}"
 rss_mb="${FUZZ_RSS_MB:-2048}"
 previous="${FUZZ_PREVIOUS_TOTAL:-0}"
 cores="${FUZZ_CORES:-$(nproc)}"
-targets=(pickle pickle_struct rmm_csv allocator)
+targets=(pickle pickle_struct rmm_csv allocator lake)
 t0=$(date +%s)
 deadline=$((t0 + budget))
 run_end=$((deadline - 10 - budget / 20))   # the processes' own end (-max_total_time)
@@ -74,8 +74,9 @@ elif [ "$cores" -lt 4 ]; then
   for t in "${targets[@]}"; do share[$t]=1; done
 else
   share[allocator]=$(( cores / 16 > 1 ? cores / 16 : 1 ))
+  share[lake]=$(( cores / 16 > 1 ? cores / 16 : 1 ))
   share[rmm_csv]=$(( cores / 8 > 1 ? cores / 8 : 1 ))
-  rest=$(( cores - share[allocator] - share[rmm_csv] ))
+  rest=$(( cores - share[allocator] - share[lake] - share[rmm_csv] ))
   share[pickle_struct]=$(( (rest + 1) / 2 ))
   share[pickle]=$(( rest / 2 ))
 fi
@@ -91,7 +92,7 @@ done
 slot_loop() {
   local t=$1 slot=$2 run=0 seeds="$folder/corpus/$1" extra=() rc left start
   if [ "$t" = pickle_struct ]; then seeds="$folder/corpus/pickle"; fi
-  if [ "$t" = allocator ]; then extra=(-max_len=1024); fi
+  if [ "$t" = allocator ] || [ "$t" = lake ]; then extra=(-max_len=1024); fi
   mkdir -p "$work/corpus/$t"
   while [ "$run" -lt 3 ] && [ ! -e "$work/stop" ]; do
     start=$(date +%s); left=$((run_end - start))

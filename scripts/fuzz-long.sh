@@ -14,9 +14,9 @@ round="${FUZZ_ROUND_SECONDS:-600}"
 max_seconds="${FUZZ_MAX_SECONDS:-0}"
 parallel="${FUZZ_PARALLEL:-1}"
 rss_mb="${FUZZ_RSS_MB:-2048}"
-targets=(pickle pickle_struct rmm_csv allocator)
+targets=(pickle pickle_struct rmm_csv allocator lake)
 
-if [ ! -x build-fuzz/allocator_fuzzer ] || [ ! -x build-fuzz/pickle_struct_fuzzer ]; then
+if [ ! -x build-fuzz/allocator_fuzzer ] || [ ! -x build-fuzz/pickle_struct_fuzzer ] || [ ! -x build-fuzz/lake_fuzzer ]; then
   FUZZ_SECONDS=1 scripts/ci-fuzz.sh >/dev/null
 fi
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
@@ -31,7 +31,7 @@ round_no=0
 run_one() {  # target seconds -> log build-fuzz/long-<target>.log
   local target=$1 seconds=$2 seeds="fuzz/corpus/$1" extra=()
   if [ "$target" = pickle_struct ]; then seeds="fuzz/corpus/pickle"; fi
-  if [ "$target" = allocator ]; then extra=(-max_len=1024); fi
+  if [ "$target" = allocator ] || [ "$target" = lake ]; then extra=(-max_len=1024); fi
   mkdir -p "build-fuzz/corpus/$target"
   "build-fuzz/${target}_fuzzer" "build-fuzz/corpus/$target" "$seeds" -max_total_time="$seconds" \
     -print_final_stats=1 -timeout=10 -rss_limit_mb="$rss_mb" -malloc_limit_mb="$rss_mb" \

@@ -150,5 +150,24 @@ TEST(ConfigTest, LakeSocketIsNoneAnAbsolutePathOrAnAbstractNameAndNotWithPeerDev
   }
   EXPECT_NO_THROW(check_lake_socket("/" + std::string(106, 'x'))) << "107 bytes fit";
 }
+
+TEST(ConfigTest, LakeAllowedUidsAreNoneOrDistinctUidsSeparatedBySemicolons) {
+  EXPECT_EQ(Config{}.lake_allowed_uids, "none");
+  EXPECT_TRUE(parse_lake_allowed_uids("none").empty());
+  EXPECT_EQ(parse_lake_allowed_uids("1000"), std::vector<std::uint32_t>{1000});
+  EXPECT_EQ(parse_lake_allowed_uids("0; 4294967294;1001"), (std::vector<std::uint32_t>{0, 4294967294u, 1001}));
+  const Config c = parse_config("lake_socket:@lender0,lake_allowed_uids:1000;1001");
+  EXPECT_EQ(parse_config(c.to_string()).lake_allowed_uids, "1000;1001") << "round trip";
+  for (const char* bad : {"lake_allowed_uids:x", "lake_allowed_uids:5;5", "lake_allowed_uids:-1",
+                          "lake_allowed_uids:1;", "lake_allowed_uids:4294967295", "lake_allowed_uids:99999999999999999999"}) {
+    try {
+      parse_config(bad);
+      ADD_FAILURE() << bad;
+    } catch (const Error& e) {
+      EXPECT_EQ(e.code(), ErrorCode::kConfig);
+      EXPECT_NE(std::string(e.what()).find("lake_allowed_uids"), std::string::npos) << e.what();
+    }
+  }
+}
 }  // namespace
 }  // namespace gmlake

@@ -3,6 +3,8 @@
 #include "gmlake/host_backend.h"
 
 #include <gtest/gtest.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -14,6 +16,7 @@
 #include <vector>
 
 #include "gmlake/error.h"
+#include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
 
 namespace gmlake {
@@ -248,6 +251,118 @@ TEST(HostBackendTest, NodesEachHoldTheirOwnLimitAndTheirChunksHoldRealBytes) {
   b.release(own);
   EXPECT_EQ(b.live_chunk_bytes(1), 0u);
   EXPECT_THROW(HostBackend(kChunkBytes, std::vector<std::uint64_t>{}), Error);
+}
+
+TEST(HostBackendTest, ScrubZeroesAnUnmappedChunkAndRefusesWhatItMayNotTouch) {
+  HostBackend backend(kGranule);
+  const ChunkHandle chunk = backend.create(2 * kGranule);
+  const std::uintptr_t addr = backend.reserve(2 * kGranule);
+  backend.map(addr, 2 * kGranule, chunk);
+  backend.set_access(addr, 2 * kGranule);
+  std::memset(bytes_at(addr), 0x77, 2 * kGranule);
+  try {
+    backend.scrub(chunk);
+    ADD_FAILURE() << "a mapped chunk's bytes are in use";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("mapped"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(bytes_at(addr)[kGranule], 0x77) << "a refused scrub changed nothing";
+  backend.unmap(addr, 2 * kGranule);
+  backend.scrub(chunk);
+  backend.map(addr, 2 * kGranule, chunk);
+  backend.set_access(addr, 2 * kGranule);
+  std::uint64_t non_zero = 0;
+  for (std::uint64_t i = 0; i < 2 * kGranule; ++i) non_zero += bytes_at(addr)[i] != 0 ? 1 : 0;
+  EXPECT_EQ(non_zero, 0u);
+  backend.unmap(addr, 2 * kGranule);
+  backend.address_free(addr, 2 * kGranule);
+  // An imported chunk is another process's memory: only its exporter scrubs it.
+  const ExportedChunk exported = backend.export_chunk(chunk);
+  HostBackend importer(kGranule);
+  const ChunkHandle imported = importer.import_chunk(::dup(exported.fd), exported.fd_offset_bytes, 2 * kGranule);
+  EXPECT_THROW(importer.scrub(imported), Error);
+  importer.release(imported);
+  backend.release(chunk);
+  EXPECT_THROW(backend.scrub(chunk), Error) << "not live";
+  EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
+TEST(HostBackendTest, ABackendWithoutBytesCannotScrub) {
+  SimBackend sim(kGranule);
+  const ChunkHandle chunk = sim.create(kGranule);
+  try {
+    sim.scrub(chunk);
+    ADD_FAILURE() << "sim has no bytes to zero and lends nothing";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("cannot scrub"), std::string::npos) << e.what();
+  }
+  sim.release(chunk);
+}
+
+TEST(HostBackendTest, AScrubbedChunkIsExportedAsAFileOfItsOwnThatNoOneCanResize) {
+  HostBackend backend(kGranule);
+  const ChunkHandle secret = backend.create(kGranule);  // another chunk, with bytes an importer must not reach
+  const std::uintptr_t at = backend.reserve(kGranule);
+  backend.map(at, kGranule, secret);
+  backend.set_access(at, kGranule);
+  std::memset(bytes_at(at), 0x5E, kGranule);
+  const ChunkHandle lent = backend.create(2 * kGranule);
+  const ExportedChunk shared = backend.export_chunk(lent);
+  EXPECT_NE(shared.fd_offset_bytes + 1, 0u);
+  backend.scrub(lent);
+  const ExportedChunk own = backend.export_chunk(lent);
+  EXPECT_NE(own.fd, shared.fd) << "not the shared memfd any more";
+  EXPECT_EQ(own.fd_offset_bytes, 0u);
+  struct stat file {};
+  ASSERT_EQ(::fstat(own.fd, &file), 0);
+  EXPECT_EQ(static_cast<std::uint64_t>(file.st_size), 2 * kGranule) << "the chunk and nothing else";
+  EXPECT_NE(::ftruncate(own.fd, 0), 0) << "sealed: its size cannot change";
+  EXPECT_NE(::ftruncate(shared.fd, 0), 0) << "the shared memfd cannot shrink either";
+  // The chunk still works here, from its own file; its bytes are the importer's too.
+  const std::uintptr_t addr = backend.reserve(2 * kGranule);
+  backend.map(addr, 2 * kGranule, lent);
+  backend.set_access(addr, 2 * kGranule);
+  EXPECT_EQ(bytes_at(addr)[0], 0);
+  bytes_at(addr)[1] = 7;
+  HostBackend importer(kGranule);
+  const ChunkHandle imported = importer.import_chunk(::dup(own.fd), 0, 2 * kGranule);
+  const std::uintptr_t there = importer.reserve(2 * kGranule);
+  importer.map(there, 2 * kGranule, imported);
+  importer.set_access(there, 2 * kGranule);
+  EXPECT_EQ(bytes_at(there)[1], 7);
+  EXPECT_THROW(importer.import_chunk(::dup(own.fd), 2 * kGranule, kGranule), Error) << "past its end";
+  importer.unmap(there, 2 * kGranule);
+  importer.release(imported);
+  importer.address_free(there, 2 * kGranule);
+  backend.unmap(addr, 2 * kGranule);
+  backend.address_free(addr, 2 * kGranule);
+  backend.release(lent);
+  EXPECT_EQ(bytes_at(at)[0], 0x5E) << "the other chunk kept its bytes";
+  backend.unmap(at, kGranule);
+  backend.address_free(at, kGranule);
+  backend.release(secret);
+  EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
+TEST(HostBackendTest, ImportRefusesAFileItsOwnerCouldShrinkUnderTheMappings) {
+  HostBackend importer(kGranule);
+  const int unsealed = ::memfd_create("host-backend-test", MFD_CLOEXEC);
+  ASSERT_GE(unsealed, 0);
+  ASSERT_EQ(::ftruncate(unsealed, 4 * kGranule), 0);
+  try {
+    importer.import_chunk(unsealed, 0, kGranule);  // takes the descriptor, closes it
+    ADD_FAILURE() << "imported a file its owner may truncate: a later read of the mapping is SIGBUS";
+  } catch (const Error& e) {
+    EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
+    EXPECT_NE(std::string(e.what()).find("F_SEAL_SHRINK"), std::string::npos) << e.what();
+  }
+  int pipe_fds[2];
+  ASSERT_EQ(::pipe(pipe_fds), 0);
+  EXPECT_THROW(importer.import_chunk(pipe_fds[0], 0, kGranule), Error) << "not a file";
+  ::close(pipe_fds[1]);
+  EXPECT_EQ(importer.live_chunks(), 0u);
 }
 
 }  // namespace

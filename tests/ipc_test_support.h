@@ -82,6 +82,8 @@ class ForkedChild {
   ForkedChild& operator=(const ForkedChild&) = delete;
 
   std::string receive() { return receive_message(from_child_); }
+  // The pipe the child's messages come on (to poll it beside other descriptors).
+  int from_child() const { return from_child_; }
   bool send(const std::string& message) { return send_message(to_child_, message); }
   // The child's exit status (-1 when it did not exit normally).
   int wait() {

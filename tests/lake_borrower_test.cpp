@@ -1,9 +1,15 @@
 // LakeBorrower (src/lake/borrower.cpp) against a lender in a forked child, on the host backend: loans whose bytes
 // both processes see, a lender that dies holding loans, and out of memory on both sides.
 #include <gtest/gtest.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
 
 #include <chrono>
+#include <functional>
+#include <optional>
 #include <string>
 
 #include "expect_error.h"
@@ -12,6 +18,7 @@
 #include "gmlake/lake.h"
 #include "ipc_test_support.h"
 #include "lake_test_support.h"
+#include "lake/lake_wire.h"
 
 namespace gmlake::test {
 namespace {
@@ -180,6 +187,163 @@ TEST(LakeBorrower, ASilentLenderIsOutOfMemoryAfterTheTimeoutAndItsLateLoanGoesSt
 TEST(LakeBorrower, NoLenderAtTheAddressIsABackendError) {
   HostBackend backend(kChunkBytes);
   test::expect_error([&] { LakeBorrower(backend, lake_address("nobody")); }, ErrorCode::kBackend, "no gmlake lender");
+}
+
+// --- Trust: the lender's uid, and a lender that breaks the protocol.
+
+TEST(LakeBorrowerTrust, ALenderOfAnotherUidIsNotTrustedUnlessAllowed) {
+  const LakeAddress address = lake_address("other-uid-lender");
+  const std::uint32_t borrower_uid = ::geteuid();
+  ForkedChild child([=](int up, int down) {
+    if (!become_other_uid()) {
+      send_message(up, "no-uid");
+      return 0;
+    }
+    HostBackend backend(kChunkBytes);
+    LakeLender lender(backend, address, 0, {borrower_uid});
+    send_message(up, "ready");
+    for (;;) {  // serves until the test says stop
+      lender.poll(10, 0);
+      pollfd p{down, POLLIN, 0};
+      if (::poll(&p, 1, 0) == 1) break;
+    }
+    while (lender.borrowers() != 0) lender.poll(-1, 0);  // the trusting borrower's RETURN and its exit
+    return lender.lent_bytes() == 0 && backend.live_chunks() == 0 ? 0 : 50;
+  });
+  const std::string first = child.receive();
+  if (first == "no-uid") GTEST_SKIP() << kNoOtherUid;
+  ASSERT_EQ(first, "ready");
+  HostBackend backend(kChunkBytes);
+  const int descriptors = open_descriptors();
+  test::expect_error([&] { LakeBorrower(backend, address); }, ErrorCode::kBackend,
+                     "runs as uid " + std::to_string(kOtherUid));
+  EXPECT_EQ(open_descriptors(), descriptors) << "the refused connection was closed";
+  {
+    LakeBorrower trusting(backend, address, 0, {kOtherUid});
+    const Loan loan = trusting.borrow(kLoanBytes);
+    EXPECT_EQ(loan.size_bytes, kLoanBytes);
+    trusting.give_back(loan.id);
+  }
+  ASSERT_TRUE(child.send("stop"));
+  EXPECT_EQ(child.wait(), 0);
+  EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
+// A lender in a child that answers each REQUEST with the GRANT `grant(n, request)` makes for the n-th request
+// (a memfd of `file_bytes` attached), until the borrower goes.
+ForkedChild raw_lender(const LakeAddress& address, std::uint64_t file_bytes,
+                       const std::function<lake::Message(int, const lake::Message&)>& grant) {
+  return ForkedChild([=](int up, int) {
+    const int listener = lake::listen_at(address);
+    send_message(up, "ready");
+    const int s = ::accept(listener, nullptr, nullptr);
+    const int memfd = ::memfd_create("raw-lender", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (s < 0 || memfd < 0 || ::ftruncate(memfd, static_cast<off_t>(file_bytes)) != 0 ||
+        ::fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+      return 60;
+    }
+    for (int n = 0;; ++n) {
+      int fd = -1;
+      std::optional<lake::Message> m;
+      try {
+        m = lake::receive_message(s, &fd);
+      } catch (const Error&) {
+        return 61;
+      }
+      if (!m) return 0;
+      if (m->type != lake::MessageType::kRequest) continue;
+      lake::send_message(s, grant(n, *m), memfd);
+    }
+  });
+}
+
+lake::Message grant_of(std::uint64_t loan_id, std::uint64_t size_bytes) {
+  lake::Message g;
+  g.type = lake::MessageType::kGrant;
+  g.loan_id = loan_id;
+  g.size_bytes = size_bytes;
+  return g;
+}
+
+TEST(LakeBorrowerTrust, AGrantOfAnotherSizeThanAskedEndsTheConnectionAndLeavesNothing) {
+  const LakeAddress address = lake_address("wrong-size");
+  ForkedChild child = raw_lender(address, 8 * kLoanBytes,
+                                 [](int, const lake::Message& r) { return grant_of(1, r.size_bytes * 2); });
+  ASSERT_EQ(child.receive(), "ready");
+  HostBackend backend(kChunkBytes);
+  const int descriptors = open_descriptors();
+  {
+    LakeBorrower borrower(backend, address);
+    test::expect_error([&] { borrower.borrow(kLoanBytes); }, ErrorCode::kBackend, "broke the protocol");
+    EXPECT_TRUE(borrower.lender_gone());
+    EXPECT_TRUE(borrower.loans().empty());
+    EXPECT_EQ(backend.live_chunks(), 0u) << "before the fix, a grant of 2x was imported as a chunk of 2x";
+  }
+  EXPECT_EQ(open_descriptors(), descriptors) << "the granted descriptor and the socket were closed";
+  EXPECT_EQ(child.wait(), 0);
+}
+
+TEST(LakeBorrowerTrust, ALoanIdGrantedTwiceEndsTheConnectionAndKeepsTheFirstLoanValid) {
+  const LakeAddress address = lake_address("twice");
+  ForkedChild child = raw_lender(address, 8 * kLoanBytes,
+                                 [](int, const lake::Message& r) { return grant_of(7, r.size_bytes); });
+  ASSERT_EQ(child.receive(), "ready");
+  HostBackend backend(kChunkBytes);
+  const int descriptors = open_descriptors();
+  {
+    LakeBorrower borrower(backend, address);
+    const Loan first = borrower.borrow(kLoanBytes);
+    EXPECT_EQ(first.id, 7u);
+    test::expect_error([&] { borrower.borrow(kLoanBytes); }, ErrorCode::kBackend, "granted twice");
+    EXPECT_TRUE(borrower.lender_gone());
+    EXPECT_EQ(borrower.loans().size(), 1u);
+    EXPECT_EQ(backend.live_chunks(), 1u) << "before the fix, the second import stayed live under no loan";
+    MappedChunk m(backend, first.chunk, kLoanBytes);
+    m.fill(1);
+    EXPECT_TRUE(m.holds(1));
+    m.unmap();
+    borrower.give_back(first.id);
+    EXPECT_EQ(backend.live_chunks(), 0u);
+  }
+  EXPECT_EQ(open_descriptors(), descriptors);
+  EXPECT_EQ(child.wait(), 0);
+}
+
+TEST(LakeBorrowerTrust, AnAnswerAlreadyWaitingIsTakenEvenWithAOneMillisecondTimeout) {
+  // Found by lake_fuzzer: the time left was rounded down to whole milliseconds, so a 1 ms timeout gave up at once
+  // without reading the GRANT that was already there.
+  const LakeAddress address = lake_address("already-there");
+  ForkedChild child([=](int up, int) {
+    const int listener = lake::listen_at(address);
+    send_message(up, "ready");
+    const int s = ::accept(listener, nullptr, nullptr);
+    const int memfd = ::memfd_create("raw-lender", MFD_CLOEXEC | MFD_ALLOW_SEALING);
+    if (s < 0 || memfd < 0 || ::ftruncate(memfd, kLoanBytes) != 0 || ::fcntl(memfd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+      return 60;
+    }
+    lake::send_message(s, grant_of(3, kLoanBytes), memfd);  // before any request: waiting when borrow() looks
+    send_message(up, "granted");
+    for (int fd = -1;; fd = -1) {
+      try {
+        if (!lake::receive_message(s, &fd)) return 0;
+      } catch (const Error&) {
+        return 61;
+      }
+      if (fd >= 0) ::close(fd);
+    }
+  });
+  ASSERT_EQ(child.receive(), "ready");
+  HostBackend backend(kChunkBytes);
+  {
+    LakeBorrower borrower(backend, address, /*answer_timeout_ms=*/1);
+    ASSERT_EQ(child.receive(), "granted");
+    const Loan loan = borrower.borrow(kLoanBytes);
+    EXPECT_EQ(loan.id, 3u);
+    EXPECT_FALSE(borrower.awaiting_answer());
+    borrower.give_back(loan.id);
+  }
+  EXPECT_EQ(child.wait(), 0);
+  EXPECT_EQ(backend.live_chunks(), 0u);
 }
 
 }  // namespace

@@ -3,7 +3,9 @@
 // a lender driven by the test's commands.
 #pragma once
 
+#include <grp.h>
 #include <poll.h>
+#include <dirent.h>
 #include <unistd.h>
 
 #include <cstdint>
@@ -17,6 +19,31 @@
 #include "gmlake/lake.h"
 
 namespace gmlake::test {
+
+// A uid that is not this test's (nobody), for the lake's uid checks.
+inline constexpr std::uint32_t kOtherUid = 65534;
+
+// In a forked child: becomes kOtherUid (and its group) for good. False when this process may not (not root, no
+// CAP_SETUID): the caller then says so and the test skips. A user namespace would not do: the kernel reports a
+// namespaced process's uid to the other end of a socket as its uid outside, this test's own.
+inline bool become_other_uid() {
+  if (::setgroups(0, nullptr) != 0 && ::geteuid() == 0) return false;
+  return ::setresgid(kOtherUid, kOtherUid, kOtherUid) == 0 && ::setresuid(kOtherUid, kOtherUid, kOtherUid) == 0 &&
+         ::geteuid() == kOtherUid;
+}
+inline constexpr const char* kNoOtherUid =
+    "cannot run a process as another uid here (neither root nor CAP_SETUID/CAP_SETGID; a user namespace maps "
+    "back to this uid in SO_PEERCRED): the uid check is not exercised";
+
+// Descriptors open in this process now (entries of /proc/self/fd, less the one that reads it).
+inline int open_descriptors() {
+  DIR* dir = ::opendir("/proc/self/fd");
+  if (dir == nullptr) return -1;
+  int n = 0;
+  while (const dirent* e = ::readdir(dir)) n += e->d_name[0] != '.' ? 1 : 0;
+  ::closedir(dir);
+  return n - 1;
+}
 
 // An abstract-namespace address no other test or run uses.
 inline LakeAddress lake_address(const std::string& name) {

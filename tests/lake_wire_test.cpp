@@ -10,6 +10,8 @@
 #include <cerrno>
 #include <csignal>
 #include <cstring>
+#include <string>
+#include <vector>
 
 #include "expect_error.h"
 #include "gmlake/error.h"
@@ -94,6 +96,79 @@ TEST(LakeWire, BadAddressesAndAbsentListenersAreClearErrors) {
   const int client = connect_to("@gmlake-lake-wire-test-" + std::to_string(::getpid()));
   EXPECT_GE(client, 0);
   ::close(client);
+  ::close(listener);
+}
+
+TEST(LakeWire, APathSocketIsCreatedOwnerOnly) {
+  const std::string path = "/tmp/gmlake-lake-wire-test-" + std::to_string(::getpid()) + ".sock";
+  ::unlink(path.c_str());
+  const mode_t previous = ::umask(0);  // the widest umask: the mode comes from listen_at, not from the umask
+  const int listener = listen_at(path);
+  ::umask(previous);
+  struct stat st {};
+  ASSERT_EQ(::stat(path.c_str(), &st), 0);
+  EXPECT_TRUE(S_ISSOCK(st.st_mode));
+  EXPECT_EQ(st.st_mode & 0777, 0600u) << std::oct << (st.st_mode & 0777);
+  ::close(listener);
+  ::unlink(path.c_str());
+}
+
+TEST_F(LakeWireTest, PeerCredentialsAreTheKernelsRecordOfTheOtherEnd) {
+  const PeerCredentials peer = peer_credentials(ends_[0]);
+  EXPECT_EQ(peer.pid, ::getpid());
+  EXPECT_EQ(peer.uid, ::geteuid());
+  EXPECT_EQ(peer.gid, ::getegid());
+  test::expect_error([] { peer_credentials(-1); }, ErrorCode::kBackend, "SO_PEERCRED");
+}
+
+TEST(LakeWire, OnlyTheOwnUidAndTheListedOnesAreAllowed) {
+  const std::uint32_t own = ::geteuid();
+  const std::uint32_t other = own == 65534 ? 65533 : 65534;
+  EXPECT_TRUE(uid_allowed(own, {}));
+  EXPECT_FALSE(uid_allowed(other, {}));
+  EXPECT_FALSE(uid_allowed(other, {own, other + 1}));
+  EXPECT_TRUE(uid_allowed(other, {12, other}));
+}
+
+TEST(LakeWire, AConnectedSocketDoesNotBlockASenderWhoseReaderStopped) {
+  const std::string address = "@gmlake-lake-wire-test-full-" + std::to_string(::getpid());
+  const int listener = listen_at(address);
+  const int client = connect_to(address);
+  std::uint64_t sent = 0;
+  bool full = false;
+  while (!full && sent < 1'000'000) {  // nobody accepts, nobody reads
+    try {
+      if (!send_message(client, Message{MessageType::kRequest, 0, 4096, 0, 0})) break;
+      ++sent;
+    } catch (const BackendError& e) {
+      full = std::string(e.what()).find("EAGAIN") != std::string::npos ||
+             std::string(e.what()).find("errno 11") != std::string::npos;
+      if (!full) ADD_FAILURE() << e.what();
+    }
+  }
+  EXPECT_TRUE(full) << "a full socket is an error at once, not a wait (sent " << sent << ")";
+  EXPECT_GT(sent, 0u);
+  ::close(client);
+  ::close(listener);
+}
+
+TEST(LakeWire, AListenerThatNeverAcceptsIsAnErrorAfterASecondNotAWaitWithoutEnd) {
+  // Found by lake_fuzzer (fuzz/corpus/lake/finding-connect-waited-on-a-full-backlog.bin): with the backlog full,
+  // connect(2) blocked forever; a borrower's constructor hung on a lender that was busy or flooded.
+  const std::string address = "@gmlake-lake-wire-test-backlog-" + std::to_string(::getpid());
+  const int listener = listen_at(address);
+  std::vector<int> clients;
+  std::string error;
+  while (clients.size() < 64 && error.empty()) {
+    try {
+      clients.push_back(connect_to(address));
+    } catch (const BackendError& e) {
+      error = e.what();
+    }
+  }
+  EXPECT_NE(error.find("backlog stayed full"), std::string::npos) << clients.size() << " connects; " << error;
+  EXPECT_GE(clients.size(), 16u) << "the backlog (16) took as many as it holds";
+  for (const int c : clients) ::close(c);
   ::close(listener);
 }
 

@@ -214,6 +214,24 @@ TEST_F(PeerChunksTest, APeerCreateThatFailsLeavesTheAllocatorConsistentAndUsable
   a.deallocate(p);
 }
 
+TEST_F(PeerChunksTest, APeerChunkWhoseReleaseFailsWithOutOfMemoryStaysFreeAndGoesAtEmptyCache) {
+  // Found by allocator_fuzzer with the peer configurations (fuzz/corpus/allocator/finding-peer-release-oom.bin):
+  // a failed allocation gives its borrowed chunks back at once; a release failing with OutOfMemoryError (not
+  // BackendError) escaped ChunkPool::release_quietly, and the chunk was then in no free index: empty_cache
+  // left it reserved until teardown.
+  FaultBackend faulty(backend_);
+  StitchingAllocator a(parse_config(kBase + ",peer_devices:1,peer_budget_bytes:4M"), faulty);
+  faulty.arm(Fault{BackendCall::kRelease, 1, 1, FaultError::kOutOfMemory});
+  EXPECT_THROW(a.allocate(14 * kMiB, 0), OutOfMemoryError) << "8 MiB own + 4 MiB of peer budget";
+  a.check_invariants();
+  EXPECT_EQ(faulty.injected_faults(), 1u);
+  a.empty_cache();
+  a.check_invariants();
+  EXPECT_EQ(a.stats().reserved_bytes.current, 0);
+  EXPECT_EQ(a.stats().peer_reserved_bytes.current, 0);
+  EXPECT_EQ(backend_.live_chunks(), 0u);
+}
+
 TEST_F(PeerChunksTest, PeerDevicesThatAreNotPeersAreRefusedAtConstruction) {
   test::expect_error([&] { make("peer_devices:0"); }, ErrorCode::kConfig, "is the pool's own device");
   test::expect_error([&] { make("peer_devices:2"); }, ErrorCode::kConfig, "not a device of the sim backend");

@@ -145,6 +145,17 @@ class Backend {
   // the backend. Throws Error(kInvalidArgument) for a chunk that is not live or a backend that cannot export
   // (sim, wrappers), BackendError when the driver refuses (a chunk created without the POSIX fd handle type).
   ExportedChunk export_chunk(ChunkHandle chunk);
+  // Sets every byte of live `chunk` to zero, so that a process it is lent to (the lake, include/gmlake/lake.h)
+  // reads none of this process's earlier bytes. host: fallocate(PUNCH_HOLE) of its range in the memfd (the
+  // kernel hands zeroed pages at the next touch; no pass over the bytes, and a range the backend created is
+  // already a hole: punched at release or new). cuda: the chunk mapped at a scratch range, cuMemsetD8 over it,
+  // the context synchronized, unmapped and the range freed (cuMemCreate's memory is not zeroed by the driver
+  // within one process: it may hold what this process freed before). Not counted in counters(). Throws
+  // Error(kInvalidArgument) for a chunk that is not live, is imported (only its exporter may scrub it) or is
+  // mapped (its bytes are in use), or a backend that cannot (sim, wrappers); BackendError (OutOfMemoryError
+  // when the scratch mapping finds no memory) when the driver or the OS refuses: the chunk is then left as it
+  // was, live and unmapped, its bytes not known zero.
+  void scrub(ChunkHandle chunk);
   // Makes a live chunk of `size_bytes` (a non-zero multiple of granularity_bytes()) from `fd`, a descriptor of
   // another process's exported chunk taken into this one: cuda imports it (cuMemImportFromShareableHandle) and
   // closes fd; host keeps fd, maps [fd_offset_bytes, +size_bytes) of it, and closes it at release. Takes
@@ -227,6 +238,9 @@ class Backend {
   // (closes it when it throws). do_release is called for imported chunks as for created ones.
   virtual ExportedChunk do_export_chunk(ChunkHandle chunk);
   virtual ChunkHandle do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes);
+  // Zeroes live, own, unmapped `chunk` of `size_bytes` (scrub); by default a backend cannot
+  // (Error(kInvalidArgument)).
+  virtual void do_scrub(ChunkHandle chunk, std::uint64_t size_bytes);
 
   // Bytes left below `limit_bytes` with `live_bytes` in use: 0 when at or past it.
   static std::uint64_t bytes_below(std::uint64_t limit_bytes, std::uint64_t live_bytes) {

@@ -101,6 +101,11 @@ namespace gmlake {
     "request; past it the request counts as refused (the allocation goes on memory first on the own device), "  \
     "and no new request is sent until the lender has answered it (a late loan goes straight back); 0 = wait "    \
     "as long as the lender lives")                                                                               \
+  X(string, lake_allowed_uids, "none", "",                                                                       \
+    "gmlake, the lake between processes: uids besides the process's own that may take part, as decimal uids "     \
+    "separated by ';' (\"1000;1001\"); a lender serves only borrowers of its own or these uids (others are "       \
+    "refused and logged, nothing lent), a borrower trusts only a lender of its own or these uids (SO_PEERCRED, "  \
+    "docs/reliability.md); none = the own uid only")                                                            \
   X(u64, move_share_permille, 10, "permille",                                                                   \
     "gmlake: driver time that moving memory (evictions, re-cuts, releases to remake chunks) may take, in "        \
     "thousandths of the wall time since the first move, once move_burst_ms is spent; past it the pool grows "    \
@@ -162,6 +167,10 @@ struct Config {
 // The device ids of a peer_devices value: "none" -> {}, "1;2" -> {1, 2}. Throws Error(kConfig) naming
 // peer_devices for anything else (not a number, negative, above 1023, listed twice, empty entries).
 std::vector<int> parse_peer_devices(std::string_view text);
+
+// The uids of a lake_allowed_uids value: "none" -> {}, "1000;1001" -> {1000, 1001}. Throws Error(kConfig)
+// naming lake_allowed_uids for anything else (not a number, above 4294967294, listed twice, empty entries).
+std::vector<std::uint32_t> parse_lake_allowed_uids(std::string_view text);
 
 // Checks a lake_socket value: "none", "@name" or an absolute path, 1..107 bytes (sockaddr_un). Throws
 // Error(kConfig) naming lake_socket otherwise.

@@ -13,10 +13,16 @@
 //                 reservation's placeholder back, so no hole is left for another mmap to take
 //   set_access    mprotect(PROT_READ | PROT_WRITE)
 //
-// IPC (include/gmlake/ipc.h): export_chunk gives the memfd and the chunk's offset in it; import_chunk keeps the
-// descriptor it is given (another process's memfd) and maps the chunk's range of it, MAP_SHARED, so both
+// IPC (include/gmlake/ipc.h): export_chunk gives the memfd and the chunk's offset in it (the whole file: an
+// importer, which has ptrace access to this process anyway, can map any chunk of it); import_chunk keeps the
+// descriptor it is given (another process's memfd, which must be sealed against shrinking, F_SEAL_SHRINK, as
+// this backend's are: else Error(kInvalidArgument)) and maps the chunk's range of it, MAP_SHARED, so both
 // processes see the same bytes; releasing an imported chunk closes that descriptor and never punches the
-// exporter's file. Unlike cuda, the memory is the exporter's range of its file: once the exporter releases the
+// exporter's file.
+// The lake (scrub, before a chunk is lent): the chunk moves to a memfd of its own, new and therefore zero,
+// sealed at its size (F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL), and its range of the shared memfd is punched
+// and reused; export_chunk then gives that file alone, at offset 0: a borrower reaches the chunk lent to it and
+// nothing else of this process. Such a chunk is mapped and released from its own file (release closes it). Unlike cuda, the memory is the exporter's range of its file: once the exporter releases the
 // chunk (its pages are punched out) and reuses the range, an importer still mapping it sees the new contents.
 //
 // No call touches memory: a page is allocated only when the caller first touches it, so a trace of any size
@@ -85,6 +91,9 @@ class HostBackend final : public Backend {
   void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) override;
   ExportedChunk do_export_chunk(ChunkHandle chunk) override;
   ChunkHandle do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes) override;
+  // The chunk moved to a new sealed memfd of its own (zero), its old range punched and reused (see "The lake"
+  // above); a chunk that has its own file already: that file punched.
+  void do_scrub(ChunkHandle chunk, std::uint64_t size_bytes) override;
 
  private:
   struct ImportedChunk {
@@ -102,6 +111,7 @@ class HostBackend final : public Backend {
   std::map<std::uint64_t, std::vector<std::uint64_t>> free_offsets_;  // size -> offsets of released ranges
   std::map<std::uintptr_t, std::uint64_t> reservations_;              // start -> size, for the destructor
   std::map<std::uint64_t, ImportedChunk> imported_;                   // handle -> another process's memfd
+  std::map<std::uint64_t, int> own_files_;  // handle -> the memfd of its own that scrub gave it (lent chunks)
 };
 
 }  // namespace gmlake

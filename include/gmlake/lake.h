@@ -28,12 +28,22 @@
 //     pidfd): never reused while a live process may still map them. The caller may kill the borrower.
 //   - Out of memory: a lender that cannot create the chunk (or is at its budget) answers REFUSE; borrow() then
 //     throws OutOfMemoryError and nothing changed on either side.
+// Trust (docs/reliability.md, "The lake and IPC as trust boundaries"): the lender serves a borrower only when
+// the kernel's record of the borrower's uid (SO_PEERCRED) is the lender's own effective uid or one of its
+// allowed uids (Config::lake_allowed_uids); any other gets REFUSE(not allowed), no descriptor, its connection
+// closed, and one line in the log. The borrower checks the lender's uid the same way before it sends anything.
+// A path socket is created mode 0600. Every chunk lent is zeroed first (Backend::scrub): none of the lender's
+// earlier bytes reach a borrower. Each side treats what the other sends as hostile: a malformed record, a
+// descriptor where none belongs or of the wrong kind, a loan id twice, a size not asked for, or a peer that
+// stops reading (non-blocking sends) ends that connection; neither side crashes, blocks or leaks a chunk.
 // Time: deadlines are in the caller's clock (now_ns passed to LakeLender::poll), so tests use a manual one.
 // Thread safety: none; each object is used by one thread (its process's allocator lock).
 // Platform: Linux (SOCK_SEQPACKET, SCM_RIGHTS, SO_PEERCRED, pidfd_open: Linux >= 5.3).
 #pragma once
 
+#include <csignal>
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -48,6 +58,10 @@ namespace gmlake {
 // when the lender closes it). At most 107 bytes.
 using LakeAddress = std::string;
 
+// Where a lender's events go, one line each (loans, returns, recalls, refusals, cut-offs, borrowers that come
+// and go); called on the lender's thread from poll() and recall_all(); must not throw.
+using LakeLog = std::function<void(const std::string& line)>;
+
 // A chunk lent to this process.
 struct Loan {
   std::uint64_t id = 0;            // the lender's loan id
@@ -59,12 +73,16 @@ struct Loan {
 class LakeLender {
  public:
   // Lends chunks of `backend` (its own device's memory), at most `budget_bytes` at once (0: as much as the
-  // device gives). Listens at `address`. Throws BackendError("socket"|"bind"|"listen", ...) (address in use),
-  // Error(kInvalidArgument) for an address that is empty or too long. `backend` must outlive the lender and
-  // be able to export (host, cuda).
-  LakeLender(Backend& backend, const LakeAddress& address, std::uint64_t budget_bytes);
-  // Closes every connection and releases every chunk still lent (the borrowers' imports keep the memory alive
-  // on cuda; on host a borrower still mapping it reads zeroes once the range is reused). Never throws.
+  // device gives). Listens at `address` (a path: mode 0600). Serves borrowers whose uid is this process's
+  // effective uid or in `allowed_uids`; refuses the others (see Trust above). `log`: where every event goes
+  // (null: only refusals of borrowers, to stderr). Throws BackendError("socket"|"bind"|"chmod"|"listen", ...)
+  // (address in use), Error(kInvalidArgument) for an address that is empty or too long. `backend` must outlive
+  // the lender and be able to export and scrub (host, cuda).
+  LakeLender(Backend& backend, const LakeAddress& address, std::uint64_t budget_bytes,
+             std::vector<std::uint32_t> allowed_uids = {}, LakeLog log = nullptr);
+  // Closes every connection, releases every chunk still lent (the borrowers' imports keep the memory alive: on
+  // cuda by the driver's reference count, on host by the borrower's descriptor of the chunk's own file) and
+  // removes a path socket's file. Never throws.
   ~LakeLender();
   LakeLender(const LakeLender&) = delete;
   LakeLender& operator=(const LakeLender&) = delete;
@@ -75,6 +93,9 @@ class LakeLender {
   // messages and exits handled. Throws BackendError when poll(2) itself fails; a bad message from a borrower
   // cuts that borrower off (its loans are stranded as above) and is not an error here.
   std::uint64_t poll(int timeout_ms, std::uint64_t now_ns);
+  // From now on every request is refused (as over budget, REFUSE); loans out stay out until returned or
+  // recalled. For a lender that is stopping (serve_until_stopped).
+  void stop_lending();
   // Asks for every loan back by `deadline_ns` (the caller's clock). Returns how many loans were recalled.
   std::uint64_t recall_all(std::uint64_t deadline_ns);
 
@@ -90,8 +111,10 @@ class LakeLender {
   // sees; unmap it before the loan comes back, else its release is retried at each poll). Throws
   // Error(kInvalidArgument) for a loan not out to a connected borrower.
   ChunkHandle loan_chunk(std::uint64_t loan_id) const;
-  // Requests answered REFUSE so far (out of memory, budget, bad size, export failed).
+  // Requests answered REFUSE so far (out of memory, budget, bad size, export or scrub failed).
   std::uint64_t refused_requests() const { return refused_; }
+  // Connections refused because the borrower's uid is not allowed (nothing was lent to them).
+  std::uint64_t refused_borrowers() const;
 
  private:
   struct State;
@@ -103,8 +126,11 @@ class LakeBorrower {
  public:
   // Connects to the lender at `address`; imports loans into `backend` (which must outlive the borrower and be
   // able to import: host, cuda). `answer_timeout_ms`: how long borrow() waits for an answer (0: as long as the
-  // lender lives). Throws BackendError("connect", ...) when no lender listens there.
-  LakeBorrower(Backend& backend, const LakeAddress& address, std::uint64_t answer_timeout_ms = 0);
+  // lender lives). Throws BackendError("connect", ...) when no lender listens there, BackendError("lake", ...
+  // "uid ...") when the lender's uid (SO_PEERCRED) is neither this process's effective uid nor in
+  // `allowed_uids`: nothing is sent to it.
+  LakeBorrower(Backend& backend, const LakeAddress& address, std::uint64_t answer_timeout_ms = 0,
+               const std::vector<std::uint32_t>& allowed_uids = {});
   // Releases every loan still held (each must be mapped nowhere by then; one still mapped is left to the
   // backend) and closes the connection. Never throws.
   ~LakeBorrower();
@@ -114,8 +140,10 @@ class LakeBorrower {
   // Asks for a chunk of `size_bytes` (a non-zero multiple of the backend's granularity, else
   // Error(kInvalidArgument)) and waits for the answer; recalls that arrive meanwhile are kept for the next poll.
   // Throws OutOfMemoryError when the lender refuses for memory or budget, Error(kInvalidArgument) when it
-  // refuses the size, Error(kBackend) "lender gone" once the lender has exited or cut this borrower off, and
-  // what import_chunk throws. Nothing changes on either side when it throws.
+  // refuses the size, Error(kBackend) "lender gone" once the lender has exited or cut this borrower off (or
+  // refused this process's uid: "not allowed"), and what import_chunk throws. A lender that answers out of
+  // protocol (a GRANT of another size than asked, a loan id already held, a malformed record) is treated as
+  // gone: its descriptor is closed, Error(kBackend). Nothing changes on either side when it throws.
   // A lender that does not answer within answer_timeout_ms: OutOfMemoryError ("did not answer"); the request
   // stays outstanding, and until its answer comes every borrow() throws OutOfMemoryError at once ("has not
   // answered") after reading, without waiting, what arrived. The late answer is read by poll() or borrow(): a
@@ -145,16 +173,28 @@ class LakeBorrower {
   bool receive_one(int timeout_ms, std::vector<std::uint64_t>* recalled, Loan* granted, bool* answered);
   // Sends RETURN(id); a send that fails marks the lender gone (lose_lender) and returns false. Never throws.
   bool send_return(std::uint64_t id);
+  // When the next message waiting is the lender's refusal of this process's uid: closes the connection and
+  // throws BackendError("lake", "... refused this process ..."); otherwise does nothing (reads at most one).
+  void refusal_of_this_process();
   // The lender is gone: the connection is closed and no new loan is asked for.
   void lose_lender();
 
   Backend& backend_;
   int socket_ = -1;
   std::uint64_t answer_timeout_ms_ = 0;
+  std::uint64_t asked_bytes_ = 0;  // the size of the request borrow() waits for (a GRANT must match it)
   std::uint64_t unanswered_ = 0;  // requests that timed out, answered by none of the messages read so far
   bool lender_gone_ = false;
   std::map<std::uint64_t, Loan> loans_;
   std::vector<std::uint64_t> pending_recalls_;  // seen while borrow() waited, not yet returned by poll
 };
+
+// A lender's life as a service (`gmlake lend`): serves `lender` (poll, 100 ms at a time, with the steady clock's
+// ns as its clock) until `stop` becomes non-zero (a SIGTERM / SIGINT handler sets it), then recalls every loan with
+// `recall_ms` to give it back and serves until every loan came back or that time passed (a borrower still holding
+// a loan then is cut off: its chunks stay until it exits, and the lender's exit then leaves them to the driver's
+// reference counts on cuda). Returns the bytes not given back by the deadline (0: a clean stop). Events go to the
+// lender's log. Throws what LakeLender::poll throws.
+std::uint64_t serve_until_stopped(LakeLender& lender, const volatile std::sig_atomic_t& stop, std::uint64_t recall_ms);
 
 }  // namespace gmlake

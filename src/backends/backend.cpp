@@ -347,6 +347,18 @@ ExportedChunk Backend::export_chunk(ChunkHandle chunk) {
   return do_export_chunk(chunk);
 }
 
+void Backend::scrub(ChunkHandle chunk) {
+  const auto it = chunks_.find(chunk.value);
+  if (it == chunks_.end()) invalid("scrub", "chunk " + std::to_string(chunk.value) + " is not live");
+  if (it->second.device == kImportedDevice) {
+    invalid("scrub", "chunk " + std::to_string(chunk.value) + " was imported: only its exporter scrubs it");
+  }
+  if (it->second.mappings != 0) {
+    invalid("scrub", "chunk " + std::to_string(chunk.value) + " is mapped: its bytes are in use");
+  }
+  do_scrub(chunk, it->second.size_bytes);
+}
+
 ChunkHandle Backend::import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes) {
   try {
     check_size("import_chunk", size_bytes);
@@ -361,6 +373,10 @@ ChunkHandle Backend::import_chunk(int fd, std::uint64_t fd_offset_bytes, std::ui
 
 ExportedChunk Backend::do_export_chunk(ChunkHandle) {
   invalid("export_chunk", "the " + std::string(name()) + " backend cannot export chunks to other processes");
+}
+
+void Backend::do_scrub(ChunkHandle, std::uint64_t) {
+  invalid("scrub", "the " + std::string(name()) + " backend cannot scrub chunks (it cannot lend them either)");
 }
 
 ChunkHandle Backend::do_import_chunk(int fd, std::uint64_t, std::uint64_t) {

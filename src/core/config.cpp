@@ -150,6 +150,29 @@ std::vector<int> parse_peer_devices(std::string_view text) {
   }
 }
 
+std::vector<std::uint32_t> parse_lake_allowed_uids(std::string_view text) {
+  constexpr std::uint32_t kMaxUid = 4294967294u;  // (uid_t)-1 is "no uid" to the kernel
+  std::vector<std::uint32_t> uids;
+  if (trim(text) == "none") return uids;
+  const std::string whole(text);
+  while (true) {
+    const std::size_t semicolon = text.find(';');
+    const std::string_view entry = trim(text.substr(0, semicolon));
+    std::uint64_t uid = 0;
+    const auto [ptr, ec] = std::from_chars(entry.data(), entry.data() + entry.size(), uid);
+    if (entry.empty() || ec != std::errc() || ptr != entry.data() + entry.size() || uid > kMaxUid) {
+      fail("lake_allowed_uids", "bad uid '" + std::string(entry) + "' in '" + whole +
+                                    "': expected none or uids 0..4294967294 separated by ';' (\"1000;1001\")");
+    }
+    for (const std::uint32_t u : uids) {
+      if (u == uid) fail("lake_allowed_uids", "uid " + std::to_string(uid) + " is listed twice");
+    }
+    uids.push_back(static_cast<std::uint32_t>(uid));
+    if (semicolon == std::string_view::npos) return uids;
+    text = text.substr(semicolon + 1);
+  }
+}
+
 void check_lake_socket(std::string_view text) {
   constexpr std::size_t kMaxAddressBytes = 107;  // sockaddr_un::sun_path less its terminating zero
   if (text == "none") return;
@@ -187,6 +210,7 @@ void Config::validate() const {
   parse_peer_devices(peer_devices);  // throws naming peer_devices
   need(peer_budget_bytes % chunk_bytes == 0, "peer_budget_bytes", "must be a multiple of chunk_bytes");
   check_lake_socket(lake_socket);
+  parse_lake_allowed_uids(lake_allowed_uids);  // throws naming lake_allowed_uids
   need(lake_socket == "none" || parse_peer_devices(peer_devices).empty(), "lake_socket",
        "cannot be combined with peer_devices: a pool takes peer memory from one source (set one of them to none)");
   need(expandable_virtual_bytes >= 2 * large_segment_bytes, "expandable_virtual_bytes",

@@ -14,14 +14,33 @@
 namespace gmlake {
 namespace {
 
+[[noreturn]] void broke_protocol(const std::string& why) {
+  throw BackendError("lake", "the lender broke the protocol (" + why + "): treated as gone");
+}
+
 [[noreturn]] void lender_gone_error() {
   throw BackendError("lake", "the lender has exited or cut this borrower off: no new loans (held ones stay valid)");
 }
 
 }  // namespace
 
-LakeBorrower::LakeBorrower(Backend& backend, const LakeAddress& address, std::uint64_t answer_timeout_ms)
-    : backend_(backend), socket_(lake::connect_to(address)), answer_timeout_ms_(answer_timeout_ms) {}
+LakeBorrower::LakeBorrower(Backend& backend, const LakeAddress& address, std::uint64_t answer_timeout_ms,
+                           const std::vector<std::uint32_t>& allowed_uids)
+    : backend_(backend), socket_(lake::connect_to(address)), answer_timeout_ms_(answer_timeout_ms) {
+  lake::PeerCredentials lender;
+  try {
+    lender = lake::peer_credentials(socket_);
+  } catch (...) {
+    ::close(socket_);
+    throw;
+  }
+  if (!lake::uid_allowed(lender.uid, allowed_uids)) {
+    ::close(socket_);  // nothing was sent: the lender sees a borrower that came and went
+    throw BackendError("lake", "the lender at '" + address + "' (pid " + std::to_string(lender.pid) + ") runs as uid " +
+                                   std::to_string(lender.uid) + ", neither this process's uid " +
+                                   std::to_string(::geteuid()) + " nor in lake_allowed_uids: not trusted");
+  }
+}
 
 LakeBorrower::~LakeBorrower() {
   for (const auto& [id, loan] : loans_) {
@@ -54,6 +73,9 @@ bool LakeBorrower::receive_one(int timeout_ms, std::vector<std::uint64_t>* recal
   }
   if (!m || (m->type != lake::MessageType::kRecall && granted == nullptr)) {
     if (fd >= 0) ::close(fd);
+    // A lender that refused this uid closed with our request unread: the kernel reports ECONNRESET first, and
+    // its REFUSE is still queued behind it. Say why if so (throws).
+    if (!m && granted != nullptr) refusal_of_this_process();
     lose_lender();
     return false;
   }
@@ -65,22 +87,32 @@ bool LakeBorrower::receive_one(int timeout_ms, std::vector<std::uint64_t>* recal
       }
       return true;
     case lake::MessageType::kGrant:
+      if (m->size_bytes != asked_bytes_ || loans_.contains(m->loan_id)) {
+        ::close(fd);
+        lose_lender();
+        broke_protocol(loans_.contains(m->loan_id)
+                           ? "loan id " + std::to_string(m->loan_id) + " granted twice"
+                           : "a grant of " + std::to_string(m->size_bytes) + " bytes for a request of " +
+                                 std::to_string(asked_bytes_));
+      }
       granted->id = m->loan_id;
       granted->size_bytes = m->size_bytes;
       *answered = true;
       try {
         granted->chunk = backend_.import_chunk(fd, m->fd_offset_bytes, m->size_bytes);  // owns fd
       } catch (...) {
-        lake::Message back;  // hand it straight back, so the lender releases it
-        back.type = lake::MessageType::kReturn;
-        back.loan_id = m->loan_id;
-        lake::send_message(socket_, back);
+        send_return(m->loan_id);  // hand it straight back, so the lender releases it
         throw;
       }
       return true;
     case lake::MessageType::kRefuse: {
       *answered = true;
       const auto why = static_cast<lake::RefuseReason>(m->arg);
+      if (why == lake::RefuseReason::kNotAllowed) {
+        lose_lender();
+        throw BackendError("lake", "the lender refused this process: its uid " + std::to_string(::geteuid()) +
+                                       " is not the lender's nor in the lender's lake_allowed_uids");
+      }
       if (why == lake::RefuseReason::kBadSize) {
         throw Error(ErrorCode::kInvalidArgument, "gmlake lake: the lender refused a loan of " +
                                                      std::to_string(m->size_bytes) + " bytes (bad size)");
@@ -116,25 +148,39 @@ Loan LakeBorrower::borrow(std::uint64_t size_bytes) {
   lake::Message request;
   request.type = lake::MessageType::kRequest;
   request.size_bytes = size_bytes;
-  if (!lake::send_message(socket_, request)) {
-    lender_gone_ = true;
+  bool sent = false;
+  try {
+    sent = lake::send_message(socket_, request);
+  } catch (const Error&) {
+    // the lender does not read (its socket is full) or the socket failed: as gone
+  }
+  if (!sent) {
+    refusal_of_this_process();  // a lender that refused this uid said why before it closed the connection
+    lose_lender();
     lender_gone_error();
   }
+  asked_bytes_ = size_bytes;
   using Clock = std::chrono::steady_clock;
   const Clock::time_point deadline = Clock::now() + std::chrono::milliseconds(answer_timeout_ms_);
   Loan granted;
   bool answered = false;
+  constexpr int kReadsPastDeadline = 1024;  // what has arrived is still read once the time is up, up to a flood
+  int reads_past_deadline = 0;
   while (!answered) {  // recalls that come first are kept for the next poll
     int wait_ms = -1;
     if (answer_timeout_ms_ != 0) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count();
-      if (left <= 0) {
+      // Rounded up: a timeout that is nearly spent still waits for the next millisecond's tick, never 0 ms.
+      const auto left_us = std::chrono::duration_cast<std::chrono::microseconds>(deadline - Clock::now()).count();
+      const bool time_up = left_us <= 0;
+      // Once the time is up, an answer already here still counts (before: a 1 ms timeout gave up without
+      // reading a GRANT that was waiting, found by lake_fuzzer).
+      if (time_up && (++reads_past_deadline > kReadsPastDeadline || !lake::wait_readable(socket_, 0))) {
         ++unanswered_;  // its answer, when it comes, is for nobody: read as a late answer
         throw OutOfMemoryError(size_bytes, borrowed_bytes(), 0, 0,
                                "the lender did not answer within " + std::to_string(answer_timeout_ms_) +
                                    " ms (lake_answer_timeout_ms)");
       }
-      wait_ms = static_cast<int>(std::min<long long>(left, INT32_MAX));
+      wait_ms = time_up ? 0 : static_cast<int>(std::min<long long>((left_us + 999) / 1000, INT32_MAX));
     }
     if (!receive_one(wait_ms, &pending_recalls_, &granted, &answered)) lender_gone_error();
   }
@@ -176,6 +222,25 @@ bool LakeBorrower::send_return(std::uint64_t id) {
   }
   if (!sent) lose_lender();
   return sent;
+}
+
+void LakeBorrower::refusal_of_this_process() {
+  if (socket_ < 0) return;
+  bool refused = false;
+  try {
+    if (!lake::wait_readable(socket_, 0)) return;
+    int fd = -1;
+    const std::optional<lake::Message> m = lake::receive_message(socket_, &fd);
+    if (fd >= 0) ::close(fd);
+    refused = m && m->type == lake::MessageType::kRefuse &&
+              m->arg == static_cast<std::uint64_t>(lake::RefuseReason::kNotAllowed);
+  } catch (const Error&) {
+    return;  // garbage or a failed socket: the caller treats the lender as gone
+  }
+  if (!refused) return;
+  lose_lender();
+  throw BackendError("lake", "the lender refused this process: its uid " + std::to_string(::geteuid()) +
+                                 " is not the lender's nor in the lender's lake_allowed_uids");
 }
 
 void LakeBorrower::lose_lender() {

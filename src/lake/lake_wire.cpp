@@ -1,6 +1,8 @@
 #include "lake_wire.h"
 
+#include <fcntl.h>
 #include <poll.h>
+#include <sys/stat.h>
 #include <sys/socket.h>
 #include <sys/un.h>
 #include <unistd.h>
@@ -152,6 +154,12 @@ int listen_at(const std::string& address) {
     ::close(s);
     throw BackendError("bind", "'" + address + "': " + os_text(e));
   }
+  if (address[0] != '@' && ::chmod(address.c_str(), 0600) != 0) {  // before listen: nobody connects meanwhile
+    const int e = errno;
+    ::close(s);
+    ::unlink(address.c_str());
+    throw BackendError("chmod", "'" + address + "': " + os_text(e));
+  }
   if (::listen(s, 16) != 0) {
     const int e = errno;
     ::close(s);
@@ -161,19 +169,58 @@ int listen_at(const std::string& address) {
 }
 
 int connect_to(const std::string& address) {
+  constexpr int kBacklogWaitMs = 1000;  // a lender whose backlog is full (it does not accept, or is flooded)
   socklen_t length = 0;
   const sockaddr_un a = socket_address(address, &length);
   const int s = new_socket();
+  try {
+    set_nonblocking(s);  // connect included: a full backlog is EAGAIN, not a wait without end
+  } catch (...) {
+    ::close(s);
+    throw;
+  }
   int r;
-  do {
+  int waited_ms = 0;
+  for (;;) {
     r = ::connect(s, reinterpret_cast<const sockaddr*>(&a), length);
-  } while (r != 0 && errno == EINTR);
+    if (r == 0 || (errno != EINTR && errno != EAGAIN)) break;
+    if (errno == EAGAIN) {
+      if (waited_ms >= kBacklogWaitMs) break;
+      ::poll(nullptr, 0, 10);
+      waited_ms += 10;
+    }
+  }
   if (r != 0) {
     const int e = errno;
     ::close(s);
-    throw BackendError("connect", "no gmlake lender at '" + address + "': " + os_text(e));
+    throw BackendError("connect", "no gmlake lender at '" + address + "'" +
+                                      (e == EAGAIN ? ": its backlog stayed full for " + std::to_string(kBacklogWaitMs) +
+                                                         " ms (it does not accept connections)"
+                                                   : ": " + os_text(e)));
   }
   return s;
+}
+
+void set_nonblocking(int socket) {
+  const int flags = ::fcntl(socket, F_GETFL);
+  if (flags < 0 || ::fcntl(socket, F_SETFL, flags | O_NONBLOCK) != 0) throw BackendError("fcntl", os_text(errno));
+}
+
+PeerCredentials peer_credentials(int socket) {
+  ucred cred{};
+  socklen_t length = sizeof(cred);
+  if (::getsockopt(socket, SOL_SOCKET, SO_PEERCRED, &cred, &length) != 0) {
+    throw BackendError("getsockopt", "SO_PEERCRED: " + os_text(errno));
+  }
+  return PeerCredentials{cred.pid, cred.uid, cred.gid};
+}
+
+bool uid_allowed(std::uint32_t uid, const std::vector<std::uint32_t>& allowed_uids) {
+  if (uid == ::geteuid()) return true;
+  for (const std::uint32_t allowed : allowed_uids) {
+    if (allowed == uid) return true;
+  }
+  return false;
 }
 
 }  // namespace gmlake::lake

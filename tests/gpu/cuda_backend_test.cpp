@@ -6,7 +6,10 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
+#include <chrono>
+#include <cstdio>
 #include <cstdint>
 #include <numeric>
 #include <string>
@@ -253,6 +256,36 @@ TEST_F(CudaBackendTest, TheDestructorGivesBackEverythingStillLive) {
     free_while_held = gpu_test::device_memory().free_bytes;
   }  // mapped twice, accessible, never unmapped, released or freed by the test
   EXPECT_GE(gpu_test::device_memory().free_bytes + kSlackBytes, free_while_held + kHeldBytes);
+}
+
+// Backend::scrub (issue 25: what the lake does to every chunk before it lends it): the bytes are zero after it,
+// a mapped chunk is refused, and its cost is printed ("[scrub] ..."; docs/reliability.md has the figures).
+TEST_F(CudaBackendTest, ScrubZeroesAChunkAndPrintsItsCost) {
+  CudaBackend backend(CudaBackendOptions{});
+  for (const std::uint64_t size_bytes : {kGranule, 64 * kMiB, 1024 * kMiB}) {
+    const ChunkHandle chunk = backend.create(size_bytes);
+    const std::uintptr_t at = backend.reserve(size_bytes);
+    backend.map(at, size_bytes, chunk);
+    backend.set_access(at, size_bytes);
+    fill_bytes(at, 0x77, size_bytes);
+    synchronize();
+    EXPECT_THROW(backend.scrub(chunk), Error) << "mapped";
+    backend.unmap(at, size_bytes);
+    const auto start = std::chrono::steady_clock::now();
+    backend.scrub(chunk);
+    const auto took_us =
+        std::chrono::duration_cast<std::chrono::microseconds>(std::chrono::steady_clock::now() - start).count();
+    std::printf("[scrub] %llu bytes in %lld us\n", static_cast<unsigned long long>(size_bytes),
+                static_cast<long long>(took_us));
+    backend.map(at, size_bytes, chunk);
+    backend.set_access(at, size_bytes);
+    const std::vector<std::uint8_t> bytes = read_bytes(at, size_bytes);
+    EXPECT_EQ(std::count(bytes.begin(), bytes.end(), 0), static_cast<std::ptrdiff_t>(size_bytes)) << size_bytes;
+    backend.unmap(at, size_bytes);
+    backend.address_free(at, size_bytes);
+    backend.release(chunk);
+  }
+  EXPECT_EQ(backend.live_chunks(), 0u);
 }
 
 }  // namespace

@@ -97,6 +97,22 @@ int cuda_lender(int to_parent, int from_parent, const std::string& address, int 
     options.exportable = true;
     CudaBackend backend(options);
     cuda::check("cuCtxPushCurrent", cuda::driver().cuCtxPushCurrent(static_cast<CUcontext>(backend.context())));
+    if (std::getenv("GMLAKE_LAKE_DIRTY") != nullptr) {
+      // This process's earlier use of its memory: 64 chunks of the loan's size written with 0xA5 and released,
+      // so that the driver has them at hand for the loans' cuMemCreate.
+      std::vector<ChunkHandle> used;
+      for (int i = 0; i < 64; ++i) used.push_back(backend.create(kLoanBytes));
+      for (const ChunkHandle c : used) {
+        const std::uintptr_t at = backend.reserve(kLoanBytes);
+        backend.map(at, kLoanBytes, c);
+        backend.set_access(at, kLoanBytes);
+        gpu_test::fill_bytes(at, 0xA5, kLoanBytes);
+        gpu_test::synchronize();
+        backend.unmap(at, kLoanBytes);
+        backend.address_free(at, kLoanBytes);
+      }
+      for (const ChunkHandle c : used) backend.release(c);
+    }
     LakeLender lender(backend, address, 0);
     test::send_message(to_parent, "ready");
     while (lender.lent_bytes() == 0) lender.poll(-1, 0);
@@ -149,10 +165,12 @@ TEST(CudaLakeLender, Run) {
 // Starts the lender's process on `device`, serving at `address`; with `visible_devices`, the lender runs under
 // CUDA_VISIBLE_DEVICES=visible_devices (as a launcher that gives each process one GPU starts it), so `device`
 // counts within what it sees.
+// `dirty`: the lender writes 0xA5 over chunks of its own and releases them before it lends (GMLAKE_LAKE_DIRTY).
 std::unique_ptr<test::ForkedChild> start_lender(const std::string& address, int device,
-                                                const std::string& visible_devices = "") {
-  return std::make_unique<test::ForkedChild>([address, device, visible_devices](int up, int down) {
+                                                const std::string& visible_devices = "", bool dirty = false) {
+  return std::make_unique<test::ForkedChild>([address, device, visible_devices, dirty](int up, int down) {
     if (!visible_devices.empty()) setenv("CUDA_VISIBLE_DEVICES", visible_devices.c_str(), 1);
+    if (dirty) setenv("GMLAKE_LAKE_DIRTY", "1", 1);
     setenv("GMLAKE_LAKE_UP", std::to_string(up).c_str(), 1);
     setenv("GMLAKE_LAKE_DOWN", std::to_string(down).c_str(), 1);
     setenv("GMLAKE_LAKE_ADDRESS", address.c_str(), 1);
@@ -190,6 +208,41 @@ class CudaLakeSameDeviceTest : public gpu_test::CudaTest {};
 
 TEST_F(CudaLakeSameDeviceTest, AChunkLentByAnotherProcessOnThisDeviceIsWrittenHereAndSeenThere) {
   lend_write_and_check(0);
+}
+
+// Issue 25: a loan holds none of the lender's earlier bytes. The lender (another process on this device) wrote
+// 0xA5 over 64 chunks of the loan's size and released them before lending; the loans read here are all zero
+// (Backend::scrub: cuMemsetD8 before export). Then the usual round trip (0x5A written here, seen there).
+TEST_F(CudaLakeSameDeviceTest, AChunkLentHoldsNoneOfTheLendersEarlierBytes) {
+  const std::string address = "@gmlake-cuda-lake-dirty-" + std::to_string(::getpid());
+  std::unique_ptr<test::ForkedChild> child = start_lender(address, 0, "", /*dirty=*/true);
+  ASSERT_EQ(child->receive(), "ready");
+  CudaBackend backend(CudaBackendOptions{});
+  {
+    LakeBorrower borrower(backend, address);
+    std::vector<Loan> loans;
+    for (int i = 0; i < 8; ++i) loans.push_back(borrower.borrow(kLoanBytes));
+    std::uint64_t pattern = 0, non_zero = 0;
+    for (const Loan& loan : loans) {
+      const std::uintptr_t at = backend.reserve(kLoanBytes);
+      backend.map(at, kLoanBytes, loan.chunk);
+      backend.set_access(at, kLoanBytes);
+      const std::vector<std::uint8_t> bytes = gpu_test::read_bytes(at, kLoanBytes);
+      pattern += static_cast<std::uint64_t>(std::count(bytes.begin(), bytes.end(), 0xA5));
+      non_zero += static_cast<std::uint64_t>(bytes.size() - std::count(bytes.begin(), bytes.end(), 0));
+      gpu_test::fill_bytes(at, 0x5A, kLoanBytes);
+      gpu_test::synchronize();
+      backend.unmap(at, kLoanBytes);
+      backend.address_free(at, kLoanBytes);
+    }
+    EXPECT_EQ(pattern, 0u) << "bytes of the lender's earlier chunks in 8 loans";
+    EXPECT_EQ(non_zero, 0u);
+    ASSERT_TRUE(child->send("all"));
+    EXPECT_EQ(child->receive(), "ok") << "the lender sees the borrower's bytes";
+    for (const Loan& loan : loans) borrower.give_back(loan.id);
+  }
+  EXPECT_EQ(child->wait(), 0) << "the lender got its chunks back";
+  EXPECT_EQ(backend.live_chunks(), 0u);
 }
 
 // A gmlake pool on device 0 with `cap_bytes:64M,lake_socket:...` borrows the 32 MiB past its cap from a lender

@@ -284,6 +284,34 @@ ExportedChunk CudaBackend::do_export_chunk(ChunkHandle chunk) {
   return ExportedChunk{fd, 0};
 }
 
+void CudaBackend::do_scrub(ChunkHandle chunk, std::uint64_t size_bytes) {
+  const cuda::ScopedContext current(as_context(context_));
+  CUdeviceptr addr = 0;
+  check("cuMemAddressReserve", driver().cuMemAddressReserve(&addr, size_bytes, granularity_bytes(), 0, 0));
+  CUresult result = driver().cuMemMap(addr, size_bytes, 0, chunk.value, 0);
+  if (result != CUDA_SUCCESS) {
+    driver().cuMemAddressFree(addr, size_bytes);
+    check_memory("cuMemMap", result, size_bytes);
+  }
+  CUmemAccessDesc access{};
+  access.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
+  access.location.id = device_;
+  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const char* call = "cuMemSetAccess";
+  result = driver().cuMemSetAccess(addr, size_bytes, &access, 1);
+  if (result == CUDA_SUCCESS) {
+    call = "cuMemsetD8";
+    result = driver().cuMemsetD8(addr, 0, size_bytes);
+  }
+  if (result == CUDA_SUCCESS) {
+    call = "cuCtxSynchronize";
+    result = driver().cuCtxSynchronize();  // the zeroes land before the chunk's fd leaves this process
+  }
+  driver().cuMemUnmap(addr, size_bytes);
+  driver().cuMemAddressFree(addr, size_bytes);
+  check_memory(call, result, size_bytes);
+}
+
 ChunkHandle CudaBackend::do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t) {
   if (fd_offset_bytes != 0) {
     close(fd);

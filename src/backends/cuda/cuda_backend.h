@@ -115,6 +115,10 @@ class CudaBackend final : public Backend {
   // https://docs.nvidia.com/cuda/cuda-driver-api/group__CUDA__VA.html
   ExportedChunk do_export_chunk(ChunkHandle chunk) override;
   ChunkHandle do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes) override;
+  // The chunk mapped at a scratch reservation with access, cuMemsetD8(0) over it, cuCtxSynchronize, then
+  // unmapped and the reservation freed: five driver calls plus the memset at device bandwidth (docs/reliability.md
+  // has the cost). These calls bypass the base class's tables (the chunk stays unmapped there) and counters().
+  void do_scrub(ChunkHandle chunk, std::uint64_t size_bytes) override;
 
  private:
   struct OpenedDevice;  // the device checked and its primary context retained, before the base class exists

@@ -72,9 +72,17 @@ std::uintptr_t map_aligned_placeholder(std::uint64_t size_bytes, std::uint64_t a
   return addr;
 }
 
-int open_memfd() {
-  const int fd = memfd_create("gmlake-host-backend", MFD_CLOEXEC);
+// A memfd that takes seals; sealed against shrinking at once when `seal_shrink` (else the caller seals it once it
+// has its size). An importer maps a sealed file without fearing that the exporter cuts it under its mappings (a
+// read past the end of a file is SIGBUS).
+int open_memfd(const char* name, bool seal_shrink) {
+  const int fd = memfd_create(name, MFD_CLOEXEC | MFD_ALLOW_SEALING);
   if (fd < 0) throw_os_error("memfd_create", errno);
+  if (seal_shrink && fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK) != 0) {
+    const int error_number = errno;
+    close(fd);
+    throw_os_error("fcntl", error_number);
+  }
   return fd;
 }
 
@@ -94,12 +102,13 @@ HostBackend::HostBackend(std::uint64_t granularity_bytes, std::uint64_t physical
 HostBackend::HostBackend(std::uint64_t granularity_bytes, std::vector<std::uint64_t> node_limit_bytes)
     : Backend(checked_granularity(granularity_bytes)), memfd_(-1), node_limit_bytes_(std::move(node_limit_bytes)) {
   if (node_limit_bytes_.empty()) throw Error(ErrorCode::kInvalidArgument, "HostBackend: at least one node is needed");
-  memfd_ = open_memfd();
+  memfd_ = open_memfd("gmlake-host-backend", true);
 }
 
 HostBackend::~HostBackend() {
   for (const auto& [addr, size_bytes] : reservations_) munmap(as_pointer(addr), size_bytes);
   for (const auto& [handle, imported] : imported_) close(imported.fd);
+  for (const auto& [handle, fd] : own_files_) close(fd);
   close(memfd_);
 }
 
@@ -172,6 +181,11 @@ void HostBackend::do_release(ChunkHandle chunk, std::uint64_t size_bytes) {
     imported_.erase(imported);
     return;
   }
+  if (const auto own = own_files_.find(chunk.value); own != own_files_.end()) {
+    close(own->second);  // its pages go once no importer holds the file either
+    own_files_.erase(own);
+    return;
+  }
   const auto entry = chunk_offsets_.find(chunk.value);
   std::vector<std::uint64_t>& released = free_offsets_[size_bytes];
   released.push_back(entry->second);  // before the hole is punched: bad_alloc here leaves nothing behind
@@ -190,6 +204,8 @@ void HostBackend::do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHan
   if (const auto imported = imported_.find(chunk.value); imported != imported_.end()) {
     fd = imported->second.fd;
     offset = static_cast<off_t>(imported->second.fd_offset_bytes);
+  } else if (const auto own = own_files_.find(chunk.value); own != own_files_.end()) {
+    fd = own->second;
   } else {
     offset = static_cast<off_t>(chunk_offsets_.at(chunk.value));
   }
@@ -215,7 +231,47 @@ ExportedChunk HostBackend::do_export_chunk(ChunkHandle chunk) {
     throw Error(ErrorCode::kInvalidArgument, "HostBackend: chunk " + std::to_string(chunk.value) +
                                                  " was imported from another process: only its exporter exports it");
   }
+  if (const auto own = own_files_.find(chunk.value); own != own_files_.end()) return ExportedChunk{own->second, 0};
   return ExportedChunk{memfd_, chunk_offsets_.at(chunk.value)};
+}
+
+void HostBackend::do_scrub(ChunkHandle chunk, std::uint64_t size_bytes) {
+  if (const auto own = own_files_.find(chunk.value); own != own_files_.end()) {
+    if (fallocate(own->second, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, 0, static_cast<off_t>(size_bytes)) != 0) {
+      throw_os_error("fallocate", errno);
+    }
+    return;
+  }
+  // A file of its own, new (zero), sealed at its size: what an importer gets is this chunk and nothing else.
+  const int fd = open_memfd("gmlake-host-chunk", false);
+  if (ftruncate(fd, static_cast<off_t>(size_bytes)) != 0 ||
+      fcntl(fd, F_ADD_SEALS, F_SEAL_SHRINK | F_SEAL_GROW | F_SEAL_SEAL) != 0) {
+    const int error_number = errno;
+    close(fd);
+    if (error_number == ENOMEM || error_number == ENOSPC) {
+      throw OutOfMemoryError(size_bytes, live_chunk_bytes(), 0, physical_limit_bytes(), "scrub: ftruncate");
+    }
+    throw_os_error("ftruncate", error_number);
+  }
+  const auto entry = chunk_offsets_.find(chunk.value);
+  try {
+    own_files_.emplace(chunk.value, fd);
+    free_offsets_[size_bytes].reserve(free_offsets_[size_bytes].size() + 1);
+  } catch (...) {
+    own_files_.erase(chunk.value);
+    close(fd);
+    throw;
+  }
+  // The range it had in the shared memfd goes back, punched (zero), for a later create of that size.
+  if (fallocate(memfd_, FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE, static_cast<off_t>(entry->second),
+                static_cast<off_t>(size_bytes)) != 0) {
+    const int error_number = errno;
+    own_files_.erase(chunk.value);
+    close(fd);
+    throw_os_error("fallocate", error_number);
+  }
+  free_offsets_[size_bytes].push_back(entry->second);
+  chunk_offsets_.erase(entry);
 }
 
 ChunkHandle HostBackend::do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes) {
@@ -224,6 +280,13 @@ ChunkHandle HostBackend::do_import_chunk(int fd, std::uint64_t fd_offset_bytes, 
     const int error_number = errno;
     close(fd);
     throw_os_error("fstat", error_number);
+  }
+  const int seals = fcntl(fd, F_GET_SEALS);
+  if (seals < 0 || (seals & F_SEAL_SHRINK) == 0) {
+    close(fd);
+    throw Error(ErrorCode::kInvalidArgument,
+                "HostBackend: import_chunk: the descriptor is not a memfd sealed against shrinking (F_SEAL_SHRINK): "
+                "its owner could cut the file under this process's mappings");
   }
   if (!S_ISREG(file.st_mode) || fd_offset_bytes % page_bytes() != 0 ||
       fd_offset_bytes > static_cast<std::uint64_t>(file.st_size) ||

@@ -4,6 +4,8 @@
 //                          [--device-bytes BYTES|FACTORx] [--conf KEY:VALUE,...] [--json FILE] [--snapshot-out FILE]
 //                          [--plot FILE.html] [--quiet]
 //   gmlake conf            the configuration table (GMLAKE_CONF keys, defaults, units)
+//   gmlake lend --socket ADDR --budget BYTES [--device N] [--backend cuda|host] [--allow-uid UID]... [--recall-ms MS]
+//                          a lender process for the lake (lend_command.h)
 //
 // Bad input gets one line on stderr and exit status 2; so does running out of memory (std::bad_alloc anywhere)
 // and output that cannot be written (a full disk, > /dev/full).
@@ -32,6 +34,7 @@
 #include "gmlake/report.h"
 #include "gmlake/snapshot_writer.h"
 #include "gmlake/trace.h"
+#include "lend_command.h"
 #include "progress.h"
 
 namespace {
@@ -304,6 +307,13 @@ int run_conf() {
   return 0;
 }
 
+bool backend_names_have_cuda() {
+  for (const std::string_view name : gmlake::backend_names()) {
+    if (name == "cuda") return true;
+  }
+  return false;
+}
+
 int run(int argc, char** argv) {
   CLI::App app{"gmlake: a stitching GPU memory allocator. `gmlake replay` shows how much memory each allocation "
                "policy needs for a recorded PyTorch workload."};
@@ -344,6 +354,22 @@ int run(int argc, char** argv) {
 
   CLI::App* conf_cmd = app.add_subcommand("conf", "list the configuration keys, defaults and units");
 
+  CLI::App* lend = app.add_subcommand("lend", "lend this device's memory to the lake's borrowers (other processes) "
+                                              "until SIGTERM, then recall every loan");
+  gmlake::cli::LendOptions lend_options;
+  lend_options.backend = backend_names_have_cuda() ? "cuda" : "host";
+  lend->add_option("--socket", lend_options.socket, "the lender's address: an absolute path (made mode 0600) or @name "
+                                                    "(abstract namespace); borrowers set lake_socket to it")->required();
+  lend->add_option("--budget", lend_options.budget, "the most bytes lent at once (suffixes K, M, G, T; a multiple of "
+                                                    "2 MiB; 0: as much as the device gives)")->required();
+  lend->add_option("--device", lend_options.device, "the device whose memory is lent")->capture_default_str();
+  lend->add_option("--backend", lend_options.backend, "cuda (the GPU of --device) or host (CPU memory, for tests)")
+      ->capture_default_str();
+  lend->add_option("--allow-uid", lend_options.allow_uids, "a uid besides this process's own that may borrow "
+                                                           "(repeatable; lake_allowed_uids on the borrowers' side)");
+  lend->add_option("--recall-ms", lend_options.recall_ms, "on SIGTERM, how long borrowers have to give loans back")
+      ->capture_default_str();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -354,6 +380,7 @@ int run(int argc, char** argv) {
     die(e.what());
   }
   if (*conf_cmd) return run_conf();
+  if (*lend) return gmlake::cli::run_lend(lend_options);
   return run_replay(paths, policy, backend, cap_option->count() > 0 ? &cap : nullptr, conf, outputs,
                     device_option->count() > 0 ? &device_bytes : nullptr);
 }

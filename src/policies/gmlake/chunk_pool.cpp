@@ -91,7 +91,7 @@ bool ChunkPool::release_quietly(ChunkId id) {
   try {
     release(id);
     return true;
-  } catch (const BackendError&) {
+  } catch (const Error&) {  // any refusal (an injected OutOfMemoryError too): the chunk stays free
     return false;
   }
 }

@@ -141,7 +141,7 @@ class ChunkPool {
   void check_invariants() const;
 
  private:
-  // release(id); false when the backend refused (BackendError).
+  // release(id); false when the backend refused (BackendError, or any other Error: then nothing changed).
   bool release_quietly(ChunkId id);
   // Takes free chunk `id` out of the index; false when it is not there.
   bool erase_free(ChunkId id);

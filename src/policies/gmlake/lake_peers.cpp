@@ -19,8 +19,8 @@ Backend& importing(Backend& backend) {
 }  // namespace
 
 LakePeers::LakePeers(Backend& backend, const LakeAddress& address, std::uint64_t budget_bytes,
-                     std::uint64_t answer_timeout_ms)
-    : PeerSource(budget_bytes), borrower_(importing(backend), address, answer_timeout_ms) {}
+                     std::uint64_t answer_timeout_ms, const std::vector<std::uint32_t>& allowed_uids)
+    : PeerSource(budget_bytes), borrower_(importing(backend), address, answer_timeout_ms, allowed_uids) {}
 
 ChunkId LakePeers::borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& retries) {
   const std::uint64_t room_pages = room_bytes(pool.peer_bytes()) / pool.page_bytes();

@@ -31,9 +31,11 @@ class LakePeers final : public PeerSource {
  public:
   // Connects to the lender at `address` (Config::lake_socket); loans are imported into `backend`, which must
   // outlive this and be able to import (host, cuda: else Error(kConfig) naming lake_socket). Throws
-  // BackendError("connect", ...) when no lender listens there. `answer_timeout_ms`: LakeBorrower's (0: none).
+  // BackendError("connect", ...) when no lender listens there, BackendError("lake", ...) when the lender's uid
+  // is neither this process's nor in `allowed_uids` (Config::lake_allowed_uids). `answer_timeout_ms`:
+  // LakeBorrower's (0: none). A lender that refuses this process's uid reads as a lender gone (kNoChunk).
   LakePeers(Backend& backend, const LakeAddress& address, std::uint64_t budget_bytes,
-            std::uint64_t answer_timeout_ms = 0);
+            std::uint64_t answer_timeout_ms = 0, const std::vector<std::uint32_t>& allowed_uids = {});
 
   bool enabled() const override { return !borrower_.lender_gone(); }
   ChunkId borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& retries) override;

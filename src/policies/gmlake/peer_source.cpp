@@ -17,7 +17,8 @@ std::unique_ptr<PeerSource> make_peer_source(const Config& config, Backend& back
   std::unique_ptr<PeerSource> source;
   if (config.lake_socket != "none") {
     source = std::make_unique<LakePeers>(backend, config.lake_socket, config.peer_budget_bytes,
-                                         config.lake_answer_timeout_ms);
+                                         config.lake_answer_timeout_ms,
+                                         parse_lake_allowed_uids(config.lake_allowed_uids));
   } else {
     source = std::make_unique<PeerChunks>(backend, parse_peer_devices(config.peer_devices), config.peer_budget_bytes);
   }
