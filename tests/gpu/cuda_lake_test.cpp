@@ -115,7 +115,11 @@ int cuda_lender(int to_parent, int from_parent, const std::string& address, int 
     }
     LakeLender lender(backend, address, 0);
     test::send_message(to_parent, "ready");
-    while (lender.lent_bytes() == 0) lender.poll(-1, 0);
+    // Serve until the loans the parent asks for before its message are out (GMLAKE_LAKE_LOANS, default 1): the
+    // parent's message is read with a blocking read, during which no loan is served.
+    const char* loans_wanted = std::getenv("GMLAKE_LAKE_LOANS");
+    const std::size_t wanted = loans_wanted != nullptr ? std::strtoull(loans_wanted, nullptr, 10) : 1;
+    while (lender.lent_bytes() == 0 || lender.loans().size() < wanted) lender.poll(-1, 0);
     const std::string which = test::receive_message(from_parent);
     if (which == "recall") {  // every loan asked back; answers once they all came back, or after 20 s
       lender.recall_all(UINT64_MAX);
@@ -166,11 +170,14 @@ TEST(CudaLakeLender, Run) {
 // CUDA_VISIBLE_DEVICES=visible_devices (as a launcher that gives each process one GPU starts it), so `device`
 // counts within what it sees.
 // `dirty`: the lender writes 0xA5 over chunks of its own and releases them before it lends (GMLAKE_LAKE_DIRTY).
+// `loans`: how many loans the parent takes before its message (GMLAKE_LAKE_LOANS).
 std::unique_ptr<test::ForkedChild> start_lender(const std::string& address, int device,
-                                                const std::string& visible_devices = "", bool dirty = false) {
-  return std::make_unique<test::ForkedChild>([address, device, visible_devices, dirty](int up, int down) {
+                                                const std::string& visible_devices = "", bool dirty = false,
+                                                int loans = 1) {
+  return std::make_unique<test::ForkedChild>([address, device, visible_devices, dirty, loans](int up, int down) {
     if (!visible_devices.empty()) setenv("CUDA_VISIBLE_DEVICES", visible_devices.c_str(), 1);
     if (dirty) setenv("GMLAKE_LAKE_DIRTY", "1", 1);
+    setenv("GMLAKE_LAKE_LOANS", std::to_string(loans).c_str(), 1);
     setenv("GMLAKE_LAKE_UP", std::to_string(up).c_str(), 1);
     setenv("GMLAKE_LAKE_DOWN", std::to_string(down).c_str(), 1);
     setenv("GMLAKE_LAKE_ADDRESS", address.c_str(), 1);
@@ -215,7 +222,7 @@ TEST_F(CudaLakeSameDeviceTest, AChunkLentByAnotherProcessOnThisDeviceIsWrittenHe
 // (Backend::scrub: cuMemsetD8 before export). Then the usual round trip (0x5A written here, seen there).
 TEST_F(CudaLakeSameDeviceTest, AChunkLentHoldsNoneOfTheLendersEarlierBytes) {
   const std::string address = "@gmlake-cuda-lake-dirty-" + std::to_string(::getpid());
-  std::unique_ptr<test::ForkedChild> child = start_lender(address, 0, "", /*dirty=*/true);
+  std::unique_ptr<test::ForkedChild> child = start_lender(address, 0, "", /*dirty=*/true, /*loans=*/8);
   ASSERT_EQ(child->receive(), "ready");
   CudaBackend backend(CudaBackendOptions{});
   {
