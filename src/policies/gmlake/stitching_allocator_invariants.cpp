@@ -45,8 +45,9 @@ void StitchingAllocator::check_invariants() const {
     if (piece.offset != b.offset || piece.size_bytes != b.size_bytes) broken("block " + hex(address) + " differs from its piece");
     const std::uint64_t first = first_page(b.offset), last = last_page(b.offset, b.size_bytes);
     if (arena.pages.unmapped_pages(first, last) != 0) broken("block " + hex(address) + " has an unmapped page");
+    const std::uintptr_t block_address = address;  // a structured binding cannot be captured before C++20
     arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
-      if (!pool_[e.chunk].active_at(arena.id, p)) broken("block " + hex(address) + " lies on a standby mapping");
+      if (!pool_[e.chunk].active_at(arena.id, p)) broken("block " + hex(block_address) + " lies on a standby mapping");
       ++users[e.chunk];
     });
     active += static_cast<std::int64_t>(b.size_bytes);
