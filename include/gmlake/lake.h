@@ -151,8 +151,9 @@ class LakeBorrower {
   Loan borrow(std::uint64_t size_bytes);
   // Reads what has arrived: recalls (the loan is marked recalled) and the lender's exit (lender_gone()). Waits up
   // to timeout_ms for the first message (0: not at all; -1: until one comes or the lender goes; no wait when
-  // recalls seen by borrow() are pending). Returns the ids of loans recalled since the last poll, each once: the
-  // caller evicts them (unmaps every mapping) and calls give_back.
+  // recalls seen by borrow() are pending). Returns the ids of loans recalled since the last poll and still held
+  // (one given back in between is left out), each once: the caller evicts them (unmaps every mapping) and calls
+  // give_back.
   std::vector<std::uint64_t> poll(int timeout_ms);
   // Releases loan `id`'s chunk (mapped nowhere: else the backend's Error(kInvalidArgument), and nothing changes)
   // and tells the lender, if it is still there (a socket that fails then marks the lender gone: never an error

@@ -191,6 +191,8 @@ Loan LakeBorrower::borrow(std::uint64_t size_bytes) {
 std::vector<std::uint64_t> LakeBorrower::poll(int timeout_ms) {
   std::vector<std::uint64_t> recalled;
   recalled.swap(pending_recalls_);  // those that came while borrow() waited
+  // ... and are still held: one given back since (unasked) is no longer the caller's to give back.
+  std::erase_if(recalled, [&](std::uint64_t id) { return !loans_.contains(id); });
   int wait = recalled.empty() ? timeout_ms : 0;
   while (!lender_gone_ && lake::wait_readable(socket_, wait)) {
     if (!receive_one(0, &recalled, nullptr, nullptr)) break;
