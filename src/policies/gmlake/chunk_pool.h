@@ -34,6 +34,7 @@
 // Thread safety: none.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <vector>
 
@@ -71,6 +72,13 @@ struct Chunk {
   bool recalled = false;              // its lender wants it back: no new block on it (ChunkPool::recall)
   absl::InlinedVector<ChunkPlace, 2> standby;  // standby mappings, oldest first (none on peer chunks)
   bool mapped() const { return arena != kUnmapped; }
+  // Its standby mapping at page `page` of arena `in_arena`, or standby.end() when it has none there.
+  auto standby_at(std::uint32_t in_arena, std::uint64_t page) {
+    return std::find(standby.begin(), standby.end(), ChunkPlace{in_arena, page});
+  }
+  auto standby_at(std::uint32_t in_arena, std::uint64_t page) const {
+    return std::find(standby.begin(), standby.end(), ChunkPlace{in_arena, page});
+  }
   // True when the mapping at page `page` of arena `in_arena` is the chunk's active place (else a standby one).
   bool active_at(std::uint32_t in_arena, std::uint64_t page) const { return arena == in_arena && first_page == page; }
 };

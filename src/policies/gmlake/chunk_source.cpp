@@ -176,18 +176,22 @@ void ChunkSource::evict(ChunkId id, EvictTo to) {
   ++stats_.evictions;
 }
 
-bool ChunkSource::standby_safe(ChunkId id, std::uint32_t arena, std::uint64_t first_page) {
+const ChunkPlace& ChunkSource::standby_place(ChunkId id, std::uint32_t arena, std::uint64_t first_page) const {
   const Chunk& c = pool_[id];
-  const auto it = std::find(c.standby.begin(), c.standby.end(), ChunkPlace{arena, first_page});
+  const auto it = c.standby_at(arena, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: a chunk lacks a standby mapping");
-  return !fence_.asynchronous() || fence_.safe(arenas_[arena].stream, it->left_tick);
+  return *it;
+}
+
+bool ChunkSource::standby_safe(ChunkId id, std::uint32_t arena, std::uint64_t first_page) {
+  const std::uint64_t left_tick = standby_place(id, arena, first_page).left_tick;
+  return !fence_.asynchronous() || fence_.safe(arenas_[arena].stream, left_tick);
 }
 
 void ChunkSource::unmap_standby(ChunkId id, std::uint32_t arena, std::uint64_t first_page) {
-  if (!standby_safe(id, arena, first_page)) {
-    const Chunk& c = pool_[id];
-    const auto it = std::find(c.standby.begin(), c.standby.end(), ChunkPlace{arena, first_page});
-    fence_.wait_safe(arenas_[arena].stream, it->left_tick, use_.next_tick());
+  const std::uint64_t left_tick = standby_place(id, arena, first_page).left_tick;
+  if (fence_.asynchronous() && !fence_.safe(arenas_[arena].stream, left_tick)) {
+    fence_.wait_safe(arenas_[arena].stream, left_tick, use_.next_tick());
     ++stats_.fence_waits;
   }
   stitcher_.unmap_standby(arenas_[arena], first_page, id);  // throws: nothing changed

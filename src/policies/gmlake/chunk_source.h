@@ -148,6 +148,8 @@ class ChunkSource {
   bool within_move_headroom(std::uint64_t pages) const {
     return within_permille_of_high(pages, move_headroom_permille_);
   }
+  // Chunk `id`'s standby mapping at `first_page` of `arena`; throws std::logic_error when it has none there.
+  const ChunkPlace& standby_place(ChunkId id, std::uint32_t arena, std::uint64_t first_page) const;
   void charge_eviction() { moves_.charge_eviction(); }
   void charge_release() { moves_.charge_release(); }
   std::uint64_t device_free_bytes();

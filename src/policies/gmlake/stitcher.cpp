@@ -36,7 +36,7 @@ void Stitcher::to_standby(const Arena& active_arena, ChunkId id) {
 
 void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, const Arena* active_arena) {
   Chunk& c = pool_[id];
-  const auto it = std::find(c.standby.begin(), c.standby.end(), ChunkPlace{arena.id, first_page});
+  const auto it = c.standby_at(arena.id, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: activating a mapping a chunk lacks");
   BackendObserver* o = backend_.observer();
   if (c.mapped()) {
@@ -55,7 +55,7 @@ void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, cons
 
 void Stitcher::unmap_standby(Arena& arena, std::uint64_t first_page, ChunkId id) {
   Chunk& c = pool_[id];
-  const auto it = std::find(c.standby.begin(), c.standby.end(), ChunkPlace{arena.id, first_page});
+  const auto it = c.standby_at(arena.id, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: unmapping a mapping a chunk lacks");
   unmap_unobserved(address(arena, first_page), c.pages << page_shift_);  // throws: nothing changed
   arena.pages.erase(first_page);

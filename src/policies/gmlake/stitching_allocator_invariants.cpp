@@ -78,8 +78,7 @@ void StitchingAllocator::check_invariants() const {
       if (c.pages != e.pages) broken("a page map entry differs from its chunk's size");
       if (c.active_at(static_cast<std::uint32_t>(a), p)) {
         ++mapped;
-      } else if (std::find(c.standby.begin(), c.standby.end(), ChunkPlace{static_cast<std::uint32_t>(a), p}) !=
-                 c.standby.end()) {
+      } else if (c.standby_at(static_cast<std::uint32_t>(a), p) != c.standby.end()) {
         ++standby;
       } else {
         broken("a page map entry is neither its chunk's active place nor a standby one");
