@@ -1,4 +1,4 @@
-// ChunkPool and IdleChunks (src/policies/gmlake/chunk_pool.h, idle_chunks.h) on the sim backend.
+// ChunkPool (src/policies/gmlake/chunk_pool.h) on the sim backend.
 #include "policies/gmlake/chunk_pool.h"
 
 #include <gtest/gtest.h>
@@ -8,7 +8,6 @@
 #include "backends/fault/fault_backend.h"
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
-#include "policies/gmlake/idle_chunks.h"
 
 namespace gmlake::engine {
 namespace {
@@ -113,32 +112,6 @@ TEST(ChunkPoolTest, ACreateTheBackendRefusesChangesNothing) {
   EXPECT_EQ(pool.live_chunks(), 0u);
   EXPECT_EQ(stats.reserved_bytes.current, 0);
   pool.release(pool.create(4));
-}
-
-TEST(IdleChunksTest, OldestSkipsChunksThatTurnedUsedOrIdleAgainSince) {
-  SimBackend sim;
-  Stats stats;
-  ChunkPool pool(sim, kChunkBytes, stats);
-  IdleChunks idle;
-  std::vector<ChunkId> ids;
-  for (int i = 0; i < 3; ++i) {
-    ids.push_back(pool.create(1));
-    pool[ids.back()].arena = 0;  // mapped, as far as the queue can tell
-    pool[ids.back()].idle_since = idle.next_tick();
-    idle.push(ids.back(), pool[ids.back()].idle_since);
-  }
-  EXPECT_EQ(idle.oldest(pool), ids[0]);
-  pool[ids[0]].users = 1;  // used again: its entry is dead
-  EXPECT_EQ(idle.oldest(pool), ids[1]);
-  pool[ids[1]].idle_since = idle.next_tick();  // idle again, later: queued anew at the back
-  idle.push(ids[1], pool[ids[1]].idle_since);
-  EXPECT_EQ(idle.oldest(pool), ids[2]);
-  pool[ids[2]].arena = Chunk::kUnmapped;
-  EXPECT_EQ(idle.oldest(pool), ids[1]);
-  int current = 0;
-  idle.for_each_current(pool, [&](ChunkId) { ++current; });
-  EXPECT_EQ(current, 1);
-  for (ChunkId id : ids) pool.release(id);
 }
 
 }  // namespace

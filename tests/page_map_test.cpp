@@ -56,5 +56,18 @@ TEST(PageMapTest, ErasingAChunkUnmapsItsPages) {
   EXPECT_EQ(m.unmapped_pages(4, 11), 8u);
 }
 
+TEST(PageMapTest, AWalkUntilStopsAtTheFirstChunkItsVisitorRefuses) {
+  PageMap m;
+  m.insert(0, 7, 2);
+  m.insert(2, 8, 2);
+  m.insert(4, 9, 2);
+  std::vector<ChunkId> seen;
+  m.for_each_until(1, 5, [&](std::uint64_t, const PageMap::Entry& e) {
+    seen.push_back(e.chunk);
+    return e.chunk != 8;
+  });
+  EXPECT_EQ(seen, (std::vector<ChunkId>{7, 8}));
+}
+
 }  // namespace
 }  // namespace gmlake::engine

@@ -117,5 +117,35 @@ TEST_F(PlacementTest, OnlyFitCandidatesRangesAreWeighed) {
   EXPECT_EQ(three.choose(arena_, 2 * kPage).range.offset, 8 * kPage);
 }
 
+TEST_F(PlacementTest, AWalkPastItsBoundIsCutShortAndNeverWins) {
+  // Pages 0-1 unmapped, 2-3 an idle chunk, 4-7 unmapped: 6 of the 8 pages unmapped.
+  mapped(2, 2, /*users=*/0);
+  const Placer placer(pool_, kShift, 8);
+  EXPECT_EQ(placer.cost_of(arena_, 0, 7).unmapped, 6u);
+  EXPECT_EQ(placer.cost_of(arena_, 0, 7, /*unmapped_bound=*/6).unmapped, 6u);  // at the bound: exact
+  // Below it: the gap before the chunk already exceeds a bound of 1, so the walk stops at the chunk.
+  EXPECT_EQ(placer.cost_of(arena_, 0, 7, /*unmapped_bound=*/1).unmapped, UINT64_MAX);
+  // The trailing gap is not walked, so a bound the leading pages stay within gives the exact cost.
+  EXPECT_EQ(placer.cost_of(arena_, 2, 7, /*unmapped_bound=*/4).unmapped, 4u);
+}
+
+TEST_F(PlacementTest, StandbyMappingsInThePagesAreCountedEitherKind) {
+  // Pages 0-1: the active place of an idle chunk; pages 2-3: a standby mapping of an idle chunk active at
+  // 10-11 (taken back: counts as mapped); pages 4-5: a standby mapping of a used chunk active at 20-21
+  // (unmapped first: counts as unmapped).
+  mapped(0, 2, /*users=*/0);
+  const ChunkId idle = mapped(10, 2, /*users=*/0);
+  arena_.pages.insert(2, idle, 2);
+  pool_[idle].standby.push_back({arena_.id, 2});
+  const ChunkId used = mapped(20, 2, /*users=*/1);
+  arena_.pages.insert(4, used, 2);
+  pool_[used].standby.push_back({arena_.id, 4});
+  const Placer placer(pool_, kShift, 8);
+  const Placer::Cost c = placer.cost_of(arena_, 0, 5);
+  EXPECT_EQ(c.standby, 2u);
+  EXPECT_EQ(c.unmapped, 2u);
+  EXPECT_EQ(placer.cost_of(arena_, 0, 1).standby, 0u);
+}
+
 }  // namespace
 }  // namespace gmlake::engine

@@ -249,6 +249,7 @@ def main():
 def ab_main(args, gmlake, batch, model, opt):
     """--alloc ab: each batch under both allocators in one process (see the module's doc)."""
     import contextlib
+    import gc
 
     import torch
 
@@ -267,6 +268,11 @@ def ab_main(args, gmlake, batch, model, opt):
         return time.perf_counter() - t0
 
     warm = 5 if args.steps > 10 else 0  # the first pairs of each round fill both caches
+    # Python's cyclic garbage collector runs when its allocation counters say so, in whichever half of a pair that
+    # is. Single pairs of earlier runs were 30-70 ms off in either direction (docs/benchmarks.md), more than a
+    # round's VMM time; a collection is one such cost. It runs between pairs instead (untimed, its time reported as
+    # gc_ms), so that neither allocator is charged for it.
+    gc.disable()
 
     def one_round():
         # A batch shape's first step costs several times more outside the allocator (kernel and cuBLAS plan
@@ -284,23 +290,30 @@ def ab_main(args, gmlake, batch, model, opt):
         s0 = gmlake.torch.memory_stats()
         native_s, gmlake_s = [], []
         s_warm = s0
+        step_vmm_ms = []  # gmlake's VMM time in each of its steps: which pairs the driver calls fell in
+        gc_ms = []
         for k, step in enumerate(steps):
+            t_gc = time.perf_counter()
+            gc.collect()
+            gc_ms.append(round((time.perf_counter() - t_gc) * 1e3, 2))
             if k == warm:
                 s_warm = gmlake.torch.memory_stats()  # the timed pairs' VMM calls: the layout formed before
+            before = gmlake.torch.memory_stats()["gmlake.backend_time_ns"]
             if k % 2 == 0:
                 native_s.append(run(step, True))
                 gmlake_s.append(run(step, False))
             else:
                 gmlake_s.append(run(step, False))
                 native_s.append(run(step, True))
+            step_vmm_ms.append(round((gmlake.torch.memory_stats()["gmlake.backend_time_ns"] - before) / 1e6, 3))
         del steps
         s = gmlake.torch.memory_stats()
         nat = gmlake.torch.native_memory_stats()
-        return native_s, gmlake_s, s0, s_warm, s, nat
+        return native_s, gmlake_s, s0, s_warm, s, nat, step_vmm_ms, gc_ms
 
     rounds = []
     for _ in range(max(1, args.rounds)):
-        native_s, gmlake_s, s0, s_warm, s, nat = one_round()
+        native_s, gmlake_s, s0, s_warm, s, nat, step_vmm_ms, gc_ms = one_round()
         timed = max(1, args.steps - warm)
         ratios = [g / n for g, n in zip(gmlake_s[warm:], native_s[warm:])]
         rounds.append({
@@ -314,6 +327,7 @@ def ab_main(args, gmlake, batch, model, opt):
             "median_step_s_native": statistics.median(native_s[warm:]),
             "step_times_s_gmlake": [round(t, 5) for t in gmlake_s],
             "step_times_s_native": [round(t, 5) for t in native_s],
+            "step_backend_ms_gmlake": step_vmm_ms, "gc_ms": gc_ms,
             "gmlake_peak_reserved": s["reserved_bytes.all.peak"], "native_peak_reserved": nat["reserved_bytes.all.peak"],
             "gmlake_backend_calls_per_step": (s["gmlake.backend_calls"] - s0["gmlake.backend_calls"]) / args.steps,
             "gmlake_backend_ms_per_step":

@@ -5,13 +5,16 @@
 //
 // A chunk turning idle is pushed with a new tick (its idle_since). It is never unlinked when it turns used
 // again: its entry just stops matching (the chunk is used, unmapped, or has a newer tick), and oldest() skips
-// it. So each transition costs O(1); the queue is compacted when dead entries outnumber idle chunks 4 to 1.
+// it. So each transition costs O(1); the queue (a vector read from a head index) is compacted in place, in
+// order, when its entries reach four times the idle chunks.
 // Invariant: a chunk is idle  <=>  mapped, users == 0, and the queue holds {id, idle_since} for it.
 // Thread safety: none.
 #pragma once
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdint>
-#include <deque>
+#include <vector>
 
 #include "chunk_pool.h"
 
@@ -25,31 +28,37 @@ class IdleChunks {
 
   // The oldest chunk still idle with its queued tick (dead entries before it are dropped), or kNoChunk.
   ChunkId oldest(const ChunkPool& pool) {
-    while (!entries_.empty()) {
-      const Entry e = entries_.front();
-      if (current(pool, e)) return e.id;
-      entries_.pop_front();
+    for (; head_ < entries_.size(); ++head_) {
+      if (current(pool, entries_[head_])) return entries_[head_].id;
     }
+    entries_.clear();
+    head_ = 0;
     return kNoChunk;
   }
-  // Drops dead entries when they reach four times the idle chunks (amortized O(1) per push).
+  // Drops dead entries, in place and in order, when they reach four times the idle chunks and kMinCompact
+  // (amortized O(1) per push).
   void compact_if_dead(std::uint64_t idle_chunks, const ChunkPool& pool) {
-    if (entries_.size() < 1024 || entries_.size() < 4 * idle_chunks) return;
-    std::deque<Entry> kept;
-    for (const Entry& e : entries_) {
-      if (current(pool, e)) kept.push_back(e);
-    }
-    entries_.swap(kept);
+    if (entries_.size() < kMinCompact || entries_.size() < 4 * idle_chunks) return;
+    const auto live = std::remove_if(entries_.begin() + static_cast<std::ptrdiff_t>(head_), entries_.end(),
+                                     [&](const Entry& e) { return !current(pool, e); });
+    const auto kept_end = head_ == 0 ? live
+                                     : std::move(entries_.begin() + static_cast<std::ptrdiff_t>(head_), live,
+                                                 entries_.begin());
+    entries_.erase(kept_end, entries_.end());
+    head_ = 0;
   }
+  // Entries queued, dead ones included (tests).
+  std::size_t queued() const { return entries_.size() - head_; }
   // Calls f(id) for every chunk the queue holds as idle, oldest first.
   template <typename F>
   void for_each_current(const ChunkPool& pool, F&& f) const {
-    for (const Entry& e : entries_) {
-      if (current(pool, e)) f(e.id);
+    for (std::size_t i = head_; i < entries_.size(); ++i) {
+      if (current(pool, entries_[i])) f(entries_[i].id);
     }
   }
 
  private:
+  static constexpr std::size_t kMinCompact = 4096;
   struct Entry {
     ChunkId id;
     std::uint64_t tick;
@@ -59,7 +68,8 @@ class IdleChunks {
     return c.mapped() && c.users == 0 && c.idle_since == e.tick;
   }
 
-  std::deque<Entry> entries_;
+  std::vector<Entry> entries_;  // a queue: [head_, size) is live, compact_if_dead drops the rest
+  std::size_t head_ = 0;
   std::uint64_t tick_ = 0;
 };
 

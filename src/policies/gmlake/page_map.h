@@ -42,6 +42,19 @@ class PageMap {
     for (; it != map_.end() && it->first <= last; ++it) f(it->first, it->second);
   }
 
+  // The same, stopping after the first call of f that returns false.
+  template <typename F>
+  void for_each_until(std::uint64_t first, std::uint64_t last, F&& f) const {
+    auto it = map_.upper_bound(first);
+    if (it != map_.begin()) {
+      auto prev = std::prev(it);
+      if (prev->first + prev->second.pages > first) it = prev;
+    }
+    for (; it != map_.end() && it->first <= last; ++it) {
+      if (!f(it->first, it->second)) return;
+    }
+  }
+
   // The first page of the first chunk mapped after `page` (at a higher page), or UINT64_MAX when none is.
   std::uint64_t next_mapped_after(std::uint64_t page) const {
     const auto it = map_.upper_bound(page);

@@ -4,19 +4,31 @@
 
 namespace gmlake::engine {
 
-Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last) const {
+Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last,
+                             std::uint64_t unmapped_bound) const {
   Cost cost{last - first + 1, 0};
   bool recalled = false;
-  arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+  std::uint64_t next = first;       // the first page not yet walked
+  std::uint64_t known_unmapped = 0;  // pages before `next` that would have to be stitched
+  arena.pages.for_each_until(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
     const Chunk& c = pool_[e.chunk];
-    // A standby mapping of a chunk that a block uses elsewhere goes: its pages are stitched anew.
-    if (c.users != 0 && !c.active_at(arena.id, p)) return;
     const std::uint64_t lo = std::max(p, first), hi = std::min(p + e.pages - 1, last);
-    cost.unmapped -= hi - lo + 1;
-    if (c.users == 0) cost.pinned_waste += e.pages - (hi - lo + 1);
-    recalled = recalled || c.recalled;
+    known_unmapped += lo - next;  // the gap before this chunk
+    next = hi + 1;
+    const bool active = c.active_at(arena.id, p);
+    cost.standby += active ? 0 : 1;
+    // A standby mapping of a chunk that a block uses elsewhere goes: its pages are stitched anew.
+    if (c.users != 0 && !active) {
+      known_unmapped += hi - lo + 1;
+    } else {
+      cost.unmapped -= hi - lo + 1;
+      if (c.users == 0) cost.pinned_waste += e.pages - (hi - lo + 1);
+      recalled = recalled || c.recalled;
+    }
+    return known_unmapped <= unmapped_bound;
   });
-  return recalled ? Cost{UINT64_MAX, 0} : cost;  // a recalled chunk takes no new block: never chosen
+  // Past the bound, or on a recalled chunk (it takes no new block): never chosen.
+  return recalled || known_unmapped > unmapped_bound ? Cost{UINT64_MAX, 0} : cost;
 }
 
 Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes) const {
@@ -24,7 +36,8 @@ Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes
   auto weigh = [&](const FreeRange& r) {
     const std::uint64_t end_offset = r.offset + r.size_bytes - rounded_bytes;
     for (const std::uint64_t offset : {r.offset, end_offset}) {
-      const Cost c = cost_of(arena, offset >> page_shift_, (offset + rounded_bytes - 1) >> page_shift_);
+      const Cost c = cost_of(arena, offset >> page_shift_, (offset + rounded_bytes - 1) >> page_shift_,
+                             best.cost.unmapped);
       if (c.unmapped < best.cost.unmapped ||
           (c.unmapped == best.cost.unmapped && c.pinned_waste < best.cost.pinned_waste)) {
         best = {r, offset, c};

@@ -30,6 +30,7 @@ class Placer {
   struct Cost {
     std::uint64_t unmapped;
     std::uint64_t pinned_waste;
+    std::uint64_t standby = 0;  // standby mappings in the pages (either kind: taken back, or unmapped first)
     std::uint64_t total() const { return unmapped + pinned_waste; }
   };
   // Where a block goes: `offset` (bytes from the arena's base) inside free range `range`, at cost `cost`.
@@ -45,8 +46,11 @@ class Placer {
       : pool_(pool), page_shift_(page_shift), fit_candidates_(fit_candidates) {}
 
   // The cost of pages [first, last] of `arena` (first <= last); unmapped == UINT64_MAX when a recalled chunk
-  // backs any of them. O(log m + k) for m chunks mapped in the arena and k of them in the pages.
-  Cost cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last) const;
+  // backs any of them, or when more than `unmapped_bound` of the pages are found unmapped (the walk stops
+  // there: such a place cannot beat one that costs `unmapped_bound`). O(log m + k) for m chunks mapped in the
+  // arena and k of them in the pages (fewer with a bound).
+  Cost cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last,
+               std::uint64_t unmapped_bound = UINT64_MAX) const;
   // The cheapest place for `rounded_bytes` (> 0, a multiple of 512) in `arena`, as above; range.size_bytes == 0
   // when no free range is large enough. When every candidate lies on a recalled chunk, every free range is
   // weighed.

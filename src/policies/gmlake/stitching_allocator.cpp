@@ -113,11 +113,13 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   }
   const PieceId piece = arena.free.take(at.range, at.offset, rounded);
   std::uint64_t dropped = 0;  // standby mappings unmapped in the range: their pages are stitched anew
-  try {
-    dropped = take_standby(arena, first, last);
-  } catch (...) {
-    arena.free.give(piece);
-    throw;
+  if (at.cost.standby != 0) {  // the Placer's walk counted them: no second walk where there are none
+    try {
+      dropped = take_standby(arena, first, last);
+    } catch (...) {
+      arena.free.give(piece);
+      throw;
+    }
   }
   use_.use(arena, first, last);  // first, so that no chunk of the range is evicted to back the rest
   if (at.cost.unmapped == 0 && dropped == 0) {
