@@ -69,5 +69,28 @@ TEST(PageMapTest, AWalkUntilStopsAtTheFirstChunkItsVisitorRefuses) {
   EXPECT_EQ(seen, (std::vector<ChunkId>{7, 8}));
 }
 
+TEST(PageMapTest, ChunksAcrossLeavesAndFarApartAreWalkedAndFound) {
+  PageMap m;
+  m.insert(4090, 1, 12);     // pages 4090..4101: across the first two leaves
+  m.insert(4102, 2, 3);      // right after it
+  m.insert(1u << 20, 3, 2);  // far away, leaves between never made
+  m.check_invariants();
+  std::vector<std::pair<std::uint64_t, ChunkId>> seen;
+  m.for_each(4095, (1u << 20) + 1, [&](std::uint64_t p, const PageMap::Entry& e) { seen.emplace_back(p, e.chunk); });
+  EXPECT_EQ(seen, (std::vector<std::pair<std::uint64_t, ChunkId>>{{4090, 1}, {4102, 2}, {1u << 20, 3}}));
+  EXPECT_EQ(m.next_mapped_after(4095), 4102u);  // the chunk covering 4095 is skipped
+  EXPECT_EQ(m.next_mapped_after(4104), std::uint64_t{1} << 20);
+  EXPECT_EQ(m.next_mapped_after(4104, 9000), UINT64_MAX);  // none up to 9000
+  EXPECT_EQ(m.unmapped_pages(4080, 4110), 31u - 15u);
+  m.erase(4090);
+  m.erase(4091);  // no chunk starts there: nothing happens
+  m.check_invariants();
+  EXPECT_EQ(m.mapped_chunks(), 2u);
+  EXPECT_EQ(m.unmapped_pages(4080, 4110), 31u - 3u);
+  std::uint64_t all = 0;
+  m.for_all([&](std::uint64_t, const PageMap::Entry&) { ++all; });
+  EXPECT_EQ(all, 2u);
+}
+
 }  // namespace
 }  // namespace gmlake::engine

@@ -17,9 +17,10 @@ void ChunkUse::use(const Arena& arena, std::uint64_t first, std::uint64_t last) 
 std::uint64_t ChunkUse::unuse(const Arena& arena, std::uint64_t first, std::uint64_t last) {
   std::uint64_t tick = 0;
   arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
-    if (--pool_[e.chunk].users != 0) return;
+    Chunk& c = pool_[e.chunk];
+    if (--c.users != 0) return;
     if (tick == 0) tick = idle_.next_tick();
-    turn_idle(e.chunk, tick);
+    turn_idle(e.chunk, c, tick);
   });
   if (tick != 0) idle_.compact_if_dead(idle_chunks_, pool_);
   return tick;
@@ -47,7 +48,7 @@ std::uint64_t ChunkUse::idle_past(const Arena& arena, std::uint64_t block_last, 
     if (p <= block_last || c.users != 1) return;  // the chunk the block ends in stays used
     if (tick == 0) tick = idle_.next_tick();
     c.users = 0;
-    turn_idle(e.chunk, tick);
+    turn_idle(e.chunk, c, tick);
   });
   return tick;
 }
@@ -67,13 +68,5 @@ ChunkId ChunkUse::oldest_idle() {
   return id;
 }
 
-void ChunkUse::turn_idle(ChunkId id, std::uint64_t tick) {
-  Chunk& c = pool_[id];
-  c.idle_since = tick;
-  idle_.push(id, tick);
-  used_ -= c.pages;
-  idle_pages_ += c.pages;
-  ++idle_chunks_;
-}
 
 }  // namespace gmlake::engine

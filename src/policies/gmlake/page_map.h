@@ -1,19 +1,25 @@
 // PageMap: which chunk backs which pages of one arena.
 //
 // An arena's virtual space is cut into pages of chunk_bytes (the backend granularity, 2 MiB on CUDA). A chunk of
-// n pages is always mapped whole (cuMemMap maps a handle whole), so it backs n consecutive pages; the map holds
-// one entry per mapped chunk, keyed by its first page, and every query costs O(log m + k) for m mapped chunks and
-// k chunks in the asked range: the cost follows the number of chunks, not bytes.
+// n pages is always mapped whole (cuMemMap maps a handle whole), so it backs n consecutive pages.
 //
-// Invariant (checked by StitchingAllocator::check_invariants): entries never overlap,
-//   e.first_page + e.pages <= next(e).first_page.
+// Structure: a two-level page table, as a CPU's: the page index picks a leaf of kLeafPages slots (made on first
+// use, 64 KiB), and the slot of every page names its chunk, the page's place in it and the chunk's size. So the
+// chunk that backs a page is found in O(1), and a walk over pages [first, last] costs one step per chunk (the
+// next chunk of a block starts right after the last) and one per unmapped page inside leaves that hold any
+// mapping; leaves with none are skipped whole. The slots are read in address order, with no tree to descend.
 //
+// Invariant (check_invariants): slot(first + k) = {chunk, k, pages} for every mapped chunk and k < pages; a
+// leaf's `mapped` counts its mapped slots; mapped_chunks() counts the chunks' first pages.
 // Thread safety: none (the owning allocator is serialized by its caller).
 #pragma once
 
+#include <array>
 #include <cstdint>
-
-#include "absl/container/btree_map.h"
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <vector>
 
 namespace gmlake::engine {
 
@@ -27,38 +33,65 @@ class PageMap {
     std::uint64_t pages;
   };
 
-  void insert(std::uint64_t first_page, ChunkId chunk, std::uint64_t pages) { map_[first_page] = {chunk, pages}; }
-  void erase(std::uint64_t first_page) { map_.erase(first_page); }
-  std::uint64_t mapped_chunks() const { return map_.size(); }
+  // Chunk `chunk` of `pages` pages (>= 1) now backs pages [first_page, first_page + pages), which no chunk backs
+  // (the caller's invariant). Throws std::bad_alloc when a leaf cannot be made (then nothing changed).
+  void insert(std::uint64_t first_page, ChunkId chunk, std::uint64_t pages) {
+    for (std::uint64_t i = first_page >> kLeafShift; i <= (first_page + pages - 1) >> kLeafShift; ++i) leaf_for(i);
+    for (std::uint64_t k = 0; k < pages; ++k) {
+      Leaf& leaf = *leaves_[(first_page + k) >> kLeafShift];
+      Slot& s = leaf.slots[(first_page + k) & kLeafMask];
+      if (s.chunk == kNoChunk) ++leaf.mapped;
+      s = {chunk, static_cast<std::uint32_t>(k), pages};
+    }
+    ++chunks_;
+  }
+  // The chunk whose first page is `first_page` no longer backs its pages; nothing happens when none starts there.
+  void erase(std::uint64_t first_page) {
+    const Slot* start = slot(first_page);
+    if (start == nullptr || start->chunk == kNoChunk || start->back != 0) return;
+    const std::uint64_t pages = start->pages;
+    for (std::uint64_t k = 0; k < pages; ++k) {
+      Leaf& leaf = *leaves_[(first_page + k) >> kLeafShift];
+      leaf.slots[(first_page + k) & kLeafMask] = Slot{};
+      --leaf.mapped;
+    }
+    --chunks_;
+  }
+  std::uint64_t mapped_chunks() const { return chunks_; }
 
   // Calls f(first_page, entry) for every mapped chunk overlapping pages [first, last], in page order.
   template <typename F>
   void for_each(std::uint64_t first, std::uint64_t last, F&& f) const {
-    auto it = map_.upper_bound(first);
-    if (it != map_.begin()) {
-      auto prev = std::prev(it);
-      if (prev->first + prev->second.pages > first) it = prev;
-    }
-    for (; it != map_.end() && it->first <= last; ++it) f(it->first, it->second);
+    for_each_until(first, last, [&](std::uint64_t p, const Entry& e) {
+      f(p, e);
+      return true;
+    });
   }
-
   // The same, stopping after the first call of f that returns false.
   template <typename F>
   void for_each_until(std::uint64_t first, std::uint64_t last, F&& f) const {
-    auto it = map_.upper_bound(first);
-    if (it != map_.begin()) {
-      auto prev = std::prev(it);
-      if (prev->first + prev->second.pages > first) it = prev;
-    }
-    for (; it != map_.end() && it->first <= last; ++it) {
-      if (!f(it->first, it->second)) return;
+    const Slot* s = slot(first);
+    std::uint64_t p = s != nullptr && s->chunk != kNoChunk ? first - s->back : next_start(first, last);
+    while (p <= last) {
+      const Leaf& leaf = *leaves_[p >> kLeafShift];
+      s = &leaf.slots[p & kLeafMask];
+      if (!f(p, Entry{s->chunk, s->pages})) return;
+      const std::uint64_t next = p + s->pages;
+      // Fast path: the next chunk starts right after this one, in the same leaf (as a block's chunks do).
+      if (next <= last && (next >> kLeafShift) == (p >> kLeafShift) && leaf.slots[next & kLeafMask].chunk != kNoChunk) {
+        p = next;
+        continue;
+      }
+      p = next_start(next, last);
     }
   }
 
-  // The first page of the first chunk mapped after `page` (at a higher page), or UINT64_MAX when none is.
-  std::uint64_t next_mapped_after(std::uint64_t page) const {
-    const auto it = map_.upper_bound(page);
-    return it == map_.end() ? UINT64_MAX : it->first;
+  // The first page of the first chunk mapped after `page` (at a higher page), or UINT64_MAX when none is at or
+  // before `upto` (the search stops there).
+  std::uint64_t next_mapped_after(std::uint64_t page, std::uint64_t upto = UINT64_MAX - 1) const {
+    const Slot* s = slot(page);
+    const std::uint64_t from = s != nullptr && s->chunk != kNoChunk ? page - s->back + s->pages : page + 1;
+    return next_start(from, upto);
   }
 
   // Pages of [first, last] that no chunk backs.
@@ -86,11 +119,81 @@ class PageMap {
   // Every entry in page order (checks, teardown).
   template <typename F>
   void for_all(F&& f) const {
-    for (const auto& [p, e] : map_) f(p, e);
+    if (chunks_ == 0) return;
+    for_each(0, (static_cast<std::uint64_t>(leaves_.size()) << kLeafShift) - 1, f);
+  }
+
+  // The equations of the header comment; throws std::logic_error naming the first one broken. O(leaves + mapped
+  // pages): every chunk's slots are read from its first page; the leaves' counts must then add up to them, so no
+  // slot outside a chunk is mapped.
+  void check_invariants() const {
+    std::vector<std::uint64_t> per_leaf(leaves_.size(), 0);
+    std::uint64_t starts = 0;
+    for_all([&](std::uint64_t first, const Entry& e) {
+      ++starts;
+      for (std::uint64_t k = 0; k < e.pages; ++k) {
+        const Slot* s = slot(first + k);
+        if (s == nullptr || s->chunk != e.chunk || s->back != k || s->pages != e.pages) {
+          throw std::logic_error("gmlake invariant broken: page map slot " + std::to_string(first + k) +
+                                 " disagrees with its chunk's first page");
+        }
+        ++per_leaf[(first + k) >> kLeafShift];
+      }
+    });
+    for (std::uint64_t i = 0; i < leaves_.size(); ++i) {
+      if (per_leaf[i] != (leaves_[i] ? leaves_[i]->mapped : 0)) {
+        throw std::logic_error("gmlake invariant broken: page map leaf " + std::to_string(i) +
+                               " has mapped slots outside every chunk");
+      }
+    }
+    if (starts != chunks_) throw std::logic_error("gmlake invariant broken: the page map's chunk count");
   }
 
  private:
-  absl::btree_map<std::uint64_t, Entry> map_;
+  static constexpr unsigned kLeafShift = 12;
+  static constexpr std::uint64_t kLeafPages = std::uint64_t{1} << kLeafShift;
+  static constexpr std::uint64_t kLeafMask = kLeafPages - 1;
+  struct Slot {
+    ChunkId chunk = kNoChunk;
+    std::uint32_t back = 0;   // pages from the chunk's first page to this one
+    std::uint64_t pages = 0;  // the chunk's size
+  };
+  struct Leaf {
+    std::array<Slot, kLeafPages> slots{};
+    std::uint64_t mapped = 0;  // slots with a chunk
+  };
+
+  const Slot* slot(std::uint64_t page) const {
+    const std::uint64_t i = page >> kLeafShift;
+    if (i >= leaves_.size() || !leaves_[i]) return nullptr;
+    return &leaves_[i]->slots[page & kLeafMask];
+  }
+  Leaf& leaf_for(std::uint64_t i) {
+    if (i >= leaves_.size()) leaves_.resize(i + 1);
+    if (!leaves_[i]) leaves_[i] = std::make_unique<Leaf>();
+    return *leaves_[i];
+  }
+  // The first mapped page in [p, upto] (a chunk's first page when p is not inside a chunk), or UINT64_MAX.
+  std::uint64_t next_start(std::uint64_t p, std::uint64_t upto) const {
+    while (p <= upto) {
+      const std::uint64_t i = p >> kLeafShift;
+      if (i >= leaves_.size()) return UINT64_MAX;
+      const Leaf* leaf = leaves_[i].get();
+      const std::uint64_t leaf_last = ((i + 1) << kLeafShift) - 1;
+      if (leaf != nullptr && leaf->mapped != 0) {
+        const std::uint64_t end = upto < leaf_last ? upto : leaf_last;
+        for (; p <= end; ++p) {
+          if (leaf->slots[p & kLeafMask].chunk != kNoChunk) return p;
+        }
+      }
+      if (leaf_last >= upto) return UINT64_MAX;
+      p = leaf_last + 1;
+    }
+    return UINT64_MAX;
+  }
+
+  std::vector<std::unique_ptr<Leaf>> leaves_;
+  std::uint64_t chunks_ = 0;
 };
 
 }  // namespace gmlake::engine

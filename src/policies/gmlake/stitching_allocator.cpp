@@ -171,7 +171,7 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
   std::uint64_t grown_pages = run_pages;
   if (run_first + run_pages - 1 == last && run_pages < grow_pages) {
     const std::uint64_t arena_pages = arena.virtual_bytes >> page_shift_;
-    const std::uint64_t limit = std::min(arena.pages.next_mapped_after(last), arena_pages);
+    const std::uint64_t limit = std::min(arena.pages.next_mapped_after(last, run_first + grow_pages), arena_pages);
     const std::uint64_t candidate = std::min(grow_pages, limit - run_first);
     if (source_.cap_allows(candidate) && !source_.near_cap(candidate) && pool_.peer_bytes() == 0) grown_pages = candidate;
   }

@@ -70,6 +70,7 @@ void StitchingAllocator::check_invariants() const {
   // Page maps: no overlap, entries match their chunks.
   std::uint64_t mapped = 0, standby = 0;
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
+    arenas_[a].pages.check_invariants();
     std::uint64_t next_free_page = 0;
     arenas_[a].pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
       if (p < next_free_page) broken("chunks overlap in arena " + std::to_string(a));
