@@ -3,10 +3,13 @@
 #include "backends/fault/fault_backend.h"
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
+#include <cstring>
 #include <string>
 
 #include "gmlake/error.h"
+#include "gmlake/host_backend.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
 
@@ -124,6 +127,43 @@ TEST(FaultBackendTest, ABadFaultIsRejected) {
   EXPECT_THROW(fault.arm({BackendCall::kCreate, 1, 0, FaultError::kBackendError}), Error);
   EXPECT_THROW(fault.arm({BackendCall::kCount, 1, 1, FaultError::kBackendError}), Error);
   EXPECT_NO_THROW(fault.create(kChunkBytes));
+}
+
+// What the lake needs of a wrapper (the allocator fuzzer runs the lake over FaultBackend(HostBackend)): export,
+// scrub and import go to the inner backend, never failed on purpose; an imported chunk is then mapped and released
+// through the wrapper like a created one, armed faults included.
+TEST(FaultBackendTest, ExportScrubAndImportAreTheInnerBackendsAndAnImportTakesTheArmedFaultsAfterwards) {
+  SimBackend sim;
+  EXPECT_FALSE(FaultBackend(sim).imports_chunks());
+  HostBackend lender_host(kChunkBytes);
+  HostBackend borrower_host(kChunkBytes);
+  FaultBackend lender(lender_host);
+  FaultBackend borrower(borrower_host);
+  EXPECT_TRUE(borrower.imports_chunks());
+  const ChunkHandle chunk = lender.create(kChunkBytes);
+  lender.scrub(chunk);
+  const ExportedChunk exported = lender.export_chunk(chunk);
+  const ChunkHandle imported = borrower.import_chunk(::dup(exported.fd), exported.fd_offset_bytes, kChunkBytes);
+  EXPECT_EQ(borrower.live_imported_bytes(), kChunkBytes);
+  EXPECT_EQ(borrower_host.live_imported_bytes(), kChunkBytes);
+  const std::uintptr_t here = borrower.reserve(kChunkBytes);
+  borrower.map(here, kChunkBytes, imported);
+  borrower.set_access(here, kChunkBytes);
+  std::memset(reinterpret_cast<void*>(here), 0x5A, kChunkBytes);
+  const std::uintptr_t there = lender.reserve(kChunkBytes);
+  lender.map(there, kChunkBytes, chunk);
+  lender.set_access(there, kChunkBytes);
+  EXPECT_EQ(reinterpret_cast<const unsigned char*>(there)[kChunkBytes - 1], 0x5A) << "one chunk, seen from both";
+  lender.unmap(there, kChunkBytes);
+  lender.address_free(there, kChunkBytes);
+  borrower.unmap(here, kChunkBytes);
+  borrower.address_free(here, kChunkBytes);
+  borrower.arm({BackendCall::kRelease, 1, 1, FaultError::kBackendError});
+  EXPECT_THROW(borrower.release(imported), BackendError);
+  EXPECT_EQ(borrower_host.live_chunks(), 1u) << "a release that failed leaves the import";
+  borrower.release(imported);
+  lender.release(chunk);
+  EXPECT_EQ(lender_host.live_chunks() + borrower_host.live_chunks(), 0u);
 }
 
 }  // namespace

@@ -346,5 +346,48 @@ TEST(LakeBorrowerTrust, AnAnswerAlreadyWaitingIsTakenEvenWithAOneMillisecondTime
   EXPECT_EQ(backend.live_chunks(), 0u);
 }
 
+// Before: a REFUSE(not allowed) read while a timed-out request was outstanding was taken for that request's late
+// answer and dropped, and the borrower asked again: the refusal of this process went unseen (the borrow was out
+// of memory, as if the lender were only slow).
+TEST(LakeBorrowerTrust, ARefusalOfThisProcessIsNotTakenForTheLateAnswerToARequestThatTimedOut) {
+  const LakeAddress address = lake_address("refused-late");
+  ForkedChild child([=](int up, int down) {
+    const int listener = lake::listen_at(address);
+    send_message(up, "ready");
+    const int s = ::accept(listener, nullptr, nullptr);
+    if (s < 0 || receive_message(down) != "refuse") return 60;  // the request stays unread until then
+    lake::Message r;
+    r.type = lake::MessageType::kRefuse;
+    r.arg = static_cast<std::uint64_t>(lake::RefuseReason::kNotAllowed);
+    if (!lake::send_message(s, r)) return 61;
+    send_message(up, "refused");
+    for (int fd = -1;; fd = -1) {  // until the borrower closes: what it sends is read, nothing answered
+      try {
+        if (!lake::receive_message(s, &fd)) return 0;
+      } catch (const Error&) {
+        return 62;
+      }
+      if (fd >= 0) ::close(fd);
+    }
+  });
+  ASSERT_EQ(child.receive(), "ready");
+  HostBackend backend(kChunkBytes);
+  {
+    LakeBorrower borrower(backend, address, /*answer_timeout_ms=*/1);
+    test::expect_error([&] { borrower.borrow(kLoanBytes); }, ErrorCode::kOutOfMemory, "did not answer");
+    EXPECT_TRUE(borrower.awaiting_answer());
+    EXPECT_FALSE(borrower.refused());
+    ASSERT_TRUE(child.send("refuse"));
+    ASSERT_EQ(child.receive(), "refused");
+    test::expect_error([&] { borrower.borrow(kLoanBytes); }, ErrorCode::kBackend, "refused this process");
+    EXPECT_TRUE(borrower.refused());
+    EXPECT_TRUE(borrower.lender_gone());
+    EXPECT_TRUE(borrower.loans().empty());
+    test::expect_error([&] { borrower.borrow(kLoanBytes); }, ErrorCode::kBackend, "refused this process");
+  }
+  EXPECT_EQ(child.wait(), 0);
+  EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
 }  // namespace
 }  // namespace gmlake::test

@@ -5,18 +5,24 @@
 #include "policies/gmlake/lake_peers.h"
 
 #include <gtest/gtest.h>
+#include <poll.h>
 #include <signal.h>
+#include <sys/mman.h>
+#include <sys/socket.h>
+#include <unistd.h>
 
 #include <chrono>
 #include <cstring>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
 #include "gmlake/pool.h"
 #include "ipc_test_support.h"
+#include "lake/lake_wire.h"
 #include "lake_test_support.h"
 #include "manual_events.h"
 #include "policies/gmlake/stitching_allocator.h"
@@ -342,6 +348,129 @@ TEST_F(LakePeersTest, ThePeerBudgetBoundsWhatIsBorrowed) {
   a.deallocate(q);
   a.deallocate(own);
   EXPECT_EQ(finish(), 0);
+}
+
+// A lender in a child that refuses each of `borrowers` connections as LakeLender refuses a uid it does not allow
+// (REFUSE(not allowed), then the connection closed), then exits 0.
+ForkedChild refusing_lender(const LakeAddress& address, int borrowers) {
+  return ForkedChild([=](int up, int) {
+    const int listener = lake::listen_at(address);
+    send_message(up, "ready");
+    for (int n = 0; n < borrowers; ++n) {
+      const int s = ::accept(listener, nullptr, nullptr);
+      lake::Message r;
+      r.type = lake::MessageType::kRefuse;
+      r.arg = static_cast<std::uint64_t>(lake::RefuseReason::kNotAllowed);
+      if (s < 0 || !lake::send_message(s, r)) return 60;
+      ::close(s);
+    }
+    return 0;
+  });
+}
+
+// How many times `text` holds `part`.
+int occurrences(const std::string& text, const std::string& part) {
+  int n = 0;
+  for (std::size_t at = text.find(part); at != std::string::npos; at = text.find(part, at + part.size())) ++n;
+  return n;
+}
+
+// Before: a pool whose lender refused its uid went on alone without a word (the refusal read as a lender gone).
+TEST_F(LakePeersTest, ALenderThatRefusesThisProcessIsSaidOnceOnStderrCountedInTheStatsAndThePoolGoesOnAlone) {
+  const LakeAddress address = lake_address("refusing");  // the test's name is too long for an address
+  ForkedChild child = refusing_lender(address, 2);
+  ASSERT_EQ(child.receive(), "ready");
+  HostBackend second_backend(kChunkBytes, kOwnBytes);
+  ::testing::internal::CaptureStderr();
+  {
+    // Two pools of this process (two devices, say) borrowing from the one lender: one line between them.
+    engine::StitchingAllocator a(parse_config(kBase + ",lake_socket:" + address), backend_);
+    engine::StitchingAllocator b(parse_config(kBase + ",lake_socket:" + address), second_backend);
+    EXPECT_EQ(a.stats().lake_refusals, 0u) << "nothing asked yet";
+    void* own = a.allocate(kOwnBytes, 0);
+    for (int i = 0; i < 3; ++i) {  // refused: the own device is full, so out of memory; one line, not three
+      test::expect_error([&] { a.allocate(2 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
+      a.check_invariants();
+    }
+    EXPECT_EQ(a.stats().lake_refusals, 1u);
+    EXPECT_EQ(a.stats().peer_reserved_bytes.peak, 0) << "nothing was lent";
+    a.deallocate(own);
+    void* q = a.allocate(2 * kMiB, 0);  // the own device serves it
+    EXPECT_EQ(a.stats().peer_reserved_bytes.current, 0);
+    a.deallocate(q);
+    void* b_own = b.allocate(kOwnBytes, 0);
+    test::expect_error([&] { b.allocate(2 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
+    EXPECT_EQ(b.stats().lake_refusals, 1u) << "each pool counts its lender's refusal";
+    b.deallocate(b_own);
+    a.check_invariants();
+    b.check_invariants();
+  }
+  const std::string said = ::testing::internal::GetCapturedStderr();
+  EXPECT_EQ(occurrences(said, "refused this process"), 1) << said;
+  EXPECT_NE(said.find("'" + address + "'"), std::string::npos) << "the line names the lender: " << said;
+  EXPECT_NE(said.find("own device only"), std::string::npos) << said;
+  EXPECT_EQ(backend_.live_chunks() + second_backend.live_chunks(), 0u);
+  EXPECT_EQ(child.wait(), 0);
+}
+
+// The same with a real lender and a real other uid: the lender (this process) allows only its own uid; the pool,
+// in a child become kOtherUid, trusts the lender (lake_allowed_uids) but is refused by it.
+TEST(LakePeersTrust, APoolWhoseUidTheLenderRefusesSaysSoOnceCountsItAndUsesItsOwnMemoryOnly) {
+  const LakeAddress address = lake_address("refused-pool");
+  HostBackend lender_backend(kChunkBytes);
+  std::vector<std::string> lender_lines;
+  LakeLender lender(lender_backend, address, 0, {}, [&](const std::string& line) { lender_lines.push_back(line); });
+  const std::uint32_t lender_uid = ::geteuid();
+  ForkedChild child([&](int up, int) {
+    if (!become_other_uid()) {
+      send_message(up, "no-uid");
+      return 0;
+    }
+    const int said = ::memfd_create("stderr", 0);  // this child's stderr, read back for the parent
+    if (said < 0 || ::dup2(said, STDERR_FILENO) < 0) return 30;
+    std::string report;
+    {
+      Pool pool(parse_config("backend:host,cap_bytes:4M,lake_allowed_uids:" + std::to_string(lender_uid) +
+                             ",lake_socket:" + address));
+      void* p = pool.allocate(4 * kMiB, 0);
+      for (int i = 0; i < 3; ++i) {  // past the cap: the lender is asked, refuses; out of memory each time
+        try {
+          pool.allocate(2 * kMiB, 0);
+          return 31;
+        } catch (const OutOfMemoryError&) {
+        }
+      }
+      pool.deallocate(p);
+      void* q = pool.allocate(4 * kMiB, 0);  // within the cap, on the own device
+      const Stats s = pool.stats();
+      report = "refusals " + std::to_string(s.lake_refusals) + " peer_peak " +
+               std::to_string(s.peer_reserved_bytes.peak) + "\n";
+      pool.deallocate(q);
+    }
+    char text[4096] = {};
+    if (::lseek(said, 0, SEEK_SET) != 0 || ::read(said, text, sizeof(text) - 1) < 0) return 32;
+    send_message(up, report + text);
+    return 0;
+  });
+  std::string said;
+  for (;;) {  // serves until the child reports
+    lender.poll(10, 0);
+    pollfd p{child.from_child(), POLLIN, 0};
+    if (::poll(&p, 1, 0) == 1) {
+      said = child.receive();
+      break;
+    }
+  }
+  if (said == "no-uid") GTEST_SKIP() << kNoOtherUid;
+  EXPECT_EQ(child.wait(), 0);
+  EXPECT_EQ(said.rfind("refusals 1 peer_peak 0\n", 0), 0u) << said;
+  EXPECT_EQ(occurrences(said, "refused this process"), 1) << "once, not per allocation: " << said;
+  EXPECT_NE(said.find("uid " + std::to_string(kOtherUid)), std::string::npos) << said;
+  EXPECT_EQ(lender.refused_borrowers(), 1u);
+  EXPECT_EQ(lender.lent_bytes(), 0u);
+  EXPECT_EQ(lender_backend.live_chunks(), 0u) << "nothing was created for it";
+  ASSERT_EQ(lender_lines.size(), 1u);
+  EXPECT_NE(lender_lines[0].find("refused borrower"), std::string::npos) << lender_lines[0];
 }
 
 TEST(LakePeersConfig, ALakeSocketWithNoLenderOrOnABackendThatCannotImportIsAClearError) {

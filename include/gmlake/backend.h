@@ -122,6 +122,9 @@ class Backend {
   std::uint64_t granularity_bytes() const { return granularity_bytes_; }
   // True when mapped addresses may be read and written by this process's CPU (host backend).
   virtual bool host_accessible() const = 0;
+  // True when import_chunk can take another process's chunks (host, cuda; a wrapper: its inner backend's). The
+  // lake's borrower (Config::lake_socket) needs it.
+  virtual bool imports_chunks() const { return false; }
 
   // Reserves `size_bytes` of virtual address space, aligned to granularity_bytes(). Nothing is mapped.
   std::uintptr_t reserve(std::uint64_t size_bytes);
@@ -143,7 +146,8 @@ class Backend {
   // exports it once (cuMemExportToShareableHandle, CU_MEM_HANDLE_TYPE_POSIX_FILE_DESCRIPTOR) and keeps the fd
   // open until the chunk is released; host gives its memfd and the chunk's offset in it. The fd stays owned by
   // the backend. Throws Error(kInvalidArgument) for a chunk that is not live or a backend that cannot export
-  // (sim, wrappers), BackendError when the driver refuses (a chunk created without the POSIX fd handle type).
+  // (sim, or a wrapper over it), BackendError when the driver refuses (a chunk created without the POSIX fd
+  // handle type).
   ExportedChunk export_chunk(ChunkHandle chunk);
   // Sets every byte of live `chunk` to zero, so that a process it is lent to (the lake, include/gmlake/lake.h)
   // reads none of this process's earlier bytes. host: fallocate(PUNCH_HOLE) of its range in the memfd (the
@@ -152,9 +156,9 @@ class Backend {
   // the context synchronized, unmapped and the range freed (cuMemCreate's memory is not zeroed by the driver
   // within one process: it may hold what this process freed before). Not counted in counters(). Throws
   // Error(kInvalidArgument) for a chunk that is not live, is imported (only its exporter may scrub it) or is
-  // mapped (its bytes are in use), or a backend that cannot (sim, wrappers); BackendError (OutOfMemoryError
-  // when the scratch mapping finds no memory) when the driver or the OS refuses: the chunk is then left as it
-  // was, live and unmapped, its bytes not known zero.
+  // mapped (its bytes are in use), or a backend that cannot (sim, or a wrapper over it); BackendError
+  // (OutOfMemoryError when the scratch mapping finds no memory) when the driver or the OS refuses: the chunk is
+  // then left as it was, live and unmapped, its bytes not known zero.
   void scrub(ChunkHandle chunk);
   // Makes a live chunk of `size_bytes` (a non-zero multiple of granularity_bytes()) from `fd`, a descriptor of
   // another process's exported chunk taken into this one: cuda imports it (cuMemImportFromShareableHandle) and

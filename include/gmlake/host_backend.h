@@ -75,6 +75,7 @@ class HostBackend final : public Backend {
 
   std::string_view name() const override { return "host"; }
   bool host_accessible() const override { return true; }
+  bool imports_chunks() const override { return true; }
   // The limit create() enforces on live_chunk_bytes(), 0 for none. The OutOfMemoryError it throws carries
   // requested = the chunk's size, reserved = live_chunk_bytes(), allocated = 0, cap = this limit.
   std::uint64_t physical_limit_bytes() const { return node_limit_bytes_[0]; }

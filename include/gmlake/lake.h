@@ -141,13 +141,15 @@ class LakeBorrower {
   // Error(kInvalidArgument)) and waits for the answer; recalls that arrive meanwhile are kept for the next poll.
   // Throws OutOfMemoryError when the lender refuses for memory or budget, Error(kInvalidArgument) when it
   // refuses the size, Error(kBackend) "lender gone" once the lender has exited or cut this borrower off (or
-  // refused this process's uid: "not allowed"), and what import_chunk throws. A lender that answers out of
-  // protocol (a GRANT of another size than asked, a loan id already held, a malformed record) is treated as
-  // gone: its descriptor is closed, Error(kBackend). Nothing changes on either side when it throws.
+  // "refused this process" once it refused this process's uid: refused()), and what import_chunk throws. A
+  // lender that answers out of protocol (a GRANT of another size than asked, a loan id already held, a malformed
+  // record) is treated as gone: its descriptor is closed, Error(kBackend). Nothing changes on either side when it
+  // throws.
   // A lender that does not answer within answer_timeout_ms: OutOfMemoryError ("did not answer"); the request
   // stays outstanding, and until its answer comes every borrow() throws OutOfMemoryError at once ("has not
   // answered") after reading, without waiting, what arrived. The late answer is read by poll() or borrow(): a
-  // late loan is handed straight back (RETURN, never imported), a late refusal dropped.
+  // late loan is handed straight back (RETURN, never imported), a late refusal dropped (not the refusal of this
+  // process's uid, which answers no request: it always ends the connection, refused()).
   Loan borrow(std::uint64_t size_bytes);
   // Reads what has arrived: recalls (the loan is marked recalled) and the lender's exit (lender_gone()). Waits up
   // to timeout_ms for the first message (0: not at all; -1: until one comes or the lender goes; no wait when
@@ -160,8 +162,12 @@ class LakeBorrower {
   // once the chunk is released). Throws Error(kInvalidArgument) for an id not held.
   void give_back(std::uint64_t id);
 
-  // True once the lender exited, closed the connection (cut this borrower off) or sent garbage.
+  // True once the lender exited, closed the connection (cut this borrower off), refused this process or sent
+  // garbage.
   bool lender_gone() const { return lender_gone_; }
+  // True once the lender refused this process's uid (REFUSE(not allowed): the lender's lake_allowed_uids does not
+  // name it); lender_gone() is then true too, and nothing was lent.
+  bool refused() const { return refused_; }
   // True while a request that timed out has had no answer (poll() or borrow() reads it when it comes).
   bool awaiting_answer() const { return unanswered_ != 0 && !lender_gone_; }
   // The loans held, by id.
@@ -179,6 +185,8 @@ class LakeBorrower {
   void refusal_of_this_process();
   // The lender is gone: the connection is closed and no new loan is asked for.
   void lose_lender();
+  // Throws BackendError("lake", ...) saying why no loan can come: the lender refused this process, or it is gone.
+  [[noreturn]] void throw_lender_gone() const;
 
   Backend& backend_;
   int socket_ = -1;
@@ -186,6 +194,7 @@ class LakeBorrower {
   std::uint64_t asked_bytes_ = 0;  // the size of the request borrow() waits for (a GRANT must match it)
   std::uint64_t unanswered_ = 0;  // requests that timed out, answered by none of the messages read so far
   bool lender_gone_ = false;
+  bool refused_ = false;  // the lender refused this process's uid
   std::map<std::uint64_t, Loan> loans_;
   std::vector<std::uint64_t> pending_recalls_;  // seen while borrow() waited, not yet returned by poll
 };

@@ -29,6 +29,9 @@
  *   fence_waits        times the host waited for a stream's queued work before unmapping (gmlake, GPU)
  *   chunks_created / chunks_released
  *   deferred_frees     frees that waited for the work of streams recorded with record_stream (StreamUses)
+ *   lake_refusals      lenders that refused this process's uid (gmlake's lake: lake_socket; the lender's
+ *                      lake_allowed_uids does not name it): nothing is borrowed, the pool uses its own device
+ *                      only (said once on stderr too)
  */
 #ifndef GMLAKE_STAT_FIELDS_H_
 #define GMLAKE_STAT_FIELDS_H_
@@ -54,6 +57,7 @@
   X(fence_waits, "")                                        \
   X(chunks_created, "num_device_alloc")                     \
   X(chunks_released, "num_device_free")                     \
-  X(deferred_frees, "")
+  X(deferred_frees, "")                                     \
+  X(lake_refusals, "")
 
 #endif /* GMLAKE_STAT_FIELDS_H_ */

@@ -18,8 +18,13 @@ namespace {
   throw BackendError("lake", "the lender broke the protocol (" + why + "): treated as gone");
 }
 
-[[noreturn]] void lender_gone_error() {
-  throw BackendError("lake", "the lender has exited or cut this borrower off: no new loans (held ones stay valid)");
+std::string refusal_message() {
+  return "the lender refused this process: its uid " + std::to_string(::geteuid()) +
+         " is not the lender's nor in the lender's lake_allowed_uids";
+}
+
+bool refuses_this_process(const lake::Message& m) {
+  return m.type == lake::MessageType::kRefuse && m.arg == static_cast<std::uint64_t>(lake::RefuseReason::kNotAllowed);
 }
 
 }  // namespace
@@ -61,6 +66,15 @@ bool LakeBorrower::receive_one(int timeout_ms, std::vector<std::uint64_t>* recal
     m = lake::receive_message(socket_, &fd);
   } catch (const Error&) {
     m.reset();  // a lender that sends garbage is treated as gone
+  }
+  // The refusal of this process's uid is no answer to a request (the lender sends it once, when it accepts the
+  // connection, and closes it): never taken for the late answer to a request that timed out.
+  if (m && refuses_this_process(*m)) {
+    if (fd >= 0) ::close(fd);
+    refused_ = true;
+    lose_lender();
+    if (granted != nullptr) throw BackendError("lake", refusal_message());
+    return false;
   }
   const bool answer = m && (m->type == lake::MessageType::kGrant || m->type == lake::MessageType::kRefuse);
   if (answer && unanswered_ != 0) {  // answers come in request order: this one is for a request given up on
@@ -107,12 +121,7 @@ bool LakeBorrower::receive_one(int timeout_ms, std::vector<std::uint64_t>* recal
       return true;
     case lake::MessageType::kRefuse: {
       *answered = true;
-      const auto why = static_cast<lake::RefuseReason>(m->arg);
-      if (why == lake::RefuseReason::kNotAllowed) {
-        lose_lender();
-        throw BackendError("lake", "the lender refused this process: its uid " + std::to_string(::geteuid()) +
-                                       " is not the lender's nor in the lender's lake_allowed_uids");
-      }
+      const auto why = static_cast<lake::RefuseReason>(m->arg);  // kNotAllowed was handled above
       if (why == lake::RefuseReason::kBadSize) {
         throw Error(ErrorCode::kInvalidArgument, "gmlake lake: the lender refused a loan of " +
                                                      std::to_string(m->size_bytes) + " bytes (bad size)");
@@ -135,12 +144,12 @@ Loan LakeBorrower::borrow(std::uint64_t size_bytes) {
                                                  "): not a non-zero multiple of the granularity " +
                                                  std::to_string(backend_.granularity_bytes()));
   }
-  if (lender_gone_) lender_gone_error();
+  if (lender_gone_) throw_lender_gone();
   // An earlier request that timed out: read what has come (its answer, maybe), without waiting.
   while (unanswered_ != 0 && !lender_gone_ && lake::wait_readable(socket_, 0)) {
-    if (!receive_one(0, &pending_recalls_, nullptr, nullptr)) lender_gone_error();
+    if (!receive_one(0, &pending_recalls_, nullptr, nullptr)) throw_lender_gone();
   }
-  if (lender_gone_) lender_gone_error();
+  if (lender_gone_) throw_lender_gone();
   if (unanswered_ != 0) {
     throw OutOfMemoryError(size_bytes, borrowed_bytes(), 0, 0,
                            "the lender has not answered an earlier request yet (lake_answer_timeout_ms)");
@@ -157,7 +166,7 @@ Loan LakeBorrower::borrow(std::uint64_t size_bytes) {
   if (!sent) {
     refusal_of_this_process();  // a lender that refused this uid said why before it closed the connection
     lose_lender();
-    lender_gone_error();
+    throw_lender_gone();
   }
   asked_bytes_ = size_bytes;
   using Clock = std::chrono::steady_clock;
@@ -182,7 +191,7 @@ Loan LakeBorrower::borrow(std::uint64_t size_bytes) {
       }
       wait_ms = time_up ? 0 : static_cast<int>(std::min<long long>((left_us + 999) / 1000, INT32_MAX));
     }
-    if (!receive_one(wait_ms, &pending_recalls_, &granted, &answered)) lender_gone_error();
+    if (!receive_one(wait_ms, &pending_recalls_, &granted, &answered)) throw_lender_gone();
   }
   loans_.emplace(granted.id, granted);
   return granted;
@@ -234,15 +243,19 @@ void LakeBorrower::refusal_of_this_process() {
     int fd = -1;
     const std::optional<lake::Message> m = lake::receive_message(socket_, &fd);
     if (fd >= 0) ::close(fd);
-    refused = m && m->type == lake::MessageType::kRefuse &&
-              m->arg == static_cast<std::uint64_t>(lake::RefuseReason::kNotAllowed);
+    refused = m && refuses_this_process(*m);
   } catch (const Error&) {
     return;  // garbage or a failed socket: the caller treats the lender as gone
   }
   if (!refused) return;
+  refused_ = true;
   lose_lender();
-  throw BackendError("lake", "the lender refused this process: its uid " + std::to_string(::geteuid()) +
-                                 " is not the lender's nor in the lender's lake_allowed_uids");
+  throw BackendError("lake", refusal_message());
+}
+
+void LakeBorrower::throw_lender_gone() const {
+  if (refused_) throw BackendError("lake", refusal_message() + ": no loans");
+  throw BackendError("lake", "the lender has exited or cut this borrower off: no new loans (held ones stay valid)");
 }
 
 void LakeBorrower::lose_lender() {

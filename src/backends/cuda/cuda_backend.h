@@ -76,6 +76,7 @@ class CudaBackend final : public Backend {
 
   std::string_view name() const override { return "cuda"; }
   bool host_accessible() const override { return false; }
+  bool imports_chunks() const override { return true; }
   DeviceId device() const override { return device_; }
   // cuDeviceGetCount (1 when the driver cannot say): create(size, peer) accepts ordinals below it.
   std::uint32_t device_count() const override;

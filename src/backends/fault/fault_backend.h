@@ -44,6 +44,10 @@ class FaultBackend final : public Backend {
   // "fault(<inner name>)".
   std::string_view name() const override { return name_; }
   bool host_accessible() const override { return inner_.host_accessible(); }
+  // IPC and the lake (export_chunk, scrub, import_chunk) are the inner backend's, never failed on purpose (they
+  // are no BackendCall kind); an imported chunk is then released, mapped and unmapped through this wrapper like a
+  // created one, with the faults armed for those calls.
+  bool imports_chunks() const override { return inner_.imports_chunks(); }
   // The inner backend's devices; a create on a peer device is a create (armed faults cover it).
   DeviceId device() const override { return inner_.device(); }
   std::uint32_t device_count() const override { return inner_.device_count(); }
@@ -70,6 +74,11 @@ class FaultBackend final : public Backend {
   void do_map(std::uintptr_t addr, std::uint64_t size_bytes, ChunkHandle chunk) override;
   void do_unmap(std::uintptr_t addr, std::uint64_t size_bytes) override;
   void do_set_access(std::uintptr_t addr, std::uint64_t size_bytes) override;
+  ExportedChunk do_export_chunk(ChunkHandle chunk) override { return inner_.export_chunk(chunk); }
+  void do_scrub(ChunkHandle chunk, std::uint64_t) override { inner_.scrub(chunk); }
+  ChunkHandle do_import_chunk(int fd, std::uint64_t fd_offset_bytes, std::uint64_t size_bytes) override {
+    return inner_.import_chunk(fd, fd_offset_bytes, size_bytes);
+  }
 
  private:
   struct Armed {

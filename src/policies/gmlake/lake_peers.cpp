@@ -1,6 +1,12 @@
 #include "lake_peers.h"
 
+#include <unistd.h>
+
 #include <algorithm>
+#include <cstdio>
+#include <mutex>
+#include <new>
+#include <set>
 #include <string>
 
 #include "gmlake/error.h"
@@ -9,18 +15,43 @@ namespace gmlake::engine {
 namespace {
 
 Backend& importing(Backend& backend) {
-  if (backend.name() != "host" && backend.name() != "cuda") {
+  if (!backend.imports_chunks()) {
     throw Error(ErrorCode::kConfig, "gmlake config: lake_socket: the " + std::string(backend.name()) +
                                         " backend cannot import chunks from another process (use host or cuda)");
   }
   return backend;
 }
 
+// True the first time `address` is named in this process: pools of several devices borrowing from one lender say
+// its refusal once.
+bool first_refusal_of(const LakeAddress& address) {
+  static std::mutex mutex;
+  static std::set<LakeAddress>* reported = new std::set<LakeAddress>;  // never destroyed: pools may outlive statics
+  const std::lock_guard<std::mutex> lock(mutex);
+  try {
+    return reported->insert(address).second;
+  } catch (const std::bad_alloc&) {
+    return true;  // said again rather than not at all
+  }
+}
+
 }  // namespace
 
 LakePeers::LakePeers(Backend& backend, const LakeAddress& address, std::uint64_t budget_bytes,
                      std::uint64_t answer_timeout_ms, const std::vector<std::uint32_t>& allowed_uids)
-    : PeerSource(budget_bytes), borrower_(importing(backend), address, answer_timeout_ms, allowed_uids) {}
+    : PeerSource(budget_bytes),
+      address_(address),
+      borrower_(importing(backend), address, answer_timeout_ms, allowed_uids) {}
+
+void LakePeers::report_refusal() {
+  if (!borrower_.refused() || refusal_reported_) return;
+  refusal_reported_ = true;
+  if (!first_refusal_of(address_)) return;
+  std::fprintf(stderr,
+               "gmlake lake: the lender at '%s' refused this process (uid %u is not the lender's nor in its "
+               "lake_allowed_uids): nothing is borrowed, the pool uses its own device only\n",
+               address_.c_str(), static_cast<unsigned>(::geteuid()));
+}
 
 ChunkId LakePeers::borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& retries) {
   const std::uint64_t room_pages = room_bytes(pool.peer_bytes()) / pool.page_bytes();
@@ -32,8 +63,9 @@ ChunkId LakePeers::borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& r
       ++retries;  // the lender's device or budget: ask for less
       continue;
     } catch (const BackendError&) {
-      if (borrower_.lender_gone()) return kNoChunk;  // no new loans; the held ones stay valid
-      throw;
+      if (!borrower_.lender_gone()) throw;
+      report_refusal();
+      return kNoChunk;  // no new loans; the held ones stay valid
     } catch (const Error& e) {
       if (e.code() != ErrorCode::kInvalidArgument) throw;
       throw BackendError("lake", std::string(e.what()) + ": the lender's granularity does not divide chunk_bytes");
@@ -68,6 +100,7 @@ std::vector<ChunkHandle> LakePeers::take_recalls() {
   }
   std::vector<ChunkHandle> handles;
   if (borrower_.lender_gone()) {  // gone: every loan goes back as soon as no block uses it
+    report_refusal();
     gone_recalled_ = true;
     for (const auto& [id, loan] : borrower_.loans()) handles.push_back(loan.chunk);
     return handles;

@@ -9,6 +9,9 @@
 // the engine gives them back (they are then released here only). A lender gone recalls every loan at once, as
 // far as the engine is concerned: each goes back (released here) as soon as no block uses it, since nobody else
 // accounts for that memory any more (a lender restarted on that device gets it back once every loan went).
+// A lender that refuses this process's uid (its lake_allowed_uids does not name it) is a lender gone, and it is
+// said: one line on stderr, once per lender address in the process (not per allocation or per pool), and
+// refusals() (Stats::lake_refusals) is 1 from then on.
 // Errors: borrow() answers kNoChunk for a refusal for memory or budget and once the lender is gone; it throws
 // BackendError("lake", ...) when the lender refuses the size (its granularity does not divide chunk_bytes), and
 // BackendError when the import or the socket fails: nothing changed on either side. borrow() waits for the
@@ -30,10 +33,11 @@ namespace gmlake::engine {
 class LakePeers final : public PeerSource {
  public:
   // Connects to the lender at `address` (Config::lake_socket); loans are imported into `backend`, which must
-  // outlive this and be able to import (host, cuda: else Error(kConfig) naming lake_socket). Throws
+  // outlive this and be able to import (Backend::imports_chunks: else Error(kConfig) naming lake_socket). Throws
   // BackendError("connect", ...) when no lender listens there, BackendError("lake", ...) when the lender's uid
   // is neither this process's nor in `allowed_uids` (Config::lake_allowed_uids). `answer_timeout_ms`:
-  // LakeBorrower's (0: none). A lender that refuses this process's uid reads as a lender gone (kNoChunk).
+  // LakeBorrower's (0: none). A lender that refuses this process's uid reads as a lender gone (kNoChunk), said
+  // once on stderr and counted in refusals().
   LakePeers(Backend& backend, const LakeAddress& address, std::uint64_t budget_bytes,
             std::uint64_t answer_timeout_ms = 0, const std::vector<std::uint32_t>& allowed_uids = {});
 
@@ -48,13 +52,19 @@ class LakePeers final : public PeerSource {
   }
   std::vector<ChunkHandle> take_recalls() override;
   std::uint64_t imported_bytes() const override { return borrower_.borrowed_bytes(); }
+  std::uint64_t refusals() const override { return borrower_.refused() ? 1 : 0; }
   // The connection (tests: lender_gone(), loans()).
   const LakeBorrower& borrower() const { return borrower_; }
 
  private:
+  // Once the lender refused this process: the line on stderr, unless one was written for this address already.
+  void report_refusal();
+
+  LakeAddress address_;
   LakeBorrower borrower_;
   absl::flat_hash_map<std::uint64_t, std::uint64_t> loans_;  // chunk handle -> loan id
   bool gone_recalled_ = false;  // the lender's departure was answered: every loan reported recalled
+  bool refusal_reported_ = false;
 };
 
 }  // namespace gmlake::engine

@@ -54,6 +54,9 @@ class PeerSource {
   virtual std::vector<ChunkHandle> take_recalls() { return {}; }
   // Bytes of this source's live chunks that the backend counts as imported (kImportedDevice).
   virtual std::uint64_t imported_bytes() const { return 0; }
+  // Lenders that refused this process (Stats::lake_refusals): LakePeers, 1 once its lender refused this
+  // process's uid; 0 otherwise.
+  virtual std::uint64_t refusals() const { return 0; }
 
  private:
   std::uint64_t budget_bytes_;
@@ -62,7 +65,7 @@ class PeerSource {
 // The source `config` names, registered with `pool` (ChunkPool::set_peer_source): LakePeers when lake_socket is
 // set (connects to the lender now), else PeerChunks over peer_devices (none: a source that is never enabled).
 // `backend` must outlive the source. Throws Error(kConfig) naming peer_devices for a device the backend does not
-// have, Error(kConfig) naming lake_socket when the backend cannot import chunks (sim, wrappers), and
+// have, Error(kConfig) naming lake_socket when the backend cannot import chunks (sim, or a wrapper over it), and
 // BackendError("connect", ...) when no lender listens at lake_socket.
 std::unique_ptr<PeerSource> make_peer_source(const Config& config, Backend& backend, ChunkPool& pool);
 

@@ -387,6 +387,7 @@ void StitchingAllocator::update_inactive_split() {
 Stats StitchingAllocator::stats() const {
   Stats s = stats_;
   s.backend_calls = backend_.counters();
+  s.lake_refusals = peers_->refusals();
   return s;
 }
 
