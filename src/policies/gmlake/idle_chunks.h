@@ -6,7 +6,9 @@
 // A chunk turning idle is pushed with a new tick (its idle_since). It is never unlinked when it turns used
 // again: its entry just stops matching (the chunk is used, unmapped, or has a newer tick), and oldest() skips
 // it. So each transition costs O(1); the queue is compacted when dead entries outnumber idle chunks 4 to 1.
-// Invariant: a chunk is idle  <=>  mapped, users == 0, and the queue holds {id, idle_since} for it.
+// Invariants: a chunk is idle  <=>  mapped, users == 0, and the queue holds {id, idle_since} for it (checked by
+// ChunkUse::check_invariants, which counts the idle chunks); the queue's ticks never decrease from front to
+// back and none is newer than the last tick handed out (check_invariants).
 // Thread safety: none.
 #pragma once
 
@@ -14,6 +16,7 @@
 #include <deque>
 
 #include "chunk_pool.h"
+#include "engine_checks.h"
 
 namespace gmlake::engine {
 
@@ -40,6 +43,15 @@ class IdleChunks {
       if (current(pool, e)) kept.push_back(e);
     }
     entries_.swap(kept);
+  }
+  // Checks the queue's order (above); throws std::logic_error (engine_checks.h).
+  void check_invariants() const {
+    std::uint64_t previous = 0;
+    for (const Entry& e : entries_) {
+      if (e.tick < previous) broken("the idle queue's ticks go back");
+      if (e.tick > tick_) broken("the idle queue holds a tick not handed out yet");
+      previous = e.tick;
+    }
   }
   // Calls f(id) for every chunk the queue holds as idle, oldest first.
   template <typename F>

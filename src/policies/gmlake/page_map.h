@@ -5,15 +5,20 @@
 // one entry per mapped chunk, keyed by its first page, and every query costs O(log m + k) for m mapped chunks and
 // k chunks in the asked range: the cost follows the number of chunks, not bytes.
 //
-// Invariant (checked by StitchingAllocator::check_invariants): entries never overlap,
-//   e.first_page + e.pages <= next(e).first_page.
+// Invariant (check_invariants): every entry backs at least one page and entries never overlap,
+//   e.pages >= 1,  e.first_page + e.pages <= next(e).first_page.
+// Which chunk an entry names, and whether it is the chunk's active place or a standby one, is checked where the
+// chunks are known (StitchingAllocator::check_invariants).
 //
 // Thread safety: none (the owning allocator is serialized by its caller).
 #pragma once
 
 #include <cstdint>
+#include <string>
 
 #include "absl/container/btree_map.h"
+#include "engine_checks.h"
+#include "gmlake/dcheck.h"
 
 namespace gmlake::engine {
 
@@ -27,7 +32,12 @@ class PageMap {
     std::uint64_t pages;
   };
 
-  void insert(std::uint64_t first_page, ChunkId chunk, std::uint64_t pages) { map_[first_page] = {chunk, pages}; }
+  // Chunk `chunk` backs pages [first_page, first_page + pages), which no entry backs yet (pages >= 1).
+  void insert(std::uint64_t first_page, ChunkId chunk, std::uint64_t pages) {
+    GMLAKE_DCHECK(pages >= 1 && unmapped_pages(first_page, first_page + pages - 1) == pages,
+                  "a chunk is mapped over pages another chunk backs");
+    map_[first_page] = {chunk, pages};
+  }
   void erase(std::uint64_t first_page) { map_.erase(first_page); }
   std::uint64_t mapped_chunks() const { return map_.size(); }
 
@@ -68,6 +78,16 @@ class PageMap {
       next = p + e.pages;
     });
     if (next <= last) gap(next, last - next + 1);
+  }
+
+  // Checks the invariant above; throws std::logic_error (engine_checks.h) naming the first entry that breaks it.
+  void check_invariants() const {
+    std::uint64_t next_free_page = 0;  // the first page past the previous entry
+    for (const auto& [p, e] : map_) {
+      if (e.pages == 0) broken("a page map entry at page " + std::to_string(p) + " backs no page");
+      if (p < next_free_page) broken("page map entries overlap at page " + std::to_string(p));
+      next_free_page = p + e.pages;
+    }
   }
 
   // Every entry in page order (checks, teardown).
