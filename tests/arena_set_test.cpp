@@ -1,10 +1,12 @@
 // ArenaSet (src/policies/gmlake/arena_set.h) on its own, on the sim backend (and a FaultBackend over it for
-// address space that runs out): which arena a (stream, pool) gets, and how empty per-stream arenas go back.
+// address space that runs out): which arena a (stream, pool) gets, and how empty per-stream arenas go back. Every
+// test checks the set's invariants after each step; the last one breaks them on purpose.
 #include "policies/gmlake/arena_set.h"
 
 #include <gtest/gtest.h>
 
 #include "backends/fault/fault_backend.h"
+#include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
@@ -20,16 +22,21 @@ TEST(ArenaSetTest, SharedArenasAreOnePerPoolWhateverTheStream) {
   {
     ArenaSet set(sim, kArenaBytes, /*per_stream=*/false, [&](Arena&) { return ++unmaps, true; }, [] {});
     Arena& large = set.get(false, 1);
+    set.check_invariants();
     Arena& small = set.get(true, 2);
+    set.check_invariants();
     EXPECT_NE(&large, &small);
     EXPECT_TRUE(small.small);
     EXPECT_FALSE(large.small);
     EXPECT_EQ(&set.get(false, 7), &large);
+    set.check_invariants();
     EXPECT_EQ(&set.get(true, 1), &small);
+    set.check_invariants();
     EXPECT_EQ(large.stream, 0u) << "a shared arena belongs to no stream";
     EXPECT_EQ(set.size(), 2u);
     EXPECT_EQ(sim.live_reservations(), 2u);
     EXPECT_EQ(set.retire_empty(true), 0u) << "shared arenas never go back";
+    set.check_invariants();
   }
   EXPECT_EQ(sim.live_reservations(), 0u) << "the set frees its address space";
   EXPECT_EQ(unmaps, 0);
@@ -41,24 +48,31 @@ TEST(ArenaSetTest, EmptyPerStreamArenasGoBackAndTheirIdsAreReused) {
   bool may_unmap = false;
   ArenaSet set(sim, kArenaBytes, /*per_stream=*/true, [&](Arena&) { return may_unmap; }, [&] { ++waits; });
   Arena& a = set.get(false, 1);
+  set.check_invariants();
   Arena& b = set.get(false, 2);
+  set.check_invariants();
   EXPECT_NE(&a, &b);
   EXPECT_EQ(b.stream, 2u);
   a.blocks = 1;  // stream 1 has a block placed; stream 2 has none
+  set.check_invariants();
   EXPECT_EQ(set.empty_stream_arenas(), 1u);
   EXPECT_EQ(set.retire_empty(false), 0u) << "the Unmapper said queued work may touch its chunks";
+  set.check_invariants();
   may_unmap = true;
   EXPECT_EQ(set.retire_empty(true), 1u);
+  set.check_invariants();
   EXPECT_EQ(waits, 1);
   EXPECT_EQ(sim.live_reservations(), 1u);
   const std::uint32_t retired_id = b.id;
   EXPECT_TRUE(set[retired_id].retired);
   // Stream 2 comes back: a new arena under the id that went back.
   Arena& again = set.get(false, 2);
+  set.check_invariants();
   EXPECT_EQ(again.id, retired_id);
   EXPECT_FALSE(again.retired);
   EXPECT_EQ(sim.live_reservations(), 2u);
   EXPECT_EQ(&set.get(false, 1), &a) << "the arena in use stays";
+  set.check_invariants();
 }
 
 TEST(ArenaSetTest, BeyondTheSpareArenasTheEmptyOnesGoBackWhenANewOneIsMade) {
@@ -66,6 +80,7 @@ TEST(ArenaSetTest, BeyondTheSpareArenasTheEmptyOnesGoBackWhenANewOneIsMade) {
   ArenaSet set(sim, kArenaBytes, /*per_stream=*/true, [](Arena&) { return true; }, [] {});
   for (StreamId s = 1; s <= 100; ++s) {
     set.get(s % 2 == 0, s);
+    set.check_invariants();
     ASSERT_LE(set.empty_stream_arenas(), ArenaSet::kSpareArenas + 1) << "stream " << s;
   }
   EXPECT_LE(sim.live_reservations(), ArenaSet::kSpareArenas + 1);
@@ -77,20 +92,43 @@ TEST(ArenaSetTest, OutOfAddressSpaceTheEmptyArenasGoBackAfterAWaitOrTheErrorStan
   int waits = 0;
   ArenaSet set(faults, kArenaBytes, /*per_stream=*/true, [](Arena&) { return true; }, [&] { ++waits; });
   set.get(false, 1);
+  set.check_invariants();
   // The next reservation fails as out of memory: the empty arena of stream 1 goes back, after a wait, and the
   // retried reservation serves stream 2.
   faults.arm({BackendCall::kReserve, 1, 1, FaultError::kOutOfMemory});
   Arena& two = set.get(false, 2);
+  set.check_invariants();
   EXPECT_EQ(waits, 1);
   EXPECT_EQ(two.stream, 2u);
   EXPECT_EQ(sim.live_reservations(), 1u);
   // Now nothing is empty to give back: the error reaches the caller and no slot is left half made.
   two.blocks = 1;
+  set.check_invariants();
   faults.arm({BackendCall::kReserve, 1, 1, FaultError::kOutOfMemory});
   EXPECT_THROW(set.get(false, 3), OutOfMemoryError);
   EXPECT_EQ(set.empty_stream_arenas(), 0u);
   EXPECT_EQ(set.get(false, 3).stream, 3u) << "a later call makes it";
+  set.check_invariants();
   EXPECT_EQ(sim.live_reservations(), 2u);
+}
+
+TEST(ArenaSetTest, ARetiredArenaStillNamedOrHoldingAChunkFailsTheCheck) {
+  SimBackend sim;
+  ArenaSet set(sim, kArenaBytes, /*per_stream=*/true, [](Arena&) { return true; }, [] {});
+  Arena& a = set.get(false, 1);
+  set.get(true, 2);
+  set.check_invariants();
+  a.retired = true;  // marked retired by hand: its slot still names it
+  test::expect_broken([&] { set.check_invariants(); }, "a slot names retired arena");
+  a.retired = false;
+  set.check_invariants();
+  // Retired properly, then given a page map entry by hand: a retired arena must have no chunk mapped.
+  EXPECT_EQ(set.retire_empty(false), 2u);
+  set.check_invariants();
+  set[a.id].pages.insert(0, 0, 1);
+  test::expect_broken([&] { set.check_invariants(); }, "is not a spare id once, or has chunks or blocks");
+  set[a.id].pages.erase(0);
+  set.check_invariants();
 }
 
 }  // namespace

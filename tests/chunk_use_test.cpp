@@ -1,11 +1,13 @@
 // ChunkUse (src/policies/gmlake/chunk_use.h) on its own: chunks of a ChunkPool on the sim backend, shown as mapped
-// in an arena's page map by hand (ChunkUse only counts; it maps nothing).
+// in an arena's page map by hand (ChunkUse only counts; it maps nothing). Every test checks ChunkUse's invariants
+// after each step it tells ChunkUse of; the last ones break them on purpose.
 #include "policies/gmlake/chunk_use.h"
 
 #include <gtest/gtest.h>
 
 #include <vector>
 
+#include "expect_error.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
 
@@ -23,6 +25,7 @@ class ChunkUseTest : public ::testing::Test {
     pool_[id].first_page = first_page;
     arena_.pages.insert(first_page, id, pages);
     use_.mapped_for_block(id);
+    use_.check_invariants();
     return id;
   }
   std::vector<ChunkId> idle_order() const {
@@ -42,16 +45,21 @@ TEST_F(ChunkUseTest, AChunkTurnsIdleWhenItsLastBlockGoesAndUsedAgainWhenOneComes
   const ChunkId a = mapped_for_block(0, 4);
   EXPECT_EQ(use_.used_pages(), 4u);
   use_.use(arena_, 2, 3);  // a second block on pages 2-3
+  use_.check_invariants();
   EXPECT_EQ(pool_[a].users, 2u);
   EXPECT_EQ(use_.unuse(arena_, 0, 1), 0u) << "still used by the second block: no tick";
+  use_.check_invariants();
   const std::uint64_t tick = use_.unuse(arena_, 2, 3);
+  use_.check_invariants();
   EXPECT_NE(tick, 0u);
   EXPECT_EQ(pool_[a].idle_since, tick);
   EXPECT_EQ(use_.used_pages(), 0u);
   EXPECT_EQ(use_.idle_pages(), 4u);
   EXPECT_EQ(use_.idle_chunks(), 1u);
   EXPECT_EQ(use_.oldest_idle(), a);
+  use_.check_invariants();
   use_.use(arena_, 1, 1);  // reused in place: no longer idle
+  use_.check_invariants();
   EXPECT_EQ(use_.idle_chunks(), 0u);
   EXPECT_EQ(use_.used_pages(), 4u);
   EXPECT_TRUE(idle_order().empty()) << "its queue entry is dead";
@@ -64,11 +72,14 @@ TEST_F(ChunkUseTest, AFreeChunkWhoseStandbyMappingIsActivatedCountsIdleThenUsedW
   pool_[a].first_page = 0;
   arena_.pages.insert(0, a, 3);
   use_.mapped_idle(a);
+  use_.check_invariants();
   EXPECT_EQ(use_.used_pages(), 2u);
   EXPECT_EQ(use_.idle_pages(), 3u);
   EXPECT_EQ(use_.idle_chunks(), 1u);
   EXPECT_EQ(use_.oldest_idle(), a);
+  use_.check_invariants();
   use_.use(arena_, 0, 2);
+  use_.check_invariants();
   EXPECT_EQ(use_.used_pages(), 5u);
   EXPECT_EQ(use_.idle_pages(), 0u);
   EXPECT_EQ(pool_[a].users, 1u);
@@ -80,20 +91,26 @@ TEST_F(ChunkUseTest, TheOldestIdleChunkComesFirstAndTicksGrow) {
   const ChunkId b = mapped_for_block(1, 2);
   const ChunkId c = mapped_for_block(3, 1);
   const std::uint64_t tb = use_.unuse(arena_, 1, 2);
+  use_.check_invariants();
   const std::uint64_t ta = use_.unuse(arena_, 0, 0);
+  use_.check_invariants();
   const std::uint64_t tc = use_.unuse(arena_, 3, 3);
+  use_.check_invariants();
   EXPECT_LT(tb, ta);
   EXPECT_LT(ta, tc);
   EXPECT_EQ(idle_order(), (std::vector<ChunkId>{b, a, c}));
   EXPECT_EQ(use_.oldest_idle(), b);
+  use_.check_invariants();
   EXPECT_GT(use_.next_tick(), tc);
   // b leaves (evicted): the next oldest is a.
   pool_[b].arena = Chunk::kUnmapped;
   arena_.pages.erase(1);
   use_.unmapped(2, /*was_used=*/false);
+  use_.check_invariants();
   EXPECT_EQ(use_.idle_pages(), 2u);
   EXPECT_EQ(use_.idle_chunks(), 2u);
   EXPECT_EQ(use_.oldest_idle(), a);
+  use_.check_invariants();
 }
 
 TEST_F(ChunkUseTest, ChunksGrownPastABlockTurnIdleButTheOneItEndsInStaysUsed) {
@@ -103,6 +120,7 @@ TEST_F(ChunkUseTest, ChunksGrownPastABlockTurnIdleButTheOneItEndsInStaysUsed) {
   const ChunkId grown1 = mapped_for_block(6, 2);
   const ChunkId grown2 = mapped_for_block(8, 2);
   const std::uint64_t tick = use_.idle_past(arena_, /*block_last=*/4, /*last=*/9);
+  use_.check_invariants();
   EXPECT_NE(tick, 0u);
   EXPECT_EQ(pool_[first].users, 1u);
   EXPECT_EQ(pool_[ends_in].users, 1u);
@@ -112,6 +130,7 @@ TEST_F(ChunkUseTest, ChunksGrownPastABlockTurnIdleButTheOneItEndsInStaysUsed) {
   EXPECT_EQ(use_.idle_pages(), 4u);
   EXPECT_EQ(idle_order(), (std::vector<ChunkId>{grown1, grown2}));
   EXPECT_EQ(use_.idle_past(arena_, 9, 9), 0u) << "nothing past the last page";
+  use_.check_invariants();
 }
 
 TEST_F(ChunkUseTest, AnUnmappedUsedChunkLeavesTheUsedCount) {
@@ -119,9 +138,33 @@ TEST_F(ChunkUseTest, AnUnmappedUsedChunkLeavesTheUsedCount) {
   pool_[a].arena = Chunk::kUnmapped;  // a stitch undone
   arena_.pages.erase(0);
   use_.unmapped(3, /*was_used=*/true);
+  use_.check_invariants();
   EXPECT_EQ(use_.used_pages(), 0u);
   EXPECT_EQ(use_.idle_pages(), 0u);
   EXPECT_EQ(use_.idle_chunks(), 0u);
+}
+
+// Inconsistent input: the pool's records changed behind ChunkUse's back (no UB: the test owns the pool).
+TEST_F(ChunkUseTest, AChunkWhoseUsersChangedUntoldFailsTheRecount) {
+  const ChunkId a = mapped_for_block(0, 2);
+  pool_[a].users = 0;  // idle now, but ChunkUse still counts it used and never queued it
+  test::expect_broken([&] { use_.check_invariants(); }, "an idle chunk is not queued");
+  pool_[a].users = 1;
+  use_.check_invariants();
+  const ChunkId b = mapped_for_block(2, 3);
+  pool_[b].arena = Chunk::kUnmapped;  // unmapped without unmapped(): its pages are still counted used
+  test::expect_broken([&] { use_.check_invariants(); }, "used page count differs from the recount");
+}
+
+TEST_F(ChunkUseTest, AnIdleChunkMappedUntoldFailsTheIdleCount) {
+  mapped_for_block(0, 1);
+  use_.unuse(arena_, 0, 0);
+  use_.check_invariants();
+  // A chunk mapped idle by hand, not through mapped_idle(): queued by no one, counted by no one.
+  const ChunkId b = pool_.create(2);
+  pool_[b].arena = arena_.id;
+  pool_[b].first_page = 4;
+  test::expect_broken([&] { use_.check_invariants(); }, "an idle chunk is not queued");
 }
 
 }  // namespace

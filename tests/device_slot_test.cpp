@@ -1,5 +1,6 @@
 // DeviceSlot (src/pool/device_slot.h): the main pool made per session, owner lookup, the sum of the pools' stats,
-// segments and traces in pool order, and the settings kept for pools made later.
+// segments and traces in pool order, and the settings kept for pools made later. Each test holds the slot's lock,
+// as DevicePools does around every call (the slot asserts it).
 #include "pool/device_slot.h"
 
 #include <gtest/gtest.h>
@@ -19,6 +20,7 @@ class DeviceSlotTest : public ::testing::Test {
  protected:
   Session session_{parse_config("backend:host")};
   DeviceSlot slot_;
+  MutexLock lock_{&slot_.mutex()};
 };
 
 TEST_F(DeviceSlotTest, TheMainPoolIsMadeOncePerSession) {

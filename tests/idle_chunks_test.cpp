@@ -6,6 +6,7 @@
 
 #include <vector>
 
+#include "expect_error.h"
 #include "gmlake/sim_backend.h"
 
 namespace gmlake::engine {
@@ -80,6 +81,22 @@ TEST_F(IdleChunksTest, CompactionKeepsTheOrderOfTheChunksStillIdle) {
   queue_.push(ids[0], pool_[ids[0]].idle_since);
   expect.push_back(ids[0]);
   EXPECT_EQ(current(), expect);
+}
+
+TEST_F(IdleChunksTest, TicksThatGoBackOrWereNeverHandedOutFailTheCheck) {
+  IdleChunks queue;  // its own: the fixture's is not needed
+  queue.check_invariants();
+  const std::uint64_t t1 = queue.next_tick();
+  const std::uint64_t t2 = queue.next_tick();
+  queue.push(0, t1);
+  queue.push(1, t2);
+  queue.push(2, t2);  // two chunks turning idle at one tick
+  queue.check_invariants();
+  queue.push(3, t1);
+  test::expect_broken([&] { queue.check_invariants(); }, "the idle queue's ticks go back");
+  IdleChunks ahead;
+  ahead.push(0, ahead.next_tick() + 1);
+  test::expect_broken([&] { ahead.check_invariants(); }, "the idle queue holds a tick not handed out yet");
 }
 
 }  // namespace

@@ -1,9 +1,11 @@
 // Placer (src/policies/gmlake/placement.h) on its own: an arena whose page map and free ranges the test lays out
-// by hand, over chunks of a ChunkPool on the sim backend (the Placer only reads them).
+// by hand, over chunks of a ChunkPool on the sim backend (the Placer only reads them). Every place chosen is
+// checked against the Placement invariant (Placer::check_invariants); the last test breaks it on purpose.
 #include "policies/gmlake/placement.h"
 
 #include <gtest/gtest.h>
 
+#include "expect_error.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
 
@@ -37,6 +39,13 @@ class PlacementTest : public ::testing::Test {
     FAIL() << "no free range holds " << offset;
   }
 
+  // placer.choose(arena_, rounded_bytes), checked against the Placement invariant.
+  Placer::Placement choose(const Placer& placer, std::uint64_t rounded_bytes) {
+    const Placer::Placement p = placer.choose(arena_, rounded_bytes);
+    placer.check_invariants(arena_, rounded_bytes, p);
+    return p;
+  }
+
   SimBackend sim_;
   Stats stats_;
   ChunkPool pool_;
@@ -64,7 +73,7 @@ TEST_F(PlacementTest, AMappedPlaceWinsOverAnUnmappedOneOfTheSameFit) {
   occupy(24 * kPage, 40 * kPage);
   mapped(20, 4, /*users=*/0);
   const Placer placer(pool_, kShift, 8);
-  const Placer::Placement p = placer.choose(arena_, 3 * kPage);
+  const Placer::Placement p = choose(placer, 3 * kPage);
   EXPECT_EQ(p.range.offset, 20 * kPage);
   EXPECT_EQ(p.cost.unmapped, 0u);
   // It fits at either end with nothing to map; the start would pin the chunk's last page, the end its first:
@@ -78,7 +87,7 @@ TEST_F(PlacementTest, TheEndOfARangeIsTakenWhenItsMappedPartLiesThere) {
   occupy(16 * kPage, 48 * kPage);
   mapped(12, 4, /*users=*/0);
   const Placer placer(pool_, kShift, 8);
-  const Placer::Placement p = placer.choose(arena_, 4 * kPage);
+  const Placer::Placement p = choose(placer, 4 * kPage);
   EXPECT_EQ(p.offset, 12 * kPage);
   EXPECT_EQ(p.cost.total(), 0u);
   EXPECT_GE(p.offset, p.range.offset);
@@ -96,10 +105,10 @@ TEST_F(PlacementTest, ARecalledChunkIsNeverChosenAndNothingLargeEnoughGivesAnEmp
   pool_.recall(lent);
   const Placer placer(pool_, kShift, 8);
   EXPECT_EQ(placer.cost_of(arena_, 0, 1).unmapped, UINT64_MAX);
-  const Placer::Placement p = placer.choose(arena_, 2 * kPage);
+  const Placer::Placement p = choose(placer, 2 * kPage);
   EXPECT_EQ(p.range.offset, 8 * kPage);
   EXPECT_EQ(p.cost.unmapped, 2u);
-  EXPECT_EQ(placer.choose(arena_, 5 * kPage).range.size_bytes, 0u);
+  EXPECT_EQ(choose(placer, 5 * kPage).range.size_bytes, 0u);
 }
 
 TEST_F(PlacementTest, OnlyFitCandidatesRangesAreWeighed) {
@@ -110,11 +119,30 @@ TEST_F(PlacementTest, OnlyFitCandidatesRangesAreWeighed) {
   mapped(8, 2, /*users=*/0);
   // With one candidate the first range of the good-fit order is taken, whatever it costs.
   const Placer one(pool_, kShift, 1);
-  const Placer::Placement first = one.choose(arena_, 2 * kPage);
+  const Placer::Placement first = choose(one, 2 * kPage);
   EXPECT_EQ(first.cost.unmapped, first.range.offset == 8 * kPage ? 0u : 2u);
   // With all three weighed, the mapped one wins.
   const Placer three(pool_, kShift, 3);
-  EXPECT_EQ(three.choose(arena_, 2 * kPage).range.offset, 8 * kPage);
+  EXPECT_EQ(choose(three, 2 * kPage).range.offset, 8 * kPage);
+}
+
+TEST_F(PlacementTest, APlaceOutsideItsRangeOrWithAnotherCostFailsTheCheck) {
+  occupy(8 * kPage, 56 * kPage);  // one free range: [0, 8) pages
+  mapped(0, 2, /*users=*/0);
+  const Placer placer(pool_, kShift, 8);
+  const Placer::Placement good = choose(placer, 2 * kPage);
+  EXPECT_EQ(good.offset, 0u);
+  Placer::Placement p = good;
+  p.offset = 7 * kPage;  // the block would end past the range
+  test::expect_broken([&] { placer.check_invariants(arena_, 2 * kPage, p); }, "leaves its free range");
+  p = good;
+  p.offset = 512 * 3 + 100;
+  test::expect_broken([&] { placer.check_invariants(arena_, 2 * kPage, p); }, "is not 512 B aligned");
+  p = good;
+  p.cost.unmapped = 1;  // pages 0-1 are mapped: nothing to map
+  test::expect_broken([&] { placer.check_invariants(arena_, 2 * kPage, p); },
+                      "a placement's cost differs from the cost of its pages");
+  placer.check_invariants(arena_, 2 * kPage, Placer::Placement{{0, 0}, 0, {UINT64_MAX, 0}});  // no place: nothing
 }
 
 TEST_F(PlacementTest, AWalkPastItsBoundIsCutShortAndNeverWins) {

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -30,7 +31,8 @@ std::map<TraceAction, std::size_t> count_actions(const DeviceTrace& d) {
   return counts;
 }
 // ---------------------------------------------------------------------------------------------------------
-// Real snapshots recorded from training runs (traces/ in the repo, ../shared/traces beside it).
+// Real snapshots recorded from training and inference runs, shipped in traces/ (traces/README.md gives their
+// provenance): each is read whole and its counts are those the recording holds.
 
 const Trace& real_trace(const std::string& path) {
   static std::map<std::string, Trace> cache;
@@ -40,15 +42,9 @@ const Trace& real_trace(const std::string& path) {
 }
 
 std::string repo_trace(const std::string& name) { return std::string(GMLAKE_TRACES_DIR) + "/" + name; }
-std::string shared_trace(const std::string& name) { return std::string(GMLAKE_SHARED_TRACES_DIR) + "/" + name; }
-
-#define SKIP_UNLESS_EXISTS(path) \
-  if (!fs::exists(path)) GTEST_SKIP() << (path) << " is not here"
 
 TEST(TraceRealTest, Gpt2VarlenHasTheRecordedEventsAndPyTorchsPeakReserved) {
-  const std::string path = repo_trace("gpt2_varlen.snapshot.pickle.xz");
-  SKIP_UNLESS_EXISTS(path);
-  const Trace& t = real_trace(path);
+  const Trace& t = real_trace(repo_trace("gpt2_varlen.snapshot.pickle.xz"));
   EXPECT_EQ(t.name, "gpt2_varlen");
   ASSERT_EQ(t.devices.size(), 1u);
   const DeviceTrace& d = t.devices[0];
@@ -70,9 +66,7 @@ TEST(TraceRealTest, Gpt2VarlenHasTheRecordedEventsAndPyTorchsPeakReserved) {
 }
 
 TEST(TraceRealTest, Resnet50HasTheRecordedEventsAndPyTorchsPeakReserved) {
-  const std::string path = repo_trace("resnet50.snapshot.pickle.xz");
-  SKIP_UNLESS_EXISTS(path);
-  const Trace& t = real_trace(path);
+  const Trace& t = real_trace(repo_trace("resnet50.snapshot.pickle.xz"));
   EXPECT_EQ(t.name, "resnet50");
   ASSERT_EQ(t.devices.size(), 1u);
   EXPECT_EQ(t.devices[0].events.size(), 71308u);
@@ -80,28 +74,36 @@ TEST(TraceRealTest, Resnet50HasTheRecordedEventsAndPyTorchsPeakReserved) {
   EXPECT_EQ(recorded_peak_reserved_bytes(t.devices[0]), std::optional<std::uint64_t>(7495221248u));
 }
 
-TEST(TraceRealTest, FsdpRank0HasThreeStreamsOnDevice0AndOmitsTheEmptyDevice1) {
-  const std::string path = shared_trace("fsdp_gpt2m_rank0.snapshot.pickle.xz");
-  SKIP_UNLESS_EXISTS(path);
-  const Trace& t = real_trace(path);
+// Three allocating streams on one device (the default stream and two copy streams) and frees deferred by
+// record_stream: requested frees that had not completed when the recording ended.
+TEST(TraceRealTest, LlmOffloadStreamsHasThreeStreamsOnDevice0AndDeferredFrees) {
+  const Trace& t = real_trace(repo_trace("llm_offload_streams.snapshot.pickle.xz"));
   ASSERT_EQ(t.devices.size(), 1u);
   const DeviceTrace& d = t.devices[0];
   EXPECT_EQ(d.device, 0);
-  EXPECT_EQ(d.events.size(), 212801u);
+  EXPECT_EQ(d.events.size(), 266144u);
   std::set<std::uint64_t> streams;
   for (const TraceEvent& e : d.events) streams.insert(e.stream);
-  EXPECT_EQ(streams, (std::set<std::uint64_t>{0, 1088581904, 1088647840}));
-  EXPECT_TRUE(d.initial_blocks.empty());  // the 881 blocks live at the end were all allocated in the trace
-  EXPECT_EQ(recorded_peak_reserved_bytes(d), std::optional<std::uint64_t>(34124857344u));
+  EXPECT_EQ(streams, (std::set<std::uint64_t>{0, 1403702208, 1403705264}));
+  const auto counts = count_actions(d);
+  EXPECT_EQ(counts.at(TraceAction::kAlloc), 88682u);  // as the run's allocator counted (native.json)
+  EXPECT_EQ(counts.at(TraceAction::kFreeRequested), 88681u);
+  EXPECT_EQ(counts.at(TraceAction::kFreeCompleted), 88671u);
+  EXPECT_TRUE(d.initial_blocks.empty());
+  EXPECT_EQ(recorded_peak_reserved_bytes(d), std::optional<std::uint64_t>(3726639104u));
 }
 
-TEST(TraceRealTest, BertVarlenIsTheLargestTraceAndReadsWhole) {
-  const std::string path = shared_trace("bert_varlen.snapshot.pickle.xz");
-  SKIP_UNLESS_EXISTS(path);
-  const Trace& t = real_trace(path);
+TEST(TraceRealTest, Gpt2GenerateIsTheLargestShippedTraceAndReadsWhole) {
+  const Trace& t = real_trace(repo_trace("gpt2_generate.snapshot.pickle.xz"));
   ASSERT_EQ(t.devices.size(), 1u);
-  EXPECT_EQ(t.devices[0].events.size(), 223599u);
-  EXPECT_EQ(recorded_peak_reserved_bytes(t.devices[0]), std::optional<std::uint64_t>(7520387072u));
+  EXPECT_EQ(t.devices[0].events.size(), 272126u);
+  EXPECT_EQ(count_actions(t.devices[0]).at(TraceAction::kAlloc), 90691u);  // native.json's allocations
+  EXPECT_EQ(recorded_peak_reserved_bytes(t.devices[0]), std::optional<std::uint64_t>(1581252608u));
+  for (const auto& entry : fs::directory_iterator(GMLAKE_TRACES_DIR)) {
+    if (entry.path().string().find(".snapshot.pickle") == std::string::npos) continue;
+    EXPECT_LE(fs::file_size(entry.path()), fs::file_size(repo_trace("gpt2_generate.snapshot.pickle.xz")))
+        << entry.path() << " is larger (compressed)";
+  }
 }
 
 // ---------------------------------------------------------------------------------------------------------

@@ -20,8 +20,8 @@
 //   - set_access(addr, size): [addr, addr+size) is fully covered by live mappings, and like unmap is exactly a
 //     union of whole ones (cuMemSetAccess wants every allocation in the range whole); gives read/write access.
 //     A fresh mapping has no access until set_access covers it. One call may cover many adjacent mappings
-//     (CUDA charges per chunk, not per call: one cuMemSetAccess over 32 mapped 2 MiB chunks took 900 µs on an
-//     H200, about 28 µs a chunk; docs/benchmarks.md, "Reference: CUDA VMM call costs").
+//     (CUDA charges per chunk, not per call: docs/benchmarks.md, "Reference: CUDA VMM call costs", gives the
+//     figures).
 //   - release(chunk): the chunk is live and mapped nowhere. address_free(addr, size): exactly one live
 //     reservation, with no live mapping inside it.
 // A backend whose OS or driver call fails throws BackendError (or OutOfMemoryError when the device or the

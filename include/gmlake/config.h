@@ -77,13 +77,13 @@ namespace gmlake {
     "large chunks; chunk_bytes = back only what the block needs")                                               \
   X(bool, memory_first_under_cap, true, "",                                                                    \
     "gmlake: with cap_bytes set, page-sized chunks and no grow-ahead, so nothing is stranded in a partly used "  \
-    "chunk (no out-of-memory where the page-granular engine fits: utilization 0.99 under a cap 1.2% above the " \
-    "lower bound) at many more VMM calls; false: chunks of several sizes until reserved passes 90% of the cap") \
+    "chunk and an allocation fails only where the page-granular engine would (docs/benchmarks.md), at many "     \
+    "more VMM calls; false: chunks of several sizes until reserved passes 90% of the cap")                      \
   X(u64, headroom_permille, 9, "permille",                                                                      \
     "gmlake: while reserved bytes stay within the peak allocated bytes plus this many thousandths, a new "       \
     "chunk is created rather than an idle page evicted; spends at most that much memory on fewer VMM calls in "   \
-    "steady state (a repeating step keeps its pages mapped: ResNet-50's step time went from 1.033x to 1.000x "  \
-    "native's on the H200, docs/benchmarks.md); 0 = evict whenever any page is idle")                           \
+    "steady state (a repeating step keeps its pages mapped instead of moving them every step); 0 = evict "       \
+    "whenever any page is idle")                                                                                \
   X(string, peer_devices, "none", "",                                                                           \
     "gmlake, the lake: devices whose memory the pool may borrow when its own device (or cap_bytes) is full and "  \
     "no idle or free memory is left, tried in order, as device ids separated by ';' (\"1;2\"); none = own device only. "    \

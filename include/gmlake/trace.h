@@ -71,7 +71,7 @@ struct TraceReadLimits {
   std::uint64_t max_ratio = 1000;
   std::uint64_t ratio_free_bytes = 64 * kMiB;
   // The pickle reader's own memory (values, containers, memo) per input byte, plus pickle_slack_bytes. Real
-  // snapshots need 4 to 5 bytes per byte (docs/reliability.md); a pickle of nothing but empty containers
+  // snapshots need 4 to 6.1 bytes per byte (docs/reliability.md); a pickle of nothing but empty containers
   // would take up to ~80.
   std::uint64_t pickle_bytes_per_input_byte = 12;
   std::uint64_t pickle_slack_bytes = 16 * kMiB;

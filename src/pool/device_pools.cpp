@@ -38,7 +38,7 @@ void DevicePools::start(std::string_view conf) { sessions_.start(conf); }
 void DevicePools::shut_down() {
   sessions_.end([&] {
     for (DeviceSlot& slot : slots_) {  // one at a time: a call running on a device finishes first
-      std::lock_guard lock(slot.mutex());
+      MutexLock lock(&slot.mutex());
       slot.tear_down();  // never throws: teardown retries and gives up quietly (teardown.h)
     }
   });

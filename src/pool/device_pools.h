@@ -30,6 +30,7 @@
 
 #include "gmlake/gmlake.h"
 #include "gmlake/ipc.h"
+#include "gmlake/mutex.h"
 #include "gmlake/pool.h"
 #include "gmlake/stats.h"
 #include "pool/device_slot.h"
@@ -140,13 +141,14 @@ auto DevicePools::with_slot(int device, BeforeStart before_start, Body&& body) {
   check_device(device);
   DeviceSlot& slot = slots_[static_cast<std::size_t>(device)];
   for (;;) {
-    std::unique_lock lock(slot.mutex());
-    const SessionState state = sessions_.state();
-    if (state == SessionState::kShutDown) {
-      throw ShutDownError("gmlake is shut down (gmlake_shutdown was called; gmlake_init reopens)");
+    {
+      MutexLock lock(&slot.mutex());
+      const SessionState state = sessions_.state();
+      if (state == SessionState::kShutDown) {
+        throw ShutDownError("gmlake is shut down (gmlake_shutdown was called; gmlake_init reopens)");
+      }
+      if (state == SessionState::kReady || before_start == BeforeStart::kRunOnEmptySlot) return body(slot);
     }
-    if (state == SessionState::kReady || before_start == BeforeStart::kRunOnEmptySlot) return body(slot);
-    lock.unlock();
     sessions_.start_from_environment();
   }
 }

@@ -9,6 +9,7 @@
 namespace gmlake {
 
 Pool& DeviceSlot::main_pool(const Session& session, int device) {
+  mutex_.AssertHeld();
   if (!main_ || session_ != &session) {
     privates_.clear();  // the old session's pools, before their replacement takes memory
     main_.reset();
@@ -21,6 +22,7 @@ Pool& DeviceSlot::main_pool(const Session& session, int device) {
 }
 
 Pool& DeviceSlot::existing_main_pool(int device, const char* call) {
+  mutex_.AssertHeld();
   if (!main_) {
     throw Error(ErrorCode::kInvalidPointer,
                 std::string(call) + ": no block was ever allocated on device " + std::to_string(device));
@@ -29,6 +31,7 @@ Pool& DeviceSlot::existing_main_pool(int device, const char* call) {
 }
 
 Pool& DeviceSlot::owner_of(const void* ptr, int device, const char* call) {
+  mutex_.AssertHeld();
   if (!privates_.empty() && !(main_ && main_->find_block(ptr))) {
     if (Pool* owner = privates_.owner_of(ptr)) return *owner;
   }
@@ -36,6 +39,7 @@ Pool& DeviceSlot::owner_of(const void* ptr, int device, const char* call) {
 }
 
 Stats DeviceSlot::stats() {
+  mutex_.AssertHeld();
   Stats total{};
   for_each_pool([&](Pool& pool, PoolId) {
     const Stats s = pool.stats();
@@ -53,6 +57,7 @@ Stats DeviceSlot::stats() {
 }
 
 std::vector<OwnedSegment> DeviceSlot::segments() {
+  mutex_.AssertHeld();
   std::vector<OwnedSegment> found;
   for_each_pool([&](Pool& pool, PoolId id) {
     for (SegmentInfo& segment : pool.segments()) found.push_back(OwnedSegment{id, std::move(segment)});
@@ -61,11 +66,13 @@ std::vector<OwnedSegment> DeviceSlot::segments() {
 }
 
 void DeviceSlot::drain_trace(std::vector<SnapshotEvent>* out, std::size_t max) {
+  mutex_.AssertHeld();
   const std::size_t before = out->size();
   for_each_pool([&](Pool& pool, PoolId) { pool.drain_trace(out, max - (out->size() - before)); });
 }
 
 BackendTime DeviceSlot::backend_time() const {
+  mutex_.AssertHeld();
   BackendTime time;
   if (!main_) return time;
   const BackendCounters& c = main_->backend().counters();
@@ -75,16 +82,19 @@ BackendTime DeviceSlot::backend_time() const {
 }
 
 void DeviceSlot::set_tracing(std::uint64_t max_events) {
+  mutex_.AssertHeld();
   tracing_max_events_ = max_events;
   for_each_pool([&](Pool& pool, PoolId) { pool.set_tracing(max_events); });
 }
 
 void DeviceSlot::set_cap_bytes(std::uint64_t cap_bytes) {
+  mutex_.AssertHeld();
   cap_bytes_ = cap_bytes;
   if (main_) main_->set_cap_bytes(cap_bytes);
 }
 
 void DeviceSlot::tear_down() {
+  mutex_.AssertHeld();
   privates_.clear();
   main_.reset();
   tracing_max_events_ = 0;

@@ -3,14 +3,17 @@
 // (tracing, the cap). The pools belong to one session (sessions.h): the first call of a new session makes them
 // anew.
 //
-// Thread safety: none of its own; every function is called with mutex() held (DevicePools does).
+// Thread safety: every function but mutex() is called with mutex() held (DevicePools::with_slot takes it), and
+// asserts so (absl::Mutex::AssertHeld: the lock requirement is checked at run time, and tells clang's analysis
+// that the members it guards may be read; the bodies DevicePools runs on a slot are lambdas, which the
+// analysis cannot see called under the lock).
 #pragma once
 
 #include <cstdint>
-#include <mutex>
 #include <optional>
 #include <vector>
 
+#include "gmlake/mutex.h"
 #include "gmlake/pool.h"
 #include "gmlake/snapshot_writer.h"
 #include "gmlake/stats.h"
@@ -33,7 +36,7 @@ struct OwnedSegment {
 
 class DeviceSlot {
  public:
-  std::mutex& mutex() { return mutex_; }
+  absl::Mutex& mutex() ABSL_LOCK_RETURNED(mutex_) { return mutex_; }
 
   // The main pool, made with `session`'s Config on `device` (and the slot's tracing and cap) on first use, or
   // made anew when it belongs to an older session (the old session's private pools go first, then the old main
@@ -44,9 +47,15 @@ class DeviceSlot {
   // never allocated anything (a call about a pointer it must have returned).
   Pool& existing_main_pool(int device, const char* call);
   // The main pool if made, else null.
-  Pool* main_pool_if_made() { return main_.get(); }
+  Pool* main_pool_if_made() {
+    mutex_.AssertHeld();
+    return main_.get();
+  }
   // The private pools. Make the main pool first (main_pool) before adding one: they belong to its session.
-  PrivatePools& private_pools() { return privates_; }
+  PrivatePools& private_pools() {
+    mutex_.AssertHeld();
+    return privates_;
+  }
 
   // The pool holding the live block at `ptr`: a private pool's, else the main pool (which also answers for
   // pointers nobody holds: it reports them). Only a find_block per pool when private pools exist. Throws
@@ -58,6 +67,7 @@ class DeviceSlot {
   // f(Pool&, PoolId) for the main pool (if made), then each private pool by id.
   template <typename F>
   void for_each_pool(F&& f) {
+    mutex_.AssertHeld();
     if (main_) f(*main_, kMainPoolId);
     privates_.for_each(f);
   }
@@ -70,7 +80,10 @@ class DeviceSlot {
   // max_events for every pool, those made later included (Pool::set_tracing).
   void set_tracing(std::uint64_t max_events);
   // What set_tracing last set (0: not tracing): a private pool made now starts with it.
-  std::uint64_t tracing_max_events() const { return tracing_max_events_; }
+  std::uint64_t tracing_max_events() const {
+    mutex_.AssertHeld();
+    return tracing_max_events_;
+  }
   // The main pool's cap, now and for a main pool made later (Pool::set_cap_bytes); private pools are not capped.
   void set_cap_bytes(std::uint64_t cap_bytes);
 
@@ -78,12 +91,12 @@ class DeviceSlot {
   void tear_down();
 
  private:
-  std::mutex mutex_;
-  const Session* session_ = nullptr;       // the session the pools were made for
-  std::unique_ptr<Pool> main_;
-  PrivatePools privates_;
-  std::uint64_t tracing_max_events_ = 0;   // applied to every pool, also those made later
-  std::optional<std::uint64_t> cap_bytes_;  // set_cap_bytes', for the main pool
+  absl::Mutex mutex_;
+  const Session* session_ ABSL_GUARDED_BY(mutex_) = nullptr;  // the session the pools were made for
+  std::unique_ptr<Pool> main_ ABSL_GUARDED_BY(mutex_);
+  PrivatePools privates_ ABSL_GUARDED_BY(mutex_);
+  std::uint64_t tracing_max_events_ ABSL_GUARDED_BY(mutex_) = 0;  // applied to every pool, also those made later
+  std::optional<std::uint64_t> cap_bytes_ ABSL_GUARDED_BY(mutex_);  // set_cap_bytes', for the main pool
 };
 
 }  // namespace gmlake

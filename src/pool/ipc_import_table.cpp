@@ -10,7 +10,7 @@ IpcImportTable::IpcImportTable(std::size_t devices) : devices_(std::make_unique<
 void* IpcImportTable::open(int device, const Config& config, std::string_view handle) {
   const std::string name = backend_for_device(config.backend, device);
   DeviceImports& entry = devices_[static_cast<std::size_t>(device)];
-  std::lock_guard lock(entry.mutex);
+  MutexLock lock(&entry.mutex);
   if (!entry.imports || (entry.imports->open_count() == 0 &&
                          (entry.backend_name != name || entry.granularity_bytes != config.chunk_bytes))) {
     entry.imports.reset();
@@ -24,7 +24,7 @@ void* IpcImportTable::open(int device, const Config& config, std::string_view ha
 
 void IpcImportTable::close(int device, void* ptr) {
   DeviceImports& entry = devices_[static_cast<std::size_t>(device)];
-  std::lock_guard lock(entry.mutex);
+  MutexLock lock(&entry.mutex);
   if (!entry.imports) {
     throw Error(ErrorCode::kInvalidPointer, "gmlake_ipc_close: nothing was ever imported on device " +
                                                 std::to_string(device));

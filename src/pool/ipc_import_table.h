@@ -10,13 +10,13 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <string_view>
 
 #include "gmlake/backend.h"
 #include "gmlake/config.h"
 #include "gmlake/ipc.h"
+#include "gmlake/mutex.h"
 
 namespace gmlake {
 
@@ -37,11 +37,11 @@ class IpcImportTable {
 
  private:
   struct DeviceImports {
-    std::mutex mutex;
-    std::string backend_name;             // guarded by mutex: what backend and imports were made for
-    std::uint64_t granularity_bytes = 0;  // guarded by mutex
-    std::unique_ptr<Backend> backend;     // guarded by mutex
-    std::unique_ptr<IpcImports> imports;  // guarded by mutex
+    absl::Mutex mutex;
+    std::string backend_name ABSL_GUARDED_BY(mutex);  // what backend and imports were made for
+    std::uint64_t granularity_bytes ABSL_GUARDED_BY(mutex) = 0;
+    std::unique_ptr<Backend> backend ABSL_GUARDED_BY(mutex);
+    std::unique_ptr<IpcImports> imports ABSL_GUARDED_BY(mutex);
   };
   std::unique_ptr<DeviceImports[]> devices_;
 };

@@ -21,7 +21,7 @@ Config parse_session_config(std::string_view text) {
 
 void Sessions::start(std::string_view conf) {
   Config config = parse_session_config(conf);
-  std::lock_guard lifecycle(lifecycle_mutex_);
+  MutexLock lifecycle(&lifecycle_mutex_);
   if (state_.load(std::memory_order_acquire) == SessionState::kReady) {
     throw AlreadyInitializedError("gmlake is already initialized (gmlake_shutdown first to start afresh)");
   }
@@ -29,7 +29,7 @@ void Sessions::start(std::string_view conf) {
 }
 
 void Sessions::start_from_environment() {
-  std::lock_guard lifecycle(lifecycle_mutex_);
+  MutexLock lifecycle(&lifecycle_mutex_);
   if (state_.load(std::memory_order_acquire) != SessionState::kUninitialized) return;
   publish(parse_session_config(environment_conf()));
 }

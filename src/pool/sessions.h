@@ -12,11 +12,11 @@
 
 #include <atomic>
 #include <memory>
-#include <mutex>
 #include <stdexcept>
 #include <string_view>
 
 #include "gmlake/config.h"
+#include "gmlake/mutex.h"
 
 namespace gmlake {
 
@@ -60,7 +60,7 @@ class Sessions {
   // nothing (tear_down not called) when no session is ready. tear_down must not throw.
   template <typename TearDown>
   void end(TearDown&& tear_down) {
-    std::lock_guard lifecycle(lifecycle_mutex_);
+    MutexLock lifecycle(&lifecycle_mutex_);
     if (state_.load(std::memory_order_acquire) != SessionState::kReady) return;
     state_.store(SessionState::kShutDown, std::memory_order_release);
     tear_down();
@@ -71,13 +71,13 @@ class Sessions {
   const Session* current() const { return session_.load(std::memory_order_acquire); }
 
  private:
-  // Publishes `config` as the session. Call with lifecycle_mutex_ held and the state not ready.
-  void publish(Config config);
+  // Publishes `config` as the session. Call with the state not ready.
+  void publish(Config config) ABSL_EXCLUSIVE_LOCKS_REQUIRED(lifecycle_mutex_);
 
-  std::mutex lifecycle_mutex_;
-  std::atomic<SessionState> state_{SessionState::kUninitialized};
-  std::atomic<const Session*> session_{nullptr};  // set before state_ becomes ready
-  std::unique_ptr<Session> owned_;                // guarded by lifecycle_mutex_
+  absl::Mutex lifecycle_mutex_;
+  std::atomic<SessionState> state_{SessionState::kUninitialized};  // changed under lifecycle_mutex_
+  std::atomic<const Session*> session_{nullptr};  // set before state_ becomes ready, under lifecycle_mutex_
+  std::unique_ptr<Session> owned_ ABSL_GUARDED_BY(lifecycle_mutex_);
 };
 
 }  // namespace gmlake

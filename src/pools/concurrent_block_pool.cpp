@@ -28,7 +28,7 @@ ConcurrentBlockPool::ConcurrentBlockPool(Backend& backend, const BlockPoolOption
       range_(backend, geometry_.reservation_bytes()),
       segments_((geometry_.max_blocks() + kSegmentSlots - 1) >> kSegmentShift),
       base_(range_.base()) {
-  std::lock_guard lock(grow_mutex_);
+  MutexLock lock(&grow_mutex_);
   grow_locked();
 }
 
@@ -65,7 +65,7 @@ void ConcurrentBlockPool::throw_exhausted(const std::string& reason) {
 }
 
 void ConcurrentBlockPool::grow_or_throw() {
-  std::lock_guard lock(grow_mutex_);
+  MutexLock lock(&grow_mutex_);
   if ((head_.load(std::memory_order_acquire) & kLowMask) != 0) return;  // freed or grown meanwhile
   if (range_.chunk_count() == geometry_.max_regions()) throw_exhausted("block pool exhausted: every block is live");
   try {
@@ -138,7 +138,7 @@ Stats ConcurrentBlockPool::stats() const {
   s.num_ooms = num_ooms_.load(std::memory_order_relaxed);
   s.invalid_frees = invalid_frees_.load(std::memory_order_relaxed);
   {
-    std::lock_guard lock(grow_mutex_);
+    MutexLock lock(&grow_mutex_);
     const auto reserved = static_cast<std::int64_t>(range_.mapped_bytes());
     s.reserved_bytes = {reserved, reserved};
     s.chunks_created = range_.chunk_count();
@@ -149,7 +149,12 @@ Stats ConcurrentBlockPool::stats() const {
 
 void ConcurrentBlockPool::check_invariants() const {
   const std::uint64_t capacity = capacity_blocks();
-  if (capacity != geometry_.blocks_within(range_.mapped_bytes())) fail("block count != mapped bytes / stride");
+  std::uint64_t mapped_bytes;
+  {
+    MutexLock lock(&grow_mutex_);
+    mapped_bytes = range_.mapped_bytes();
+  }
+  if (capacity != geometry_.blocks_within(mapped_bytes)) fail("block count != mapped bytes / stride");
   std::vector<std::uint8_t> seen(capacity, 0);
   std::uint64_t free_blocks = 0;
   for (std::uint64_t top = head_.load() & kLowMask; top != 0; top = slot(top - 1).next.load()) {

@@ -99,7 +99,7 @@ void GrowableBuffer::map_growth(std::uint64_t growth_bytes) {
 }
 
 void GrowableBuffer::resize(std::uint64_t new_size_bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   map_up_to(new_size_bytes);
   const std::uint64_t old_size = size_bytes_.load(std::memory_order_relaxed);
   if (new_size_bytes >= old_size) {
@@ -111,12 +111,12 @@ void GrowableBuffer::resize(std::uint64_t new_size_bytes) {
 }
 
 void GrowableBuffer::reserve(std::uint64_t capacity_bytes) {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   map_up_to(capacity_bytes);
 }
 
 void GrowableBuffer::shrink_to_fit() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   const std::uint64_t keep_bytes = round_up(size_bytes_.load(std::memory_order_relaxed), chunk_bytes_);
   const std::uint64_t mapped = range_.mapped_bytes();
   try {
@@ -136,14 +136,14 @@ void GrowableBuffer::shrink_to_fit() {
 }
 
 Stats GrowableBuffer::stats() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   Stats s = stats_;
   s.backend_calls = backend_.counters();
   return s;
 }
 
 void GrowableBuffer::check_invariants() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   const std::uint64_t size = size_bytes_.load();
   const std::uint64_t capacity = capacity_bytes_.load();
   if (size > capacity) fail("size > capacity");

@@ -29,7 +29,7 @@ void* LayoutCache::Shard::allocate(const Layout& layout) {
   if (layout.size_bytes == 0) return nullptr;
   std::uint64_t region_bytes = 0;
   if (!checked_round_up(layout.size_bytes, granularity, &region_bytes)) invalid("size_bytes overflows");
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   live_.reserve(live_.size() + 1);  // so the insert that ends allocate cannot throw
   const auto chain = by_layout_.find(layout);
   if (chain != by_layout_.end()) return take_cached(chain);
@@ -108,13 +108,13 @@ LayoutCache::Shard::EntryList::iterator LayoutCache::Shard::find_live(const void
 
 void LayoutCache::Shard::retain(void* ptr) {
   if (ptr == nullptr) return;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   ++find_live(ptr, "retain")->use_count;
 }
 
 void LayoutCache::Shard::release(void* ptr) {
   if (ptr == nullptr) return;
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   const auto it = find_live(ptr, "release");
   if (it->use_count > 1) {
     --it->use_count;
@@ -173,18 +173,18 @@ void LayoutCache::Shard::give_back(EntryList& list, EntryList::iterator it) {
 }
 
 std::uint64_t LayoutCache::Shard::use_count(const void* ptr) const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   const auto found = live_.find(address_of(ptr));
   return found == live_.end() ? 0 : found->second->use_count;
 }
 
 void LayoutCache::Shard::clear() {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   while (!cached_.empty()) evict_oldest();
 }
 
 LayoutCacheStats LayoutCache::Shard::stats() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   LayoutCacheStats s;
   s.pool = stats_;
   s.pool.backend_calls = backend_.counters();
@@ -197,7 +197,7 @@ LayoutCacheStats LayoutCache::Shard::stats() const {
 }
 
 void LayoutCache::Shard::check_invariants() const {
-  std::lock_guard lock(mutex_);
+  MutexLock lock(&mutex_);
   std::uint64_t cached_bytes = 0;
   absl::flat_hash_map<Layout, std::uint64_t, LayoutHash> per_layout;
   for (const Entry& entry : cached_) {

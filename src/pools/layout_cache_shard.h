@@ -14,12 +14,12 @@
 
 #include <cstdint>
 #include <list>
-#include <mutex>
 #include <utility>
 
 #include "absl/container/flat_hash_map.h"
 #include "absl/hash/hash.h"
 #include "gmlake/error.h"
+#include "gmlake/mutex.h"
 #include "gmlake/pools/layout_cache.h"
 #include "gmlake/pools/vmm_range.h"
 
@@ -62,28 +62,29 @@ class LayoutCache::Shard {
 
   using ChainMap = absl::flat_hash_map<Layout, Chain, LayoutHash>;
 
-  void* take_cached(ChainMap::iterator chain);
-  void* map_new(const Layout& layout, std::uint64_t region_bytes);
-  VmmRange map_region(const Layout& layout, std::uint64_t region_bytes);
-  VmmRange try_map_region(std::uint64_t region_bytes);
-  void cache(EntryList::iterator it, ChainMap::iterator chain);
-  void give_back(EntryList& list, EntryList::iterator it);
-  void evict_oldest();
-  void unlink(Entry& entry, ChainMap::iterator chain);
-  EntryList::iterator find_live(const void* ptr, const char* call);
-  [[noreturn]] void throw_out_of_memory(const Layout& layout, const OutOfMemoryError& cause);
+  void* take_cached(ChainMap::iterator chain) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void* map_new(const Layout& layout, std::uint64_t region_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  VmmRange map_region(const Layout& layout, std::uint64_t region_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  VmmRange try_map_region(std::uint64_t region_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void cache(EntryList::iterator it, ChainMap::iterator chain) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void give_back(EntryList& list, EntryList::iterator it) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void evict_oldest() ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void unlink(Entry& entry, ChainMap::iterator chain) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  EntryList::iterator find_live(const void* ptr, const char* call) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  [[noreturn]] void throw_out_of_memory(const Layout& layout, const OutOfMemoryError& cause)
+      ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   Backend& backend_;
   const LayoutCacheOptions options_;
-  mutable std::mutex mutex_;
-  EntryList live_list_;
-  EntryList cached_;  // least recently released first
-  absl::flat_hash_map<std::uintptr_t, EntryList::iterator> live_;
-  ChainMap by_layout_;
-  std::uint64_t cached_bytes_ = 0;
-  std::uint64_t hits_ = 0;
-  std::uint64_t misses_ = 0;
-  Stats stats_;
+  mutable absl::Mutex mutex_;
+  EntryList live_list_ ABSL_GUARDED_BY(mutex_);
+  EntryList cached_ ABSL_GUARDED_BY(mutex_);  // least recently released first
+  absl::flat_hash_map<std::uintptr_t, EntryList::iterator> live_ ABSL_GUARDED_BY(mutex_);
+  ChainMap by_layout_ ABSL_GUARDED_BY(mutex_);
+  std::uint64_t cached_bytes_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::uint64_t hits_ ABSL_GUARDED_BY(mutex_) = 0;
+  std::uint64_t misses_ ABSL_GUARDED_BY(mutex_) = 0;
+  Stats stats_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace gmlake::pools

@@ -22,11 +22,11 @@
 #include <atomic>
 #include <cstdint>
 #include <memory>
-#include <mutex>
 #include <string>
 #include <vector>
 
 #include "gmlake/backend.h"
+#include "gmlake/mutex.h"
 #include "gmlake/pools/block_pool.h"
 #include "gmlake/pools/vmm_range.h"
 #include "gmlake/stats.h"
@@ -71,16 +71,17 @@ class ConcurrentBlockPool {
   Slot& slot(std::uint64_t index) const { return segments_[index >> kSegmentShift][index & (kSegmentSlots - 1)]; }
   std::uint64_t index_of(const void* ptr) const;
   void grow_or_throw();
-  void grow_locked();
-  [[noreturn]] void throw_exhausted(const std::string& reason);
+  void grow_locked() ABSL_EXCLUSIVE_LOCKS_REQUIRED(grow_mutex_);
+  [[noreturn]] void throw_exhausted(const std::string& reason) ABSL_EXCLUSIVE_LOCKS_REQUIRED(grow_mutex_);
   void push_chain(std::uint32_t first, std::uint32_t last);
 
   Backend& backend_;
   const BlockGeometry geometry_;
-  VmmRange range_;                                 // changed only under grow_mutex_
-  std::vector<std::unique_ptr<Slot[]>> segments_;  // sized once; an entry is set before its blocks are published
+  mutable absl::Mutex grow_mutex_;
+  VmmRange range_ ABSL_GUARDED_BY(grow_mutex_);
+  std::vector<std::unique_ptr<Slot[]>> segments_;  // sized once; an entry is set (under grow_mutex_) before its
+                                                   // blocks are published
   std::uintptr_t base_;
-  mutable std::mutex grow_mutex_;
   std::atomic<std::uint64_t> capacity_blocks_{0};
   std::atomic<std::uint64_t> num_ooms_{0};
   std::atomic<std::uint64_t> invalid_frees_{0};

@@ -35,9 +35,9 @@
 
 #include <atomic>
 #include <cstdint>
-#include <mutex>
 
 #include "gmlake/backend.h"
+#include "gmlake/mutex.h"
 #include "gmlake/pools/vmm_range.h"
 #include "gmlake/stats.h"
 #include "gmlake/units.h"
@@ -84,18 +84,18 @@ class GrowableBuffer {
   void check_invariants() const;
 
  private:
-  void map_up_to(std::uint64_t capacity_bytes);                                  // requires mutex_
-  void map_growth(std::uint64_t growth_bytes);                                   // requires mutex_
-  void record_growth(std::uint64_t mapped_before, std::uint64_t chunks_before);  // requires mutex_
+  void map_up_to(std::uint64_t capacity_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void map_growth(std::uint64_t growth_bytes) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
+  void record_growth(std::uint64_t mapped_before, std::uint64_t chunks_before) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   Backend& backend_;
   const std::uint64_t chunk_bytes_;
   const std::uint64_t max_chunk_bytes_;
-  VmmRange range_;
-  mutable std::mutex mutex_;
-  std::atomic<std::uint64_t> size_bytes_{0};
-  std::atomic<std::uint64_t> capacity_bytes_{0};
-  Stats stats_;  // guarded by mutex_
+  VmmRange range_;  // maps and unmaps under mutex_; its base and reserved size never change (data(), max_bytes())
+  mutable absl::Mutex mutex_;
+  std::atomic<std::uint64_t> size_bytes_{0};      // written under mutex_
+  std::atomic<std::uint64_t> capacity_bytes_{0};  // written under mutex_
+  Stats stats_ ABSL_GUARDED_BY(mutex_);
 };
 
 }  // namespace gmlake::pools

@@ -1,5 +1,8 @@
 #include "arena_set.h"
 
+#include <string>
+
+#include "engine_checks.h"
 #include "gmlake/error.h"
 #include "../common/teardown.h"
 
@@ -86,6 +89,35 @@ std::uint64_t ArenaSet::retire_empty(bool wait) {
     ++retired;
   }
   return retired;
+}
+
+void ArenaSet::check_invariants() const {
+  std::vector<int> named(arenas_.size(), 0);  // how many slots name each arena
+  auto check_slot = [&](std::uint32_t id, bool small, StreamId stream) {
+    if (id >= arenas_.size()) broken("a slot names arena " + std::to_string(id) + ", which does not exist");
+    const Arena& a = *arenas_[id];
+    if (a.retired) broken("a slot names retired arena " + std::to_string(id));
+    if (a.id != id || a.small != small || a.stream != stream)
+      broken("arena " + std::to_string(id) + " differs from the slot that names it");
+    ++named[id];
+  };
+  for (bool small : {false, true}) {
+    if (per_stream_ && shared_[small] != UINT32_MAX) broken("a per-stream set has a shared slot");
+    if (shared_[small] != UINT32_MAX) check_slot(shared_[small], small, 0);
+  }
+  if (!per_stream_ && !per_stream_slots_.empty()) broken("a shared set has a per-stream slot");
+  for (const auto& [key, id] : per_stream_slots_) check_slot(id, key.second, key.first);
+  std::vector<int> spare(arenas_.size(), 0);
+  for (const std::uint32_t id : retired_ids_) {
+    if (id >= arenas_.size() || !arenas_[id]->retired) broken("a spare id names an arena in use");
+    ++spare[id];
+  }
+  for (std::size_t id = 0; id < arenas_.size(); ++id) {
+    const Arena& a = *arenas_[id];
+    if (!a.retired && named[id] != 1) broken("arena " + std::to_string(id) + " in use is not named by one slot");
+    if (a.retired && (spare[id] != 1 || a.pages.mapped_chunks() != 0 || a.blocks != 0))
+      broken("retired arena " + std::to_string(id) + " is not a spare id once, or has chunks or blocks");
+  }
 }
 
 }  // namespace gmlake::engine

@@ -3,11 +3,12 @@
 // its own stream's order). Each is made on first use, one backend reservation of Config::arena_virtual_bytes.
 //
 // Streams come and go (a server may make one per request), so the per-stream arenas with no block placed in them
-// go back (issue 15): beyond kSpareArenas of them whenever a new arena is made, and all of them when address
-// space runs out, so it always comes back. Giving an arena back first unmaps its chunks, which is the policy's
-// business: the Unmapper it passes in does that (and says no when queued work may still touch a chunk).
-// Invariant: the arenas in use are exactly those the slots name; a retired arena has no chunk mapped and its id
-// waits in the spare ids for reuse;  live_reservations() of the backend's own = arenas not retired.
+// go back: beyond kSpareArenas of them whenever a new arena is made, and all of them when address space runs
+// out, so it always comes back. Giving an arena back first unmaps its chunks, which is the policy's business:
+// the Unmapper it passes in does that (and says no when queued work may still touch a chunk).
+// Invariants (check_invariants): the arenas in use (not retired) are exactly those the slots name, each named
+// once, by the slot of its own pool (Arena::small) and stream (0 when shared); a retired arena has no chunk mapped
+// and no block, its address space went back, and its id waits in the spare ids for reuse, once.
 // Thread safety: none (the policy's lock).
 #pragma once
 
@@ -53,6 +54,8 @@ class ArenaSet {
   std::uint64_t retire_empty(bool wait);
   // Per-stream arenas in use with no block placed in them.
   std::uint64_t empty_stream_arenas() const;
+  // Checks the invariants above; throws std::logic_error (engine_checks.h).
+  void check_invariants() const;
 
   // Arena `id` (retired ones included: Arena::retired); ids are 0..size() - 1.
   Arena& operator[](std::uint32_t id) { return *arenas_[id]; }

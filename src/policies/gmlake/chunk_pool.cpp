@@ -3,6 +3,7 @@
 #include <stdexcept>
 #include <string>
 
+#include "gmlake/dcheck.h"
 #include "gmlake/error.h"
 #include "peer_source.h"
 
@@ -59,6 +60,7 @@ ChunkId ChunkPool::record(ChunkHandle handle, std::uint64_t pages, bool on_peer)
 
 void ChunkPool::release(ChunkId id) {
   Chunk& c = chunks_[id];
+  GMLAKE_DCHECK(c.pages != 0, "releasing a chunk record that holds no chunk");
   if (c.on_peer && peers_ != nullptr) {
     peers_->give_back(backend_, c.handle);  // throws: nothing changed
   } else {

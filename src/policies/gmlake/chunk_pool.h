@@ -27,8 +27,9 @@
 //   recalled()          = the live chunks with recalled set, all of them on_peer and none in the free index
 //
 // Sizes: chunk sizes are multiples of page_bytes (the backend granularity: cuMemGetAllocationGranularity, 2 MiB
-// on current NVIDIA GPUs). Larger chunks cost about the same per driver call (../shared/REFERENCE.md: cuMemCreate
-// 5.5 us for 2 MiB, 18 us for 2 GiB; cuMemSetAccess 16 us vs 73 us), hence several sizes.
+// on current NVIDIA GPUs). A driver call on a large chunk costs little more than one on a small chunk (the
+// per-size table in docs/benchmarks.md, "Reference: CUDA VMM call costs", and bench/cuda/vmm_costs_h100.json),
+// so a run backed by fewer, larger chunks needs fewer calls: hence several sizes.
 // Errors: create() throws OutOfMemoryError or BackendError from the backend and then changes nothing;
 // release() throws BackendError and then changes nothing (the chunk stays free).
 // Thread safety: none.

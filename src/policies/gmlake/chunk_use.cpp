@@ -1,6 +1,8 @@
 #include "chunk_use.h"
 
+#include "absl/container/flat_hash_set.h"
 #include "engine_checks.h"
+#include "gmlake/dcheck.h"
 
 namespace gmlake::engine {
 
@@ -28,12 +30,14 @@ std::uint64_t ChunkUse::unuse(const Arena& arena, std::uint64_t first, std::uint
 
 void ChunkUse::mapped_for_block(ChunkId id) {
   Chunk& c = pool_[id];
+  GMLAKE_DCHECK(c.mapped(), "a chunk counted as mapped for a block is mapped nowhere");
   c.users = 1;
   used_ += c.pages;
 }
 
 void ChunkUse::mapped_idle(ChunkId id) {
   Chunk& c = pool_[id];
+  GMLAKE_DCHECK(c.mapped(), "a chunk counted as mapped idle is mapped nowhere");
   c.users = 0;
   c.idle_since = idle_.next_tick();
   idle_.push(id, c.idle_since);
@@ -54,6 +58,8 @@ std::uint64_t ChunkUse::idle_past(const Arena& arena, std::uint64_t block_last, 
 }
 
 void ChunkUse::unmapped(std::uint64_t pages, bool was_used) {
+  GMLAKE_DCHECK(was_used ? used_ >= pages : idle_pages_ >= pages && idle_chunks_ != 0,
+                "a chunk unmapped was not counted as mapped");
   if (was_used) {
     used_ -= pages;
   } else {
@@ -68,5 +74,23 @@ ChunkId ChunkUse::oldest_idle() {
   return id;
 }
 
+void ChunkUse::check_invariants() const {
+  idle_.check_invariants();
+  absl::flat_hash_set<ChunkId> queued;
+  for_each_idle([&](ChunkId id) { queued.insert(id); });
+  std::uint64_t used = 0, idle = 0, idle_chunks = 0;
+  pool_.for_each([&](ChunkId id, const Chunk& c) {
+    if (!c.mapped()) return;
+    if (c.users != 0) {
+      used += c.pages;
+      return;
+    }
+    idle += c.pages;
+    ++idle_chunks;
+    if (!queued.contains(id)) broken("an idle chunk is not queued");
+  });
+  if (used != used_) broken("used page count differs from the recount");
+  if (idle != idle_pages_ || idle_chunks != idle_chunks_) broken("idle page count differs from the recount");
+}
 
 }  // namespace gmlake::engine

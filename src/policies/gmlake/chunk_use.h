@@ -6,11 +6,12 @@
 // Only active mappings count (chunk_pool.h): a block's pages are all active ones, so use() and unuse() see no
 // standby mapping. A block overlapping pages [first, last] of an arena uses every chunk mapped there (a chunk moves whole, so a
 // block that covers one page of it holds all of it). So, for every mapped chunk c and the counts kept here:
-//   c.users = #{ blocks b : pages(b) and pages(c) overlap }
+//   c.users = #{ blocks b : pages(b) and pages(c) overlap }       (StitchingAllocator::check_invariants: it
+//                                                                    knows the blocks)
 //   used_pages() = sum of c.pages over mapped c with users > 0;   idle_pages() = the same with users == 0
 //   idle_chunks() = #{ mapped c : users == 0 };   c idle  <=>  the queue holds c at c.idle_since
-// (recounted by StitchingAllocator::check_invariants). Chunks that no block can overlap yet (mapped for a block
-// being placed, users 1 until the run is whole) count as used.
+// (all but the first recounted from the chunk pool by check_invariants). Chunks that no block can overlap yet
+// (mapped for a block being placed, users 1 until the run is whole) count as used.
 // Thread safety: none (the policy's lock).
 #pragma once
 
@@ -52,6 +53,10 @@ class ChunkUse {
   void for_each_idle(F&& f) const {
     idle_.for_each_current(pool_, f);
   }
+
+  // Recounts used_pages(), idle_pages() and idle_chunks() from the pool's mapped chunks and checks that every
+  // idle chunk is queued (above) and the queue's order; throws std::logic_error (engine_checks.h). O(chunks).
+  void check_invariants() const;
 
   std::uint64_t used_pages() const { return used_; }
   std::uint64_t idle_pages() const { return idle_pages_; }

@@ -7,7 +7,9 @@
 // again: its entry just stops matching (the chunk is used, unmapped, or has a newer tick), and oldest() skips
 // it. So each transition costs O(1); the queue (a vector read from a head index) is compacted in place, in
 // order, when its entries reach four times the idle chunks.
-// Invariant: a chunk is idle  <=>  mapped, users == 0, and the queue holds {id, idle_since} for it.
+// Invariants: a chunk is idle  <=>  mapped, users == 0, and the queue holds {id, idle_since} for it (checked by
+// ChunkUse::check_invariants, which counts the idle chunks); the queue's ticks never decrease from front to
+// back and none is newer than the last tick handed out (check_invariants).
 // Thread safety: none.
 #pragma once
 
@@ -17,6 +19,7 @@
 #include <vector>
 
 #include "chunk_pool.h"
+#include "engine_checks.h"
 
 namespace gmlake::engine {
 
@@ -49,6 +52,16 @@ class IdleChunks {
   }
   // Entries queued, dead ones included (tests).
   std::size_t queued() const { return entries_.size() - head_; }
+  // Checks the queue's order (above); throws std::logic_error (engine_checks.h).
+  void check_invariants() const {
+    std::uint64_t previous = 0;
+    for (std::size_t i = head_; i < entries_.size(); ++i) {
+      const Entry& e = entries_[i];
+      if (e.tick < previous) broken("the idle queue's ticks go back");
+      if (e.tick > tick_) broken("the idle queue holds a tick not handed out yet");
+      previous = e.tick;
+    }
+  }
   // Calls f(id) for every chunk the queue holds as idle, oldest first.
   template <typename F>
   void for_each_current(const ChunkPool& pool, F&& f) const {

@@ -15,10 +15,10 @@
 // While a bound refuses, the policy grows instead, within move_headroom_permille of the highest allocated bytes
 // and while no cap is set and the device has room (the caller checks that: decide() in obtain_decision.h);
 // past that it moves anyway (memory first). Where a peer may lend (the lake), it borrows instead.
-// The costs are fixed so that decisions do not depend on the backend's timing (reproducible replays). Source:
-// bench/cuda/vmm_costs_h100.json (H100, driver 580.159.04, CUDA 13.0; medians per call): an eviction is cuMemUnmap
-// (17 us) plus the cuMemMap (2 us) and cuMemSetAccess (24 us) of the chunk mapped in its place; a release to
-// remake a chunk is cuMemRelease (12-100 us by size; 30 us taken) plus the cuMemCreate (11 us) that follows.
+// The costs are fixed so that decisions do not depend on the backend's timing (reproducible replays): an
+// eviction is charged one cuMemUnmap plus the cuMemMap and cuMemSetAccess of the chunk mapped in its place; a
+// release to remake a chunk one cuMemRelease plus the cuMemCreate that follows. The figures are the H100's
+// medians per call in bench/cuda/vmm_costs_h100.json; docs/design.md ("Move budget") derives them.
 // Thread safety: none (the policy's lock).
 #pragma once
 

@@ -21,6 +21,9 @@
 #include <string>
 #include <vector>
 
+#include "engine_checks.h"
+#include "gmlake/dcheck.h"
+
 namespace gmlake::engine {
 
 using ChunkId = std::uint32_t;
@@ -34,8 +37,12 @@ class PageMap {
   };
 
   // Chunk `chunk` of `pages` pages (>= 1) now backs pages [first_page, first_page + pages), which no chunk backs
-  // (the caller's invariant). Throws std::bad_alloc when a leaf cannot be made (then nothing changed).
+  // (the caller's invariant: GMLAKE_DCHECK checks it; check_invariants finds an overlap after the fact). An
+  // empty chunk (pages == 0) records nothing. Throws std::bad_alloc when a leaf cannot be made (nothing changed).
   void insert(std::uint64_t first_page, ChunkId chunk, std::uint64_t pages) {
+    GMLAKE_DCHECK(pages >= 1 && unmapped_pages(first_page, first_page + pages - 1) == pages,
+                  "a chunk is mapped over pages another chunk backs");
+    if (pages == 0) return;
     for (std::uint64_t i = first_page >> kLeafShift; i <= (first_page + pages - 1) >> kLeafShift; ++i) leaf_for(i);
     for (std::uint64_t k = 0; k < pages; ++k) {
       Leaf& leaf = *leaves_[(first_page + k) >> kLeafShift];
@@ -134,19 +141,18 @@ class PageMap {
       for (std::uint64_t k = 0; k < e.pages; ++k) {
         const Slot* s = slot(first + k);
         if (s == nullptr || s->chunk != e.chunk || s->back != k || s->pages != e.pages) {
-          throw std::logic_error("gmlake invariant broken: page map slot " + std::to_string(first + k) +
-                                 " disagrees with its chunk's first page");
+          broken("page map slot " + std::to_string(first + k) + " disagrees with the chunk at page " +
+                 std::to_string(first) + " (chunks overlap there)");
         }
         ++per_leaf[(first + k) >> kLeafShift];
       }
     });
     for (std::uint64_t i = 0; i < leaves_.size(); ++i) {
       if (per_leaf[i] != (leaves_[i] ? leaves_[i]->mapped : 0)) {
-        throw std::logic_error("gmlake invariant broken: page map leaf " + std::to_string(i) +
-                               " has mapped slots outside every chunk");
+        broken("page map leaf " + std::to_string(i) + " has mapped slots outside every chunk");
       }
     }
-    if (starts != chunks_) throw std::logic_error("gmlake invariant broken: the page map's chunk count");
+    if (starts != chunks_) broken("the page map's chunk count");
   }
 
  private:

@@ -1,11 +1,17 @@
 #include "placement.h"
 
 #include <algorithm>
+#include <string>
+
+#include "engine_checks.h"
+#include "gmlake/dcheck.h"
+#include "gmlake/units.h"
 
 namespace gmlake::engine {
 
 Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last,
                              std::uint64_t unmapped_bound) const {
+  GMLAKE_DCHECK(first <= last, "the cost of an empty page range");
   Cost cost{last - first + 1, 0};
   bool recalled = false;
   std::uint64_t next = first;       // the first page not yet walked
@@ -32,6 +38,7 @@ Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint6
 }
 
 Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes) const {
+  GMLAKE_DCHECK(rounded_bytes != 0 && rounded_bytes % kRoundBytes == 0, "a request not rounded to 512 B");
   Placement best{{0, 0}, 0, {UINT64_MAX, 0}};
   auto weigh = [&](const FreeRange& r) {
     const std::uint64_t end_offset = r.offset + r.size_bytes - rounded_bytes;
@@ -50,7 +57,19 @@ Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes
   arena.free.best_fit(rounded_bytes, fit_candidates_, weigh);
   // Every candidate lay on a recalled chunk: look at every free range.
   if (best.range.size_bytes == 0 && !pool_.recalled().empty()) arena.free.best_fit(rounded_bytes, UINT64_MAX, weigh);
+  if constexpr (GMLAKE_DCHECK_IS_ON) check_invariants(arena, rounded_bytes, best);
   return best;
+}
+
+void Placer::check_invariants(const Arena& arena, std::uint64_t rounded_bytes, const Placement& p) const {
+  if (p.range.size_bytes == 0) return;
+  if (rounded_bytes == 0 || rounded_bytes % kRoundBytes != 0) broken("a placement for a request not rounded to 512 B");
+  if (p.offset % kRoundBytes != 0) broken("a placement at offset " + std::to_string(p.offset) + " is not 512 B aligned");
+  if (p.offset < p.range.offset || p.offset + rounded_bytes > p.range.offset + p.range.size_bytes)
+    broken("a placement at offset " + std::to_string(p.offset) + " leaves its free range");
+  const Cost c = cost_of(arena, p.offset >> page_shift_, (p.offset + rounded_bytes - 1) >> page_shift_);
+  if (c.unmapped != p.cost.unmapped || c.pinned_waste != p.cost.pinned_waste)
+    broken("a placement's cost differs from the cost of its pages");
 }
 
 }  // namespace gmlake::engine

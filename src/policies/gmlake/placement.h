@@ -10,8 +10,9 @@
 // a standby mapping (chunk_pool.h) counts as mapped while no block uses its chunk elsewhere, else as unmapped;
 // a place that costs neither is taken at once; ties keep the start and the earlier candidate. A place on a
 // recalled chunk (the lake: its lender wants it back) is never chosen.
-// Invariant of a Placement p for a request of n bytes (n a multiple of 512):
-//   p.range.offset <= p.offset  and  p.offset + n <= p.range.offset + p.range.size_bytes
+// Invariant of a Placement p for a request of n bytes (n a multiple of 512), when p.range.size_bytes != 0
+// (check_invariants; choose() checks each place it returns where GMLAKE_DCHECK is on):
+//   p.range.offset <= p.offset  and  p.offset + n <= p.range.offset + p.range.size_bytes,  p.offset % 512 = 0
 //   p.cost = cost_of(pages of [p.offset, p.offset + n))
 // The Placer reads the arena and the chunk pool and changes nothing. Thread safety: none (the policy's lock).
 #pragma once
@@ -55,6 +56,9 @@ class Placer {
   // when no free range is large enough. When every candidate lies on a recalled chunk, every free range is
   // weighed.
   Placement choose(const Arena& arena, std::uint64_t rounded_bytes) const;
+  // Checks the invariant above for `p`, a place for `rounded_bytes` in `arena` as the arena and the pool are now
+  // (nothing to check when p.range.size_bytes == 0); throws std::logic_error (engine_checks.h).
+  void check_invariants(const Arena& arena, std::uint64_t rounded_bytes, const Placement& p) const;
 
  private:
   const ChunkPool& pool_;

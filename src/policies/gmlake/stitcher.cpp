@@ -3,10 +3,13 @@
 #include <algorithm>
 #include <stdexcept>
 
+#include "gmlake/dcheck.h"
+
 namespace gmlake::engine {
 
 void Stitcher::map(Arena& arena, std::uint64_t first_page, ChunkId id) {
   Chunk& c = pool_[id];
+  GMLAKE_DCHECK(c.pages != 0 && !c.mapped(), "mapping a chunk that is not free");
   backend_.map(address(arena, first_page), c.pages << page_shift_, c.handle);  // throws: nothing changed
   c.arena = arena.id;
   c.first_page = first_page;

@@ -3,7 +3,8 @@
 //
 // A stitch backs a run of unmapped pages with one or more chunks laid end to end, then grants access over the
 // whole run in ONE set_access call (CUDA charges cuMemSetAccess mostly per chunk and per call, not per byte:
-// ../shared/REFERENCE.md), so a run backed by one large chunk costs one map and one set_access whatever its size.
+// docs/benchmarks.md, "Reference: CUDA VMM call costs"), so a run backed by one large chunk costs one map and one
+// set_access whatever its size.
 // Failure atomicity: map() changes nothing when the backend throws; grant() failing leaves the chunks mapped
 // without access, and the caller undoes with unmap(). unmap() changes nothing when the backend throws.
 // A chunk keeps at most one active place; its standby mappings (left where it was mapped before it moved) are

@@ -46,7 +46,9 @@
 //     freeing stream's queued work has finished. When the oldest idle chunk is not known finished, a new chunk
 //     is created instead, up to lag_grow_chunks x chunk_bytes in a row, else the allocator waits (fence_waits).
 //
-// Invariants (check_invariants, after every step in the tests), for every arena A, chunk c and block b:
+// Invariants (check_invariants, after every step in the tests), for every arena A, chunk c and block b; each part
+// checks its own first (ChunkPool, ArenaSet, FreeIndex, PageMap, ChunkUse: the equations in their headers), then
+// check_invariants recounts the ones that span parts:
 //   free ranges(A) + blocks(A) tile [0, A.virtual_bytes)
 //   pages(b) is covered by mapped chunks of b's arena
 //   c.users = #{ b : pages(b) and pages(c) overlap }                                  (mapped c)

@@ -2,7 +2,8 @@
 //
 // A page turns idle at an idle-queue tick, on the stream of the arena it belongs to (with asynchronous streams
 // every stream has its own arenas). It is safe to unmap, or to map its chunk elsewhere, once all work queued on
-// that stream before the tick has finished (cuMemUnmap does not wait for it: pytorch#196258). The fence keeps,
+// that stream before the tick has finished (cuMemUnmap does not wait for it: PyTorch issue 196258,
+// https://github.com/pytorch/pytorch/issues/196258, an unmap under queued work). The fence keeps,
 // per stream, the marks recorded at ticks (StreamEvents::record) that have not finished yet, and the highest
 // tick known finished. A mark is recorded when pages turn idle and the stream's last mark is at least
 // kMarkSpacingTicks older (at most kMaxMarks unfinished): one event per few frees, not one per free.
