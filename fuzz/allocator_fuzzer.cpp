@@ -33,7 +33,6 @@
 // backend call fails per operation (docs/reliability.md: the single-failure guarantee). With the lake, the end
 // also checks the lender: every loan back (or stranded, for a pool it cut off), its backend holding nothing once
 // it is gone, and this process holding exactly the descriptors it held before the input.
-#include <dirent.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -49,6 +48,7 @@
 #include <thread>
 #include <vector>
 
+#include "fuzz_descriptors.h"
 #include "gmlake/allocator.h"
 #include "gmlake/clock.h"
 #include "gmlake/config.h"
@@ -100,16 +100,6 @@ struct Live {
   StreamId stream;
   bool pending;
 };
-
-// Descriptors open in this process now (entries of /proc/self/fd, less the one that reads it).
-int open_descriptors() {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) finding("cannot read /proc/self/fd");
-  int n = 0;
-  while (const dirent* e = ::readdir(dir)) n += e->d_name[0] != '.' ? 1 : 0;
-  ::closedir(dir);
-  return n - 1;
-}
 
 // Opcodes: the first kOps for the bare policy (byte 0 bit 5 clear: the seeds of before keep their meaning), all
 // kPoolOps for a Pool.

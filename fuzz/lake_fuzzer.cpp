@@ -30,6 +30,7 @@
 #include <string>
 #include <vector>
 
+#include "fuzz_descriptors.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
 #include "gmlake/lake.h"
@@ -72,15 +73,6 @@ class Bytes {
   std::size_t size_;
   std::size_t pos_ = 0;
 };
-
-int open_descriptors() {
-  DIR* dir = ::opendir("/proc/self/fd");
-  if (dir == nullptr) finding("cannot read /proc/self/fd");
-  int n = 0;
-  while (const dirent* e = ::readdir(dir)) n += e->d_name[0] != '.' ? 1 : 0;
-  ::closedir(dir);
-  return n - 1;
-}
 
 // "fd -> what" for every open descriptor, for a finding's message.
 std::string descriptor_list() {

@@ -25,6 +25,19 @@ namespace {
 
 constexpr std::uint64_t kLoanBytes = 2 * kChunkBytes;
 
+// In a raw lender's child: reads (and closes any descriptor of) what the borrower sends on `s`, answering
+// nothing, until the borrower closes. Returns 0 then, or `error_status` when a message is malformed.
+int read_until_closed(int s, int error_status) {
+  for (int fd = -1;; fd = -1) {
+    try {
+      if (!lake::receive_message(s, &fd)) return 0;
+    } catch (const Error&) {
+      return error_status;
+    }
+    if (fd >= 0) ::close(fd);
+  }
+}
+
 // A lender in a child process at `address`, with its own host backend of `device_bytes` (0: unlimited) and
 // `budget_bytes`; `body` runs in the child once the lender listens (after "ready" is sent).
 ForkedChild lender_child(const LakeAddress& address, std::uint64_t device_bytes, std::uint64_t budget_bytes,
@@ -323,14 +336,7 @@ TEST(LakeBorrowerTrust, AnAnswerAlreadyWaitingIsTakenEvenWithAOneMillisecondTime
     }
     lake::send_message(s, grant_of(3, kLoanBytes), memfd);  // before any request: waiting when borrow() looks
     send_message(up, "granted");
-    for (int fd = -1;; fd = -1) {
-      try {
-        if (!lake::receive_message(s, &fd)) return 0;
-      } catch (const Error&) {
-        return 61;
-      }
-      if (fd >= 0) ::close(fd);
-    }
+    return read_until_closed(s, 61);
   });
   ASSERT_EQ(child.receive(), "ready");
   HostBackend backend(kChunkBytes);
@@ -361,14 +367,7 @@ TEST(LakeBorrowerTrust, ARefusalOfThisProcessIsNotTakenForTheLateAnswerToAReques
     r.arg = static_cast<std::uint64_t>(lake::RefuseReason::kNotAllowed);
     if (!lake::send_message(s, r)) return 61;
     send_message(up, "refused");
-    for (int fd = -1;; fd = -1) {  // until the borrower closes: what it sends is read, nothing answered
-      try {
-        if (!lake::receive_message(s, &fd)) return 0;
-      } catch (const Error&) {
-        return 62;
-      }
-      if (fd >= 0) ::close(fd);
-    }
+    return read_until_closed(s, 62);  // until the borrower closes: what it sends is read, nothing answered
   });
   ASSERT_EQ(child.receive(), "ready");
   HostBackend backend(kChunkBytes);
