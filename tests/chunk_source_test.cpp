@@ -67,6 +67,37 @@ class ChunkSourceTest : public ::testing::Test {
   std::unique_ptr<ChunkSource> source_;
 };
 
+TEST_F(ChunkSourceTest, ABlocksChunksAreItsShareUpToMaxChunkBytesUnlessItWouldNeedMoreThan4096) {
+  // 2 MiB pages: max_chunk_bytes 4 MiB = 2 pages; kMaxChunksPerBlock = 4096.
+  struct Row {
+    const char* config;
+    std::uint64_t block_pages, limit;
+  };
+  const Row rows[] = {
+      {"", 1, 1},                      // a page: one page, whatever the share
+      {"", 31, 1},                     // 31 / 32 rounds down, at least one page
+      {"", 64, 2},                     // the share (2) and max_chunk_bytes (2) agree
+      {"", 512, 2},                    // 1 GiB: max_chunk_bytes bounds it, 256 chunks
+      {"", 8192, 2},                   // 16 GiB: still 2 pages, exactly 4096 chunks
+      {"", 8193, 3},                   // past 4096 x max_chunk_bytes: ceil(8193 / 4096) pages
+      {"", 524288, 128},               // 1 TiB: 256 MiB chunks, 4096 of them
+      {"chunks_per_block:0", 3, 2},    // no share bound: max_chunk_bytes
+      {"chunks_per_block:0", 1 << 20, 256},
+      {"chunks_per_block:4096", 1 << 20, 256},
+      {"chunks_per_block:1,max_chunk_bytes:256M", 100, 100},  // a block as one chunk, up to 128 pages
+      {"chunks_per_block:1,max_chunk_bytes:256M", 1000, 128},
+  };
+  for (const Row& row : rows) {
+    // The configuration as given (make_source sets max_chunk_bytes 256 MiB).
+    const ChunkSource source(parse_config(row.config), kShift,
+                             ChunkSource::Parts{sim_, pool_, use_, fence_, arenas_, stitcher_, stats_, clock_});
+    EXPECT_EQ(source.chunk_limit(row.block_pages), row.limit) << row.config << " " << row.block_pages;
+    // Never more than about kMaxChunksPerBlock chunks for the block, never 0 pages.
+    EXPECT_GE(source.chunk_limit(row.block_pages), 1u);
+    EXPECT_LE((row.block_pages + row.limit - 1) / row.limit, std::max<std::uint64_t>(ChunkSource::kMaxChunksPerBlock, 32u));
+  }
+}
+
 TEST_F(ChunkSourceTest, AFreeChunkOfAtLeastHalfTheRunIsTakenBeforeAnythingElse) {
   make_source("headroom_permille:0");
   const ChunkId small = pool_.create(2);

@@ -217,5 +217,24 @@ TEST(MultiSizeChunksRandomTest, RandomShapesWithEvictionsInMidRunKeepEveryInvari
   }
 }
 
+TEST(HugeBlockTest, ABlockOfHundredsOfGibibytesMapsInAtMost4096Chunks) {
+  // At the default (4 MiB chunks), 512 GiB would be 131,072 chunks, each walked at every placement, use and
+  // free of the block; its chunks grow with it instead (ChunkSource::chunk_limit).
+  SimBackend backend;
+  StitchingAllocator a(parse_config(""), backend);
+  void* p = a.allocate(512 * kGiB, 0);
+  EXPECT_LE(backend.counters()[BackendCall::kCreate], ChunkSource::kMaxChunksPerBlock);
+  EXPECT_EQ(backend.counters()[BackendCall::kSetAccess], 1u);
+  EXPECT_EQ(static_cast<std::uint64_t>(a.stats().reserved_bytes.current), 512 * kGiB);
+  a.check_invariants();
+  a.deallocate(p);
+  void* q = a.allocate(512 * kGiB - kMiB, 0);  // the same range, mapped: no backend call
+  EXPECT_LE(backend.counters()[BackendCall::kCreate], ChunkSource::kMaxChunksPerBlock);
+  a.check_invariants();
+  a.deallocate(q);
+  a.empty_cache();
+  EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
 }  // namespace
 }  // namespace gmlake::engine

@@ -53,7 +53,8 @@ namespace gmlake {
     "waits. Bounds how much the device's lag can raise the peak (64 x 2 MiB = 128 MiB)")                                                      \
   X(u64, max_chunk_bytes, 4 * kMiB, "bytes",                                                                     \
     "gmlake: largest physical chunk, a multiple of chunk_bytes; a run of unmapped pages gets chunks of its own "  \
-    "size up to this and up to the block's share (chunks_per_block). Small chunks strand nothing and need no "    \
+    "size up to this and up to the block's share (chunks_per_block); a block above 4096 x this gets chunks of "  \
+    "1/4096 of it, so that no block maps more than about 4096 new chunks. Small chunks strand nothing and need no "    \
     "re-cut; with standby mappings a repeating step moves nothing once formed, so the extra calls are paid once "\
     "(docs/benchmarks.md). Larger chunks cost fewer calls per byte (the driver charges per call and per chunk: "  \
     "bench/cuda/vmm_costs_h100.json); chunk_bytes = one size, page-granular moves")                              \

@@ -18,6 +18,7 @@ ChunkSource::ChunkSource(const Config& config, unsigned page_shift, Parts parts)
       stats_(parts.stats),
       page_shift_(page_shift),
       max_chunk_pages_(config.max_chunk_bytes >> page_shift),
+      chunks_per_block_(config.chunks_per_block),
       headroom_permille_(config.headroom_permille),
       lag_grow_chunks_(config.lag_grow_chunks),
       memory_first_under_cap_(config.memory_first_under_cap),
@@ -28,11 +29,17 @@ ChunkSource::ChunkSource(const Config& config, unsigned page_shift, Parts parts)
       move_headroom_permille_(config.move_headroom_permille),
       moves_({config.move_budget_ns_per_op, config.move_share_permille, config.move_burst_ms * 1'000'000}) {}
 
+std::uint64_t ChunkSource::chunk_limit(std::uint64_t block_pages) const {
+  const std::uint64_t share = chunks_per_block_ == 0 ? UINT64_MAX : std::max<std::uint64_t>(1, block_pages / chunks_per_block_);
+  const std::uint64_t largest = std::max(max_chunk_pages_, (block_pages + kMaxChunksPerBlock - 1) / kMaxChunksPerBlock);
+  return std::min(share, largest);
+}
+
 ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget) {
   // Near the cap or the device's end memory comes first: page-sized chunks, which move one page at a time and
   // strand nothing; unless a peer takes what the own device cannot hold (OverBudget::kPeer).
   const bool peer_takes_over = over_budget == OverBudget::kPeer;
-  const std::uint64_t want = !peer_takes_over && near_cap(pages) ? 1 : std::min(pages, max_chunk_pages_);
+  const std::uint64_t want = !peer_takes_over && near_cap(pages) ? 1 : pages;
   const std::uint64_t reserved_at_start = reserved_now();
   ObtainState s;
   s.want_pages = want;

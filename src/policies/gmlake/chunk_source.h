@@ -55,7 +55,7 @@ class ChunkSource {
   // chunks keep the run's size under a cap too: what the own device would strand, the peer absorbs.
   enum class OverBudget : std::uint8_t { kOwnDevice, kPeer };
 
-  // `page_shift`: log2 of Config::chunk_bytes. Reads cap_bytes, max_chunk_bytes, max_strand_bytes,
+  // `page_shift`: log2 of Config::chunk_bytes. Reads cap_bytes, max_chunk_bytes, chunks_per_block, max_strand_bytes,
   // headroom_permille, memory_first_under_cap, lag_grow_chunks, move_share_permille, move_burst_ms,
   // move_headroom_permille and move_budget_ns_per_op from `config`.
   ChunkSource(const Config& config, unsigned page_shift, Parts parts);
@@ -63,7 +63,17 @@ class ChunkSource {
   // An allocation begins: what obtain() and recut() learn of the device (its free bytes) is asked at most once
   // until the next begin().
   void begin() { device_free_known_ = false; }
-  // A free chunk for a run of `pages` pages (> 0) for a request of `requested` bytes (for the error), as above.
+  // The largest chunk, in pages, that a block of `block_pages` pages gets for its unmapped pages:
+  //   min(block_pages / chunks_per_block (at least 1; no bound when it is 0),
+  //       max(max_chunk_pages, ceil(block_pages / kMaxChunksPerBlock)))
+  // so a block maps at most about kMaxChunksPerBlock new chunks, however large it is (a 1 TB block of 4 MiB
+  // chunks would be 262,144 chunks, each walked at every placement, use and free of the block).
+  std::uint64_t chunk_limit(std::uint64_t block_pages) const;
+  // The most new chunks one block is stitched from: above max_chunk_bytes x this (16 GiB at the default), a
+  // block's chunks grow with it. Fewer chunks cost fewer driver calls (one create, map and access grant each).
+  static constexpr std::uint64_t kMaxChunksPerBlock = 4096;
+  // A free chunk for a run of `pages` pages (> 0, at most chunk_limit() of the block) for a request of
+  // `requested` bytes (for the error), as above.
   ChunkId obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice);
   // A block is about to use pages [first, last] of `arena`, which would strand `stranded_pages` pages of idle
   // chunks (Placer::Cost::pinned_waste). Above max_strand_bytes, and while the move budget allows, every idle
@@ -134,6 +144,7 @@ class ChunkSource {
   Stats& stats_;
   unsigned page_shift_;
   std::uint64_t max_chunk_pages_;
+  std::uint64_t chunks_per_block_;
   std::uint64_t headroom_permille_;
   std::uint64_t lag_grow_chunks_;
   bool memory_first_under_cap_;

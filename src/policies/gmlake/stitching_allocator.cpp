@@ -175,12 +175,10 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
     const std::uint64_t candidate = std::min(grow_pages, limit - run_first);
     if (source_.cap_allows(candidate) && !source_.near_cap(candidate) && pool_.peer_bytes() == 0) grown_pages = candidate;
   }
-  // Chunks of at most 1/chunks_per_block of the block (at least a page): what a smaller block later covers in
-  // part strands little, and a block of GBs still maps in about chunks_per_block calls.
-  const std::uint64_t block_pages = last - first + 1;
-  const std::uint64_t limit = config_.chunks_per_block == 0
-                                  ? UINT64_MAX
-                                  : std::max<std::uint64_t>(1, block_pages / config_.chunks_per_block);
+  // Chunks of at most 1/chunks_per_block of the block (at least a page) and of max_chunk_bytes: what a smaller
+  // block later covers in part strands little; a block past max_chunk_bytes x kMaxChunksPerBlock gets larger
+  // chunks, so that it maps in a bounded number of chunks (ChunkSource::chunk_limit).
+  const std::uint64_t limit = source_.chunk_limit(last - first + 1);
   std::uint64_t chunks = 0;
   for (std::size_t i = 0; i + 1 < runs_.size(); ++i) {
     chunks += stitch_run(arena, runs_[i].first, runs_[i].second, last, limit, requested);
