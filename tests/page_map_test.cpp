@@ -102,6 +102,32 @@ TEST(PageMapTest, ChunksAcrossLeavesAndFarApartAreWalkedAndFound) {
   EXPECT_EQ(all, 2u);
 }
 
+TEST(PageMapTest, AMappingIsActiveWhenInsertedAndTurnsStandbyAndBackWhole) {
+  PageMap m;
+  m.insert(4, 1, 3);  // pages 4..6
+  m.insert(7, 2, 1);
+  m.check_invariants();
+  auto active = [&](std::uint64_t first, std::uint64_t last) {
+    std::vector<bool> out;
+    m.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) { out.push_back(e.active); });
+    return out;
+  };
+  EXPECT_EQ(active(4, 7), (std::vector<bool>{true, true}));
+  m.set_active(4, false);  // every page of chunk 1, read from any of them
+  m.check_invariants();
+  EXPECT_EQ(active(6, 7), (std::vector<bool>{false, true}));
+  EXPECT_EQ(active(5, 5), (std::vector<bool>{false}));
+  m.set_active(5, true);  // not a mapping's first page: nothing changes
+  EXPECT_EQ(active(4, 4), (std::vector<bool>{false}));
+  m.set_active(4, true);
+  m.check_invariants();
+  EXPECT_EQ(active(4, 7), (std::vector<bool>{true, true}));
+  m.erase(4);
+  m.insert(4, 3, 2);  // a new mapping on the pages is active again
+  EXPECT_EQ(active(4, 5), (std::vector<bool>{true}));
+  m.check_invariants();
+}
+
 // A chunk mapped over pages another chunk backs breaks the invariant: insert refuses it at once where
 // GMLAKE_DCHECK is on; elsewhere the entry goes in over the other's pages and check_invariants finds it.
 TEST(PageMapTest, OverlappingEntriesFailTheCheck) {

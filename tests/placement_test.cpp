@@ -164,9 +164,11 @@ TEST_F(PlacementTest, StandbyMappingsInThePagesAreCountedEitherKind) {
   mapped(0, 2, /*users=*/0);
   const ChunkId idle = mapped(10, 2, /*users=*/0);
   arena_.pages.insert(2, idle, 2);
+  arena_.pages.set_active(2, false);  // a standby mapping, as Stitcher::to_standby leaves it
   pool_[idle].standby.push_back({arena_.id, 2});
   const ChunkId used = mapped(20, 2, /*users=*/1);
   arena_.pages.insert(4, used, 2);
+  arena_.pages.set_active(4, false);
   pool_[used].standby.push_back({arena_.id, 4});
   const Placer placer(pool_, kShift, 8);
   const Placer::Cost c = placer.cost_of(arena_, 0, 5);

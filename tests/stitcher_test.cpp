@@ -90,6 +90,13 @@ TEST(SimCostModelTest, ModelledBackendsChargeEachCallItsMeasuredCostAndSumOverMa
 }
 
 
+// Whether the page map calls the mapping at `page` its chunk's active place.
+bool active_in_map(const Arena& arena, std::uint64_t page) {
+  bool active = false;
+  arena.pages.for_each(page, page, [&](std::uint64_t, const PageMap::Entry& e) { active = e.active; });
+  return active;
+}
+
 TEST(StitcherTest, AChunkMovedToStandbyStaysMappedAndCanBeActivatedAgainWithNoBackendCall) {
   SimBackend sim;
   Stats stats;
@@ -103,18 +110,22 @@ TEST(StitcherTest, AChunkMovedToStandbyStaysMappedAndCanBeActivatedAgainWithNoBa
   EXPECT_FALSE(pool[a].mapped()) << "no active place: free";
   ASSERT_EQ(pool[a].standby.size(), 1u);
   EXPECT_EQ(arena.pages.mapped_chunks(), 1u) << "the standby mapping is still a page map entry";
+  EXPECT_FALSE(active_in_map(arena, 5)) << "the page map knows it as a standby mapping";
   // Mapped a second time elsewhere: two mappings of one chunk (aliasing), both in the page map.
   stitcher.map(arena, 10, a);
   stitcher.grant(arena, 10, 2);
   EXPECT_EQ(sim.live_mappings(), 2u);
   EXPECT_TRUE(pool[a].active_at(0, 10));
   EXPECT_FALSE(pool[a].active_at(0, 4));
+  EXPECT_TRUE(active_in_map(arena, 10));
   const BackendCounters before = sim.counters();
   stitcher.activate(arena, 4, a, &arena);
   EXPECT_EQ(sim.counters().calls, before.calls) << "activation is bookkeeping only";
   EXPECT_TRUE(pool[a].active_at(0, 4));
   ASSERT_EQ(pool[a].standby.size(), 1u);
   EXPECT_EQ(pool[a].standby[0].first_page, 10u) << "the old active place became the standby one";
+  EXPECT_TRUE(active_in_map(arena, 4));
+  EXPECT_FALSE(active_in_map(arena, 11)) << "and the page map says so on all its pages";
   EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, 4), 2 * kChunkBytes)) << "access stays with the mapping";
   EXPECT_THROW(stitcher.activate(arena, 20, a, &arena), std::logic_error) << "no mapping there";
   stitcher.unmap_standby(arena, 10, a);

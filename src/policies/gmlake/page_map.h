@@ -4,13 +4,15 @@
 // n pages is always mapped whole (cuMemMap maps a handle whole), so it backs n consecutive pages.
 //
 // Structure: a two-level page table, as a CPU's: the page index picks a leaf of kLeafPages slots (made on first
-// use, 64 KiB), and the slot of every page names its chunk, the page's place in it and the chunk's size. So the
-// chunk that backs a page is found in O(1), and a walk over pages [first, last] costs one step per chunk (the
+// use, 64 KiB), and the slot of every page names its chunk, the page's place in it, the chunk's size and whether
+// the mapping is the chunk's active place or a standby one (chunk_pool.h). So the chunk that backs a page is
+// found in O(1), a walk needs no chunk record to tell an active mapping from a standby one, and a walk over pages [first, last] costs one step per chunk (the
 // next chunk of a block starts right after the last) and one per unmapped page inside leaves that hold any
 // mapping; leaves with none are skipped whole. The slots are read in address order, with no tree to descend.
 //
-// Invariant (check_invariants): slot(first + k) = {chunk, k, pages} for every mapped chunk and k < pages; a
-// leaf's `mapped` counts its mapped slots; mapped_chunks() counts the chunks' first pages.
+// Invariant (check_invariants): slot(first + k) = {chunk, k, pages, active} for every mapping of a chunk at
+// `first` and k < pages; a leaf's `mapped` counts its mapped slots; mapped_chunks() counts the mappings' first
+// pages. The owner keeps `active` equal to Chunk::active_at (StitchingAllocator::check_invariants checks it).
 // Thread safety: none (the owning allocator is serialized by its caller).
 #pragma once
 
@@ -34,13 +36,15 @@ class PageMap {
   struct Entry {
     ChunkId chunk;
     std::uint64_t pages;
+    bool active;  // the chunk's active place, else a standby mapping
   };
 
-  // Chunk `chunk` of `pages` pages (>= 1) now backs pages [first_page, first_page + pages), which no chunk backs
-  // (the caller's invariant: GMLAKE_DCHECK checks it; check_invariants finds an overlap after the fact). An
-  // empty chunk (pages == 0) records nothing. Throws std::bad_alloc when a leaf cannot be made (nothing changed).
+  // Chunk `chunk` of `pages` pages (1 <= pages < 2^32) now backs pages [first_page, first_page + pages), which
+  // no chunk backs (the caller's invariant: GMLAKE_DCHECK checks it; check_invariants finds an overlap after the
+  // fact), as its active place. An empty chunk (pages == 0) records nothing. Throws std::bad_alloc when a leaf
+  // cannot be made (nothing changed).
   void insert(std::uint64_t first_page, ChunkId chunk, std::uint64_t pages) {
-    GMLAKE_DCHECK(pages >= 1 && unmapped_pages(first_page, first_page + pages - 1) == pages,
+    GMLAKE_DCHECK(pages >= 1 && pages <= UINT32_MAX && unmapped_pages(first_page, first_page + pages - 1) == pages,
                   "a chunk is mapped over pages another chunk backs");
     if (pages == 0) return;
     for (std::uint64_t i = first_page >> kLeafShift; i <= (first_page + pages - 1) >> kLeafShift; ++i) leaf_for(i);
@@ -48,9 +52,19 @@ class PageMap {
       Leaf& leaf = *leaves_[(first_page + k) >> kLeafShift];
       Slot& s = leaf.slots[(first_page + k) & kLeafMask];
       if (s.chunk == kNoChunk) ++leaf.mapped;
-      s = {chunk, static_cast<std::uint32_t>(k), pages};
+      s = {chunk, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(pages), true};
     }
     ++chunks_;
+  }
+  // The mapping that starts at `first_page` becomes the chunk's active place (`active`) or a standby one; nothing
+  // happens when none starts there. O(pages of the chunk).
+  void set_active(std::uint64_t first_page, bool active) {
+    const Slot* start = slot(first_page);
+    if (start == nullptr || start->chunk == kNoChunk || start->back != 0) return;
+    const std::uint64_t pages = start->pages;
+    for (std::uint64_t k = 0; k < pages; ++k) {
+      leaves_[(first_page + k) >> kLeafShift]->slots[(first_page + k) & kLeafMask].active = active;
+    }
   }
   // The chunk whose first page is `first_page` no longer backs its pages; nothing happens when none starts there.
   void erase(std::uint64_t first_page) {
@@ -82,7 +96,7 @@ class PageMap {
     while (p <= last) {
       const Leaf& leaf = *leaves_[p >> kLeafShift];
       s = &leaf.slots[p & kLeafMask];
-      if (!f(p, Entry{s->chunk, s->pages})) return;
+      if (!f(p, Entry{s->chunk, s->pages, s->active})) return;
       const std::uint64_t next = p + s->pages;
       // Fast path: the next chunk starts right after this one, in the same leaf (as a block's chunks do).
       if (next <= last && (next >> kLeafShift) == (p >> kLeafShift) && leaf.slots[next & kLeafMask].chunk != kNoChunk) {
@@ -140,7 +154,7 @@ class PageMap {
       ++starts;
       for (std::uint64_t k = 0; k < e.pages; ++k) {
         const Slot* s = slot(first + k);
-        if (s == nullptr || s->chunk != e.chunk || s->back != k || s->pages != e.pages) {
+        if (s == nullptr || s->chunk != e.chunk || s->back != k || s->pages != e.pages || s->active != e.active) {
           broken("page map slot " + std::to_string(first + k) + " disagrees with the chunk at page " +
                  std::to_string(first) + " (chunks overlap there)");
         }
@@ -162,7 +176,8 @@ class PageMap {
   struct Slot {
     ChunkId chunk = kNoChunk;
     std::uint32_t back = 0;   // pages from the chunk's first page to this one
-    std::uint64_t pages = 0;  // the chunk's size
+    std::uint32_t pages = 0;  // the chunk's size
+    bool active = false;      // the chunk's active place (else a standby mapping)
   };
   struct Leaf {
     std::array<Slot, kLeafPages> slots{};

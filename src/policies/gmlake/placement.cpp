@@ -13,22 +13,29 @@ Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint6
                              std::uint64_t unmapped_bound) const {
   GMLAKE_DCHECK(first <= last, "the cost of an empty page range");
   Cost cost{last - first + 1, 0};
+  const bool any_recalled = !pool_.recalled().empty();
   bool recalled = false;
   std::uint64_t next = first;       // the first page not yet walked
   std::uint64_t known_unmapped = 0;  // pages before `next` that would have to be stitched
   arena.pages.for_each_until(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
-    const Chunk& c = pool_[e.chunk];
     const std::uint64_t lo = std::max(p, first), hi = std::min(p + e.pages - 1, last);
+    const std::uint64_t covered = hi - lo + 1;
     known_unmapped += lo - next;  // the gap before this chunk
     next = hi + 1;
-    const bool active = c.active_at(arena.id, p);
-    cost.standby += active ? 0 : 1;
+    // An active mapping the pages cover whole costs nothing, whatever its chunk's state: only the chunks at the
+    // ends of the pages, and standby mappings, need the chunk's record.
+    if (e.active && covered == e.pages && !any_recalled) {
+      cost.unmapped -= covered;
+      return known_unmapped <= unmapped_bound;
+    }
+    const Chunk& c = pool_[e.chunk];
+    cost.standby += e.active ? 0 : 1;
     // A standby mapping of a chunk that a block uses elsewhere goes: its pages are stitched anew.
-    if (c.users != 0 && !active) {
-      known_unmapped += hi - lo + 1;
+    if (c.users != 0 && !e.active) {
+      known_unmapped += covered;
     } else {
-      cost.unmapped -= hi - lo + 1;
-      if (c.users == 0) cost.pinned_waste += e.pages - (hi - lo + 1);
+      cost.unmapped -= covered;
+      if (c.users == 0) cost.pinned_waste += e.pages - covered;
       recalled = recalled || c.recalled;
     }
     return known_unmapped <= unmapped_bound;

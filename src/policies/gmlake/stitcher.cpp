@@ -29,21 +29,26 @@ void Stitcher::unmap(Arena& arena, ChunkId id) {
   c.users = 0;
 }
 
-void Stitcher::to_standby(const Arena& active_arena, ChunkId id) {
+void Stitcher::to_standby(Arena& active_arena, ChunkId id) {
   Chunk& c = pool_[id];
   c.standby.push_back({c.arena, c.first_page, c.idle_since});  // throws bad_alloc: nothing changed
+  active_arena.pages.set_active(c.first_page, false);
   if (BackendObserver* o = backend_.observer()) o->on_unmap(address(active_arena, c.first_page), c.pages << page_shift_);
   c.arena = Chunk::kUnmapped;
   c.users = 0;
 }
 
-void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, const Arena* active_arena) {
+void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, Arena* active_arena) {
   Chunk& c = pool_[id];
   const auto it = c.standby_at(arena.id, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: activating a mapping a chunk lacks");
   BackendObserver* o = backend_.observer();
   if (c.mapped()) {
-    if (o != nullptr && active_arena != nullptr) o->on_unmap(address(*active_arena, c.first_page), c.pages << page_shift_);
+    if (active_arena == nullptr) {
+      throw std::logic_error("gmlake invariant broken: activating a chunk mapped elsewhere, its arena not given");
+    }
+    if (o != nullptr) o->on_unmap(address(*active_arena, c.first_page), c.pages << page_shift_);
+    active_arena->pages.set_active(c.first_page, false);
     // The active place becomes a standby one, in the slot of the one activated: the stream's work before the
     // chunk's idle tick may still touch it.
     *it = {c.arena, c.first_page, c.idle_since};
@@ -53,6 +58,7 @@ void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, cons
   }
   c.arena = arena.id;
   c.first_page = first_page;
+  arena.pages.set_active(first_page, true);
   if (o != nullptr) o->on_map(address(arena, first_page), c.pages << page_shift_);
 }
 

@@ -75,6 +75,9 @@ void StitchingAllocator::check_invariants() const {
     arenas_[a].pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
       const Chunk& c = pool_[e.chunk];
       if (c.pages != e.pages) broken("a page map entry differs from its chunk's size");
+      if (e.active != c.active_at(static_cast<std::uint32_t>(a), p)) {
+        broken("a page map entry's active flag differs from its chunk's active place");
+      }
       if (c.active_at(static_cast<std::uint32_t>(a), p)) {
         ++mapped;
       } else if (c.standby_at(static_cast<std::uint32_t>(a), p) != c.standby.end()) {
