@@ -16,7 +16,8 @@ using policy::BlockState;
 using policy::PoolKind;
 using policy::Segment;
 
-CachingAllocator::CachingAllocator(const Config& config, Backend& backend) : BlockAllocator(config, backend) {
+CachingAllocator::CachingAllocator(const Config& config, Backend& backend)
+    : BlockAllocator(Policy::kCaching, config, backend) {
   require_granularity_multiple(this->config().large_round_bytes, "large_round_bytes");
 }
 

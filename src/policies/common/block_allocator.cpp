@@ -26,12 +26,12 @@ void trim_pages(Segment& segment) {
 
 }  // namespace
 
-BlockAllocator::BlockAllocator(const Config& config, Backend& backend)
+BlockAllocator::BlockAllocator(Policy policy, const Config& config, Backend& backend)
     : config_(config),
       backend_(backend),
       cap_bytes_(config.cap_bytes),
       free_{FreeBlockSet(&node_pool_), FreeBlockSet(&node_pool_)},
-      live_(&node_pool_) {
+      live_(InvalidFreeWords::reference(to_string(policy)), stats_) {
   config_.validate();
   require_granularity_multiple(config_.small_segment_bytes, "small_segment_bytes");
   require_granularity_multiple(config_.large_segment_bytes, "large_segment_bytes");
@@ -72,50 +72,20 @@ BlockAllocator::~BlockAllocator() {
 
 void BlockAllocator::deallocate(void* ptr) {
   if (ptr == nullptr) return;
-  Block* b = live_block(ptr, "deallocate");
-  if (b->state != BlockState::kAllocated) reject(ptr, "deallocate", "its free is already pending");
-  note_freed(b);
-  retire(b);
+  live_.release(ptr, FreeCall::kDeallocate,
+                [this](std::uintptr_t, const LiveTable::Block& held) { give_back(held.block); });
 }
 
 void BlockAllocator::begin_deferred_free(void* ptr) {
-  Block* b = live_block(ptr, "begin_deferred_free");
-  if (b->state != BlockState::kAllocated) reject(ptr, "begin_deferred_free", "its free is already pending");
-  note_freed(b);
-  b->state = BlockState::kPendingFree;
+  live_.begin_deferred_free(ptr).block->state = BlockState::kPendingFree;
 }
 
 void BlockAllocator::end_deferred_free(void* ptr) {
-  Block* b = live_block(ptr, "end_deferred_free");
-  if (b->state != BlockState::kPendingFree) reject(ptr, "end_deferred_free", "no deferred free was begun");
-  retire(b);
+  live_.release(ptr, FreeCall::kEndDeferredFree,
+                [this](std::uintptr_t, const LiveTable::Block& held) { give_back(held.block); });
 }
 
-Block* BlockAllocator::live_block(void* ptr, const char* call) {
-  const auto it = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == live_.end()) {
-    reject(ptr, call, "not the start of a live block (never allocated, already freed, or an interior pointer)");
-  }
-  return it->second;
-}
-
-void BlockAllocator::reject(void* ptr, const char* call, const char* why) {
-  ++stats_.invalid_frees;
-  throw Error(ErrorCode::kInvalidPointer,
-              fmt::format("gmlake {}: {}({}): {}", to_string(policy()), call, ptr, why));
-}
-
-// The program is done with `b`: it is no longer allocated, though it may still be active.
-void BlockAllocator::note_freed(Block* b) {
-  stats_.allocated_bytes.decrease(as_gauge(b->size_bytes));
-  stats_.requested_bytes.decrease(as_gauge(b->requested_bytes));
-  ++stats_.num_frees;
-}
-
-// `b`'s free has completed: its memory goes back to the pool.
-void BlockAllocator::retire(Block* b) {
-  stats_.active_bytes.decrease(as_gauge(b->size_bytes));
-  live_.erase(b->address);
+void BlockAllocator::give_back(Block* b) {
   b->requested_bytes = 0;
   b->state = BlockState::kFree;
   release_to_free(b);
@@ -138,13 +108,9 @@ void BlockAllocator::throw_oom(std::uint64_t requested_bytes, const std::string&
 
 void* BlockAllocator::hand_out(Block* b, std::uint64_t rounded_bytes, std::uint64_t requested_bytes, bool split) {
   if (split) insert_free(split_block(b, rounded_bytes));
+  live_.insert(b->address, b->size_bytes, requested_bytes, b->stream, HeldBlock{b});
   b->state = BlockState::kAllocated;
   b->requested_bytes = requested_bytes;
-  live_.emplace(b->address, b);
-  stats_.allocated_bytes.increase(as_gauge(b->size_bytes));
-  stats_.active_bytes.increase(as_gauge(b->size_bytes));
-  stats_.requested_bytes.increase(as_gauge(requested_bytes));
-  ++stats_.num_allocs;
   return reinterpret_cast<void*>(b->address);
 }
 
@@ -400,10 +366,9 @@ std::vector<SegmentInfo> BlockAllocator::segments() const {
 }
 
 std::optional<BlockInfo> BlockAllocator::find_block(const void* ptr) const {
-  const auto it = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == live_.end()) return std::nullopt;
-  const Block* b = it->second;
-  return BlockInfo{b->address, b->size_bytes, b->requested_bytes, b->stream, b->state == BlockState::kPendingFree};
+  const LiveTable::Block* b = live_.find(reinterpret_cast<std::uintptr_t>(ptr));
+  if (b == nullptr) return std::nullopt;
+  return BlockInfo{b->block->address, b->size_bytes, b->requested_bytes, b->stream, b->pending_free};
 }
 
 void BlockAllocator::fail(const std::string& what) const {
@@ -425,7 +390,7 @@ void BlockAllocator::check_invariants() const {
       fail(fmt::format("segment {:#x} has pages past its end", address));
     }
     previous_end = segment->end();
-    check_segment_blocks(*segment, recount, &free_blocks, &live_blocks);
+    check_segment_blocks(*segment, &free_blocks, &live_blocks);
     const SegmentTally tally = check_segment(*segment);
     recount.reserved_bytes.current += as_gauge(tally.reserved_bytes);
     recount.inactive_split_bytes.current += as_gauge(tally.inactive_split_bytes);
@@ -434,11 +399,12 @@ void BlockAllocator::check_invariants() const {
     fail("a free set holds a block that is not a free block of a segment");
   }
   if (live_.size() != live_blocks) fail("the live table holds an address that is not a live block");
+  live_.check_invariants();
   for (const Parked& c : parked_chunks_) recount.reserved_bytes.current += as_gauge(c.size_bytes);
   check_gauges(recount);
 }
 
-void BlockAllocator::check_segment_blocks(const Segment& segment, Stats& recount, std::size_t* free_blocks,
+void BlockAllocator::check_segment_blocks(const Segment& segment, std::size_t* free_blocks,
                                           std::size_t* live_blocks) const {
   const Block* prev = nullptr;
   std::uintptr_t cursor = segment.address;
@@ -453,7 +419,6 @@ void BlockAllocator::check_segment_blocks(const Segment& segment, Stats& recount
     if (b->size_bytes > segment.end() - b->address) fail(at() + ": runs past its segment");
     if (b->stream != segment.stream) fail(at() + ": stream differs from its segment's");
     cursor = b->end();
-    const std::int64_t size = as_gauge(b->size_bytes);
     switch (b->state) {
       case BlockState::kFree:
         if (prev != nullptr && prev->state == BlockState::kFree) fail(at() + ": free next to a free block");
@@ -463,13 +428,11 @@ void BlockAllocator::check_segment_blocks(const Segment& segment, Stats& recount
         break;
       case BlockState::kAllocated:
       case BlockState::kPendingFree: {
-        const auto it = live_.find(b->address);
-        if (it == live_.end() || it->second != b) fail(at() + ": live but not in the live table");
-        if (b->requested_bytes == 0 || b->requested_bytes > b->size_bytes) fail(at() + ": bad requested size");
-        recount.active_bytes.current += size;
-        if (b->state == BlockState::kAllocated) {
-          recount.allocated_bytes.current += size;
-          recount.requested_bytes.current += as_gauge(b->requested_bytes);
+        const LiveTable::Block* held = live_.find(b->address);
+        if (held == nullptr || held->block != b) fail(at() + ": live but not in the live table");
+        if (held->size_bytes != b->size_bytes || held->requested_bytes != b->requested_bytes ||
+            held->stream != b->stream || held->pending_free != (b->state == BlockState::kPendingFree)) {
+          fail(at() + ": differs from its entry in the live table");
         }
         ++*live_blocks;
         break;
@@ -489,9 +452,6 @@ void BlockAllocator::check_gauges(const Stats& recount) const {
     }
     if (kept.current < 0 || kept.peak < kept.current) fail(fmt::format("{} has a bad current or peak", name));
   };
-  same(stats_.allocated_bytes, recount.allocated_bytes, "allocated_bytes");
-  same(stats_.active_bytes, recount.active_bytes, "active_bytes");
-  same(stats_.requested_bytes, recount.requested_bytes, "requested_bytes");
   same(stats_.reserved_bytes, recount.reserved_bytes, "reserved_bytes");
   same(stats_.inactive_split_bytes, recount.inactive_split_bytes, "inactive_split_bytes");
 }

@@ -1,14 +1,15 @@
 // What the two PyTorch reference policies (caching, expandable) share: blocks cut from segments (block.h),
-// PyTorch's free sets (block_sets.h), the live table, splitting and coalescing, deferred frees, the stats
-// gauges, mapping and unmapping pages through the backend, and the invariant walk.
+// PyTorch's free sets (block_sets.h), splitting and coalescing, the reserved and inactive split gauges, mapping
+// and unmapping pages through the backend, and the invariant walk. The live blocks, deferred frees, the
+// allocated/active/requested gauges and the rejection of invalid frees are a BlockTable's (block_table.h).
 //
 // What differs is left to the subclasses: how a request finds memory when no free block fits (allocate), what
 // empty_cache gives back, and each policy's share of inactive_split_bytes per free block.
 //
 // Accounting (the gauges, kept incrementally and recounted by check_invariants):
-//   allocated_bytes       sum of kAllocated blocks' sizes (as placed: an unsplit block counts whole)
-//   active_bytes          allocated + sum of kPendingFree blocks' sizes
-//   requested_bytes       sum of kAllocated blocks' requested sizes
+//   allocated_bytes, active_bytes, requested_bytes: the live table's (BlockTable), whose entries are exactly
+//                         the kAllocated (entry not pending) and kPendingFree (entry pending) blocks, with their
+//                         sizes (as placed: an unsplit block counts whole) and requested sizes
 //   reserved_bytes        sum of mapped pages' sizes (chunks created and not released)
 //   inactive_split_bytes  sum over kFree blocks of inactive_split_share(block)
 //
@@ -23,7 +24,6 @@
 #include <memory>
 #include <memory_resource>
 #include <string>
-#include <unordered_map>
 #include <vector>
 
 #include "gmlake/allocator.h"
@@ -33,6 +33,7 @@
 #include "block.h"
 #include "block_arena.h"
 #include "block_sets.h"
+#include "block_table.h"
 
 namespace gmlake::policy {
 
@@ -44,9 +45,10 @@ class BlockAllocator : public Allocator {
   BlockAllocator& operator=(const BlockAllocator&) = delete;
 
   // deallocate(nullptr) does nothing (PyTorch's raw_delete). Anything but a kAllocated block's address throws
-  // Error(kInvalidPointer), counts invalid_frees and changes nothing else.
+  // Error(kInvalidPointer), counts invalid_frees and changes nothing else (BlockTable::release).
   void deallocate(void* ptr) override;
-  // begin: `ptr` must be a kAllocated block; end: a kPendingFree one; else as deallocate.
+  // begin: `ptr` must be a kAllocated block; end: a kPendingFree one; else as deallocate (nullptr included:
+  // an invalid pointer).
   void begin_deferred_free(void* ptr) override;
   void end_deferred_free(void* ptr) override;
   void set_cap_bytes(std::uint64_t cap_bytes) override { cap_bytes_ = cap_bytes; }
@@ -64,8 +66,9 @@ class BlockAllocator : public Allocator {
 
  protected:
   // Throws Error(kConfig) when config.validate() fails or small_segment_bytes or large_segment_bytes (segment
-  // or page sizes for both policies) is not a multiple of the backend's granularity.
-  BlockAllocator(const Config& config, Backend& backend);
+  // or page sizes for both policies) is not a multiple of the backend's granularity. `policy`: the subclass's
+  // (it words the invalid-free errors).
+  BlockAllocator(Policy policy, const Config& config, Backend& backend);
   // Throws Error(kConfig) naming `key` unless `value_bytes` is a multiple of the backend's granularity.
   void require_granularity_multiple(std::uint64_t value_bytes, const char* key) const;
 
@@ -142,17 +145,19 @@ class BlockAllocator : public Allocator {
   [[noreturn]] void fail(const std::string& what) const;
 
  private:
-  Block* live_block(void* ptr, const char* call);
-  [[noreturn]] void reject(void* ptr, const char* call, const char* why);
-  void note_freed(Block* b);
-  void retire(Block* b);
+  // The live table's record of a block: the block itself.
+  struct HeldBlock {
+    Block* block;
+  };
+  using LiveTable = BlockTable<HeldBlock>;
+  // A block the live table has released goes back to the free blocks (merged with free neighbours).
+  void give_back(Block* b);
   void drop_new_chunks(Segment& segment, std::size_t first_page, std::size_t count);
   // Releases a chunk the allocator holds; parks it when the backend fails. `counted`: whether reserved_bytes
   // includes it already (false for chunks just created and never mapped).
   void release_chunk(ChunkHandle chunk, std::uint64_t size_bytes, bool counted);
   void park_range(std::uintptr_t address, std::uint64_t size_bytes);
-  void check_segment_blocks(const Segment& segment, Stats& recount, std::size_t* free_blocks,
-                            std::size_t* live_blocks) const;
+  void check_segment_blocks(const Segment& segment, std::size_t* free_blocks, std::size_t* live_blocks) const;
   void check_gauges(const Stats& recount) const;
 
   Config config_;
@@ -162,7 +167,7 @@ class BlockAllocator : public Allocator {
   BlockArena arena_;
   std::pmr::unsynchronized_pool_resource node_pool_;  // before the containers that use it
   std::array<FreeBlockSet, kPoolKinds> free_;
-  std::pmr::unordered_map<std::uintptr_t, Block*> live_;  // kAllocated and kPendingFree blocks by address
+  LiveTable live_;  // kAllocated and kPendingFree blocks by address; after stats_, which it updates
   std::map<std::uintptr_t, std::unique_ptr<Segment>> segments_;  // by address
   struct Parked {
     std::uint64_t start;  // a chunk handle's value, or a range's address

@@ -46,7 +46,7 @@ std::size_t page_of(const Segment& segment, std::uintptr_t address) {
 }  // namespace
 
 ExpandableAllocator::ExpandableAllocator(const Config& config, Backend& backend)
-    : BlockAllocator(config, backend),
+    : BlockAllocator(Policy::kExpandable, config, backend),
       unmapped_{policy::UnmappedBlockSet(node_pool()), policy::UnmappedBlockSet(node_pool())} {
   for (PoolKind pool : {PoolKind::kSmall, PoolKind::kLarge}) {
     if (segment_bytes(pool) == 0) {

@@ -8,7 +8,6 @@
 #include "gmlake/error.h"
 #include "gmlake/units.h"
 #include "../common/teardown.h"
-#include "engine_checks.h"
 
 namespace gmlake::engine {
 namespace {
@@ -36,7 +35,8 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
               [this](Arena& arena) { return unmap_arena(arena); },
               [this] { fence_.wait_all(use_.next_tick()); }),
       source_(config_, page_shift_,
-              {backend, pool_, use_, fence_, arenas_, stitcher_, stats_, clock != nullptr ? *clock : steady_clock()}) {
+              {backend, pool_, use_, fence_, arenas_, stitcher_, stats_, clock != nullptr ? *clock : steady_clock()}),
+      blocks_(policy::InvalidFreeWords::engine(), stats_) {
   if (events != nullptr && config_.cross_stream_reuse) {
     throw Error(ErrorCode::kConfig,
                 "gmlake config: cross_stream_reuse: must be false with asynchronous streams (each stream keeps its "
@@ -147,13 +147,9 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
 void* StitchingAllocator::place(Arena& arena, PieceId piece, std::uint64_t offset, std::uint64_t rounded,
                                 std::uint64_t requested, StreamId stream) {
   const std::uintptr_t address = arena.base + offset;
-  blocks_.emplace(address, Block{arena.id, piece, false, offset, rounded, requested, stream});
+  blocks_.insert(address, rounded, requested, stream, BlockPlace{arena.id, piece, offset});
   ++arena.blocks;
-  stats_.allocated_bytes.increase(static_cast<std::int64_t>(rounded));
   source_.note_allocated(static_cast<std::uint64_t>(stats_.allocated_bytes.current));
-  stats_.active_bytes.increase(static_cast<std::int64_t>(rounded));
-  stats_.requested_bytes.increase(static_cast<std::int64_t>(requested));
-  ++stats_.num_allocs;
   update_inactive_split();
   return reinterpret_cast<void*>(address);
 }
@@ -293,57 +289,27 @@ bool StitchingAllocator::unmap_arena(Arena& arena) {
   return true;
 }
 
-StitchingAllocator::BlockMap::iterator StitchingAllocator::find_live(void* ptr, const char* call) {
-  auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == blocks_.end() || it->second.pending_free) {
-    ++stats_.invalid_frees;
-    throw Error(ErrorCode::kInvalidPointer,
-                std::string("gmlake: ") + call + "(" + hex(reinterpret_cast<std::uintptr_t>(ptr)) +
-                    "): not a live block (never allocated here, already freed, or an interior pointer)");
-  }
-  return it;
-}
-
 void StitchingAllocator::deallocate(void* ptr) {
   if (ptr == nullptr) return;
-  release_block(find_live(ptr, "deallocate"));
+  blocks_.release(ptr, policy::FreeCall::kDeallocate, [this](std::uintptr_t, const Block& b) { give_back(b); });
 }
 
 void StitchingAllocator::begin_deferred_free(void* ptr) {
   if (ptr == nullptr) return;
-  Block& b = find_live(ptr, "begin_deferred_free")->second;
-  b.pending_free = true;
-  stats_.allocated_bytes.decrease(static_cast<std::int64_t>(b.size_bytes));
-  stats_.requested_bytes.decrease(static_cast<std::int64_t>(b.requested_bytes));
-  ++stats_.num_frees;
+  blocks_.begin_deferred_free(ptr);
 }
 
 void StitchingAllocator::end_deferred_free(void* ptr) {
   if (ptr == nullptr) return;
-  auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == blocks_.end() || !it->second.pending_free) {
-    ++stats_.invalid_frees;
-    throw Error(ErrorCode::kInvalidPointer, "gmlake: end_deferred_free(" + hex(reinterpret_cast<std::uintptr_t>(ptr)) +
-                                                "): no deferred free is pending for this pointer");
-  }
-  release_block(it);
+  blocks_.release(ptr, policy::FreeCall::kEndDeferredFree, [this](std::uintptr_t, const Block& b) { give_back(b); });
 }
 
-void StitchingAllocator::release_block(BlockMap::iterator it) {
-  const Block b = it->second;
-  blocks_.erase(it);
+void StitchingAllocator::give_back(const Block& b) {
   Arena& arena = arenas_[b.arena];
   --arena.blocks;
   noted(arena, use_.unuse(arena, first_page(b.offset), last_page(b.offset, b.size_bytes)));
   arena.free.give(b.piece);
   if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
-  const auto size = static_cast<std::int64_t>(b.size_bytes);
-  stats_.active_bytes.decrease(size);
-  if (!b.pending_free) {
-    stats_.allocated_bytes.decrease(size);
-    stats_.requested_bytes.decrease(static_cast<std::int64_t>(b.requested_bytes));
-    ++stats_.num_frees;
-  }
   update_inactive_split();
   serve_recalls();
 }
@@ -400,10 +366,10 @@ std::vector<BlockInfo> StitchingAllocator::blocks() const {
 }
 
 std::optional<BlockInfo> StitchingAllocator::find_block(const void* ptr) const {
-  const auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == blocks_.end()) return std::nullopt;
-  const Block& b = it->second;
-  return BlockInfo{it->first, b.size_bytes, b.requested_bytes, b.stream, b.pending_free};
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  const Block* b = blocks_.find(address);
+  if (b == nullptr) return std::nullopt;
+  return BlockInfo{address, b->size_bytes, b->requested_bytes, b->stream, b->pending_free};
 }
 
 

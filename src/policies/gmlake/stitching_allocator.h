@@ -61,7 +61,8 @@
 //                       <= peer_budget_bytes (when set);  reserved_bytes - peer_reserved_bytes =
 //                       backend.live_chunk_bytes(backend.device())
 //   backend.live_mappings() = #mapped chunks + #standby mappings;   idle c  <=>  IdleChunks holds c at c.idle_since
-//   allocated / active / requested bytes = the sums over live (and pending, for active) blocks
+//   allocated / active / requested bytes = the sums over live (and pending, for active) blocks (the live
+//   table's own equations: BlockTable, block_table.h)
 //   inactive_split_bytes = used_pages x chunk_bytes - active_bytes
 // Failure atomicity: if a stitch fails (cap, backend out of memory, backend error), the block is not placed;
 // chunks mapped with access for it stay mapped as idle chunks (usable later), a chunk mapped without access is
@@ -73,7 +74,7 @@
 #include <memory>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
+#include "../common/block_table.h"
 #include "arena_set.h"
 #include "chunk_pool.h"
 #include "chunk_use.h"
@@ -121,16 +122,15 @@ class StitchingAllocator final : public Allocator {
   std::uint64_t free_chunk_bytes() const { return pool_.free_pages() << page_shift_; }
 
  private:
-  struct Block {
+  // Where a live block lies: the live table's record of it (its size, request, stream and pending free are
+  // the table's).
+  struct BlockPlace {
     std::uint32_t arena;
     PieceId piece;  // its piece in the arena's FreeIndex
-    bool pending_free;
     std::uint64_t offset;
-    std::uint64_t size_bytes;
-    std::uint64_t requested_bytes;
-    StreamId stream;
   };
-  using BlockMap = absl::flat_hash_map<std::uintptr_t, Block>;
+  using LiveTable = policy::BlockTable<BlockPlace>;
+  using Block = LiveTable::Block;
   std::uint64_t first_page(std::uint64_t offset) const { return offset >> page_shift_; }
   std::uint64_t last_page(std::uint64_t offset, std::uint64_t size) const { return (offset + size - 1) >> page_shift_; }
   // Tells the stream fence that chunks of `arena` turned idle at `tick` (0: none did).
@@ -172,8 +172,9 @@ class StitchingAllocator final : public Allocator {
   // unmaps the standby mappings in it; false (nothing done) while some may.
   bool unmap_arena(Arena& arena);
   void trim_idle(std::uint64_t max_idle_bytes);
-  BlockMap::iterator find_live(void* ptr, const char* call);
-  void release_block(BlockMap::iterator it);
+  // A block the live table has released: its pages are unused (chunks may turn idle), its range goes back to
+  // the arena's free ranges, idle memory is trimmed (max_idle_mapped_bytes), recalls are served.
+  void give_back(const Block& b);
   void* place(Arena& arena, PieceId piece, std::uint64_t offset, std::uint64_t rounded, std::uint64_t requested,
               StreamId stream);
   void update_inactive_split();
@@ -191,7 +192,7 @@ class StitchingAllocator final : public Allocator {
   StreamFence fence_;
   ArenaSet arenas_;
   ChunkSource source_;
-  BlockMap blocks_;
+  LiveTable blocks_;  // live and pending blocks by address; after stats_, which it updates
   std::vector<std::pair<std::uint64_t, std::uint64_t>> runs_;  // scratch: unmapped runs of a placement
   std::vector<std::pair<std::uint64_t, ChunkId>> standby_;      // scratch: standby mappings of a placement
 };
