@@ -128,6 +128,38 @@ TEST(PageMapTest, AMappingIsActiveWhenInsertedAndTurnsStandbyAndBackWhole) {
   m.check_invariants();
 }
 
+TEST(PageMapTest, ASummaryCountsActiveAndStandbyPagesAndFindsTheLastMappedOne) {
+  PageMap m;
+  EXPECT_EQ(m.summarize(0, 100).last_mapped, UINT64_MAX) << "an empty map";
+  m.insert(4094, 1, 4);   // pages 4094..4097: across the first leaf's end
+  m.insert(4100, 2, 2);   // 4100..4101, turned standby
+  m.set_active(4100, false);
+  m.insert(70, 3, 1);
+  m.check_invariants();
+  PageMap::Summary s = m.summarize(0, 9000);
+  EXPECT_EQ(s.active_pages, 5u);
+  EXPECT_EQ(s.standby_pages, 2u);
+  EXPECT_EQ(s.last_mapped, 4101u);
+  s = m.summarize(4095, 4100);  // part of chunk 1, a gap, the first page of chunk 2
+  EXPECT_EQ(s.active_pages, 3u);
+  EXPECT_EQ(s.standby_pages, 1u);
+  EXPECT_EQ(s.last_mapped, 4100u);
+  s = m.summarize(71, 4093);  // nothing mapped
+  EXPECT_EQ(s.active_pages + s.standby_pages, 0u);
+  EXPECT_EQ(s.last_mapped, UINT64_MAX);
+  s = m.summarize(70, 70);
+  EXPECT_EQ(s.active_pages, 1u);
+  EXPECT_EQ(s.last_mapped, 70u);
+  EXPECT_EQ(m.summarize(1u << 30, (1u << 30) + 5).last_mapped, UINT64_MAX) << "past every leaf";
+  const auto [start, e] = m.at(4096);
+  EXPECT_EQ(start, 4094u);
+  EXPECT_EQ(e.chunk, 1u);
+  EXPECT_EQ(m.at(4098).second.chunk, kNoChunk);
+  m.erase(4094);
+  m.check_invariants();
+  EXPECT_EQ(m.summarize(0, 9000).active_pages, 1u);
+}
+
 // A chunk mapped over pages another chunk backs breaks the invariant: insert refuses it at once where
 // GMLAKE_DCHECK is on; elsewhere the entry goes in over the other's pages and check_invariants finds it.
 TEST(PageMapTest, OverlappingEntriesFailTheCheck) {

@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <vector>
+
 #include "expect_error.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
@@ -155,6 +157,56 @@ TEST_F(PlacementTest, AWalkPastItsBoundIsCutShortAndNeverWins) {
   EXPECT_EQ(placer.cost_of(arena_, 0, 7, /*unmapped_bound=*/1).unmapped, UINT64_MAX);
   // The trailing gap is not walked, so a bound the leading pages stay within gives the exact cost.
   EXPECT_EQ(placer.cost_of(arena_, 2, 7, /*unmapped_bound=*/4).unmapped, 4u);
+}
+
+// Without standby mappings, cost_of reads the page table's bitmaps instead of walking the chunks: it must give
+// what a page-by-page count gives, for every range and bound, on a layout of chunks of 1-5 pages (idle or used)
+// with gaps, across a leaf boundary (4096 pages).
+TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
+  std::vector<ChunkId> owner(8192, kNoChunk);
+  std::uint64_t seed = 7;
+  auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33; };
+  for (std::uint64_t p = 4060; p < 4140;) {
+    const std::uint64_t pages = 1 + next() % 5;
+    if (next() % 4 == 0) {  // a gap
+      p += pages;
+      continue;
+    }
+    const ChunkId id = mapped(p, pages, static_cast<std::uint32_t>(next() % 2));
+    for (std::uint64_t k = 0; k < pages; ++k) owner[p + k] = id;
+    p += pages;
+  }
+  const Placer placer(pool_, kShift, 8);
+  for (std::uint64_t first = 4050; first < 4150; ++first) {
+    for (std::uint64_t last = first; last < 4150; last += 1 + last % 3) {
+      std::uint64_t unmapped = 0, pinned = 0, before_last_mapped = 0, gap = 0;
+      for (std::uint64_t p = first; p <= last; ++p) {
+        if (owner[p] == kNoChunk) {
+          ++unmapped;
+          ++gap;
+          continue;
+        }
+        before_last_mapped += gap;
+        gap = 0;
+        const Chunk& c = pool_[owner[p]];
+        // An idle chunk's pages outside the range, counted once per chunk at its first page in the range.
+        if (c.users == 0 && (p == first || owner[p - 1] != owner[p])) {
+          for (std::uint64_t k = c.first_page; k < c.first_page + c.pages; ++k) pinned += k < first || k > last;
+        }
+      }
+      for (const std::uint64_t bound : {std::uint64_t{0}, std::uint64_t{3}, UINT64_MAX}) {
+        const Placer::Cost c = placer.cost_of(arena_, first, last, bound);
+        if (before_last_mapped > bound) {
+          EXPECT_EQ(c.unmapped, UINT64_MAX) << first << ".." << last << " bound " << bound;
+          continue;
+        }
+        EXPECT_EQ(c.unmapped, unmapped) << first << ".." << last << " bound " << bound;
+        EXPECT_EQ(c.pinned_waste, pinned) << first << ".." << last;
+        EXPECT_EQ(c.standby, 0u);
+      }
+    }
+  }
+  arena_.pages.check_invariants();
 }
 
 TEST_F(PlacementTest, StandbyMappingsInThePagesAreCountedEitherKind) {

@@ -6,21 +6,26 @@
 // Structure: a two-level page table, as a CPU's: the page index picks a leaf of kLeafPages slots (made on first
 // use, 64 KiB), and the slot of every page names its chunk, the page's place in it, the chunk's size and whether
 // the mapping is the chunk's active place or a standby one (chunk_pool.h). So the chunk that backs a page is
-// found in O(1), a walk needs no chunk record to tell an active mapping from a standby one, and a walk over pages [first, last] costs one step per chunk (the
-// next chunk of a block starts right after the last) and one per unmapped page inside leaves that hold any
-// mapping; leaves with none are skipped whole. The slots are read in address order, with no tree to descend.
+// found in O(1), and a walk over pages [first, last] costs one step per chunk (the next chunk of a block starts
+// right after the last) and one per unmapped page inside leaves that hold any mapping; leaves with none are
+// skipped whole. Each leaf also keeps two bitmaps, of its mapped pages and of its active ones, so that how many
+// pages of a range are mapped, and how, costs one popcount per 64 pages (summarize), with no walk.
 //
 // Invariant (check_invariants): slot(first + k) = {chunk, k, pages, active} for every mapping of a chunk at
-// `first` and k < pages; a leaf's `mapped` counts its mapped slots; mapped_chunks() counts the mappings' first
-// pages. The owner keeps `active` equal to Chunk::active_at (StitchingAllocator::check_invariants checks it).
+// `first` and k < pages; a leaf's `mapped` counts its mapped slots, and its bitmaps have a bit set exactly for
+// its mapped slots (mapped_bits) and for those that are active (active_bits); mapped_chunks() counts the
+// mappings' first pages. The owner keeps `active` equal to Chunk::active_at (StitchingAllocator::check_invariants
+// checks it).
 // Thread safety: none (the owning allocator is serialized by its caller).
 #pragma once
 
+#include <algorithm>
 #include <array>
 #include <cstdint>
 #include <memory>
 #include <stdexcept>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine_checks.h"
@@ -53,6 +58,7 @@ class PageMap {
       Slot& s = leaf.slots[(first_page + k) & kLeafMask];
       if (s.chunk == kNoChunk) ++leaf.mapped;
       s = {chunk, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(pages), true};
+      leaf.set_bits(first_page + k, true, true);
     }
     ++chunks_;
   }
@@ -63,8 +69,46 @@ class PageMap {
     if (start == nullptr || start->chunk == kNoChunk || start->back != 0) return;
     const std::uint64_t pages = start->pages;
     for (std::uint64_t k = 0; k < pages; ++k) {
-      leaves_[(first_page + k) >> kLeafShift]->slots[(first_page + k) & kLeafMask].active = active;
+      Leaf& leaf = *leaves_[(first_page + k) >> kLeafShift];
+      leaf.slots[(first_page + k) & kLeafMask].active = active;
+      leaf.set_bits(first_page + k, true, active);
     }
+  }
+
+  // What pages [first, last] (first <= last) hold, read from the bitmaps: O(leaves + pages / 64).
+  struct Summary {
+    std::uint64_t active_pages = 0;          // pages in an active place
+    std::uint64_t standby_pages = 0;         // pages in a standby mapping
+    std::uint64_t last_mapped = UINT64_MAX;  // the range's highest mapped page; UINT64_MAX when none is
+  };
+  Summary summarize(std::uint64_t first, std::uint64_t last) const {
+    Summary out;
+    if (leaves_.empty() || (first >> kLeafShift) >= leaves_.size()) return out;
+    const std::uint64_t end_leaf = std::min<std::uint64_t>(last >> kLeafShift, leaves_.size() - 1);
+    for (std::uint64_t i = first >> kLeafShift; i <= end_leaf; ++i) {
+      const Leaf* leaf = leaves_[i].get();
+      if (leaf == nullptr || leaf->mapped == 0) continue;
+      const std::uint64_t lo = i == (first >> kLeafShift) ? first & kLeafMask : 0;
+      const std::uint64_t hi = i == (last >> kLeafShift) ? last & kLeafMask : kLeafMask;
+      for (std::uint64_t w = lo >> 6; w <= hi >> 6; ++w) {
+        std::uint64_t mask = ~std::uint64_t{0};
+        if (w == lo >> 6) mask &= ~std::uint64_t{0} << (lo & 63);
+        if (w == hi >> 6) mask &= ~std::uint64_t{0} >> (63 - (hi & 63));
+        const std::uint64_t mapped = leaf->mapped_bits[w] & mask, active = leaf->active_bits[w] & mask;
+        out.active_pages += static_cast<std::uint64_t>(__builtin_popcountll(active));
+        out.standby_pages += static_cast<std::uint64_t>(__builtin_popcountll(mapped & ~active));
+        if (mapped != 0) {
+          out.last_mapped = (i << kLeafShift) + (w << 6) + 63 - static_cast<std::uint64_t>(__builtin_clzll(mapped));
+        }
+      }
+    }
+    return out;
+  }
+  // The mapping that backs page `page`: its first page and entry; entry.chunk == kNoChunk when none does. O(1).
+  std::pair<std::uint64_t, Entry> at(std::uint64_t page) const {
+    const Slot* s = slot(page);
+    if (s == nullptr || s->chunk == kNoChunk) return {page, Entry{kNoChunk, 0, false}};
+    return {page - s->back, Entry{s->chunk, s->pages, s->active}};
   }
   // The chunk whose first page is `first_page` no longer backs its pages; nothing happens when none starts there.
   void erase(std::uint64_t first_page) {
@@ -74,6 +118,7 @@ class PageMap {
     for (std::uint64_t k = 0; k < pages; ++k) {
       Leaf& leaf = *leaves_[(first_page + k) >> kLeafShift];
       leaf.slots[(first_page + k) & kLeafMask] = Slot{};
+      leaf.set_bits(first_page + k, false, false);
       --leaf.mapped;
     }
     --chunks_;
@@ -165,6 +210,16 @@ class PageMap {
       if (per_leaf[i] != (leaves_[i] ? leaves_[i]->mapped : 0)) {
         broken("page map leaf " + std::to_string(i) + " has mapped slots outside every chunk");
       }
+      if (!leaves_[i]) continue;
+      const Leaf& leaf = *leaves_[i];
+      for (std::uint64_t k = 0; k < kLeafPages; ++k) {
+        const bool mapped = (leaf.mapped_bits[k >> 6] >> (k & 63)) & 1;
+        const bool active = (leaf.active_bits[k >> 6] >> (k & 63)) & 1;
+        if (mapped != (leaf.slots[k].chunk != kNoChunk) || active != (mapped && leaf.slots[k].active)) {
+          broken("page map leaf " + std::to_string(i) + "'s bitmaps differ from its slots at page " +
+                 std::to_string((i << kLeafShift) + k));
+        }
+      }
     }
     if (starts != chunks_) broken("the page map's chunk count");
   }
@@ -181,7 +236,14 @@ class PageMap {
   };
   struct Leaf {
     std::array<Slot, kLeafPages> slots{};
-    std::uint64_t mapped = 0;  // slots with a chunk
+    std::array<std::uint64_t, kLeafPages / 64> mapped_bits{};  // bit k: slot k has a chunk
+    std::array<std::uint64_t, kLeafPages / 64> active_bits{};  // bit k: slot k is its chunk's active place
+    std::uint64_t mapped = 0;                                  // slots with a chunk
+    void set_bits(std::uint64_t page, bool mapped_bit, bool active_bit) {
+      const std::uint64_t w = (page & kLeafMask) >> 6, bit = std::uint64_t{1} << (page & 63);
+      mapped_bits[w] = mapped_bit ? mapped_bits[w] | bit : mapped_bits[w] & ~bit;
+      active_bits[w] = active_bit ? active_bits[w] | bit : active_bits[w] & ~bit;
+    }
   };
 
   const Slot* slot(std::uint64_t page) const {

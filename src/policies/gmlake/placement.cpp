@@ -12,8 +12,14 @@ namespace gmlake::engine {
 Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last,
                              std::uint64_t unmapped_bound) const {
   GMLAKE_DCHECK(first <= last, "the cost of an empty page range");
-  Cost cost{last - first + 1, 0};
   const bool any_recalled = !pool_.recalled().empty();
+  // No standby mapping and no recalled chunk in the pages (the common case): the page table's bitmaps give the
+  // mapped pages, and only the chunks at the two ends can be covered in part, so no walk is needed.
+  if (!any_recalled) {
+    const PageMap::Summary sum = arena.pages.summarize(first, last);
+    if (sum.standby_pages == 0) return cost_without_standby(arena, first, last, unmapped_bound, sum);
+  }
+  Cost cost{last - first + 1, 0};
   bool recalled = false;
   std::uint64_t next = first;       // the first page not yet walked
   std::uint64_t known_unmapped = 0;  // pages before `next` that would have to be stitched
@@ -42,6 +48,27 @@ Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint6
   });
   // Past the bound, or on a recalled chunk (it takes no new block): never chosen.
   return recalled || known_unmapped > unmapped_bound ? Cost{UINT64_MAX, 0} : cost;
+}
+
+Placer::Cost Placer::cost_without_standby(const Arena& arena, std::uint64_t first, std::uint64_t last,
+                                          std::uint64_t unmapped_bound, const PageMap::Summary& sum) const {
+  // Pages before the last mapped one that are unmapped: what the walk would have found (it stops past the bound).
+  const std::uint64_t before_last_mapped =
+      sum.last_mapped == UINT64_MAX ? 0 : (sum.last_mapped - first + 1) - sum.active_pages;
+  if (before_last_mapped > unmapped_bound) return Cost{UINT64_MAX, 0};
+  Cost cost{last - first + 1 - sum.active_pages, 0};
+  // An idle chunk the pages cover in part pins the rest of it; only the chunks at `first` and `last` can.
+  const auto [first_start, at_first] = arena.pages.at(first);
+  if (at_first.chunk != kNoChunk) {
+    const std::uint64_t covered = std::min(first_start + at_first.pages - 1, last) - first + 1;
+    if (covered != at_first.pages && pool_[at_first.chunk].users == 0) cost.pinned_waste += at_first.pages - covered;
+  }
+  const auto [last_start, at_last] = arena.pages.at(last);
+  if (at_last.chunk != kNoChunk && !(at_first.chunk != kNoChunk && last_start == first_start)) {
+    const std::uint64_t covered = last - std::max(last_start, first) + 1;
+    if (covered != at_last.pages && pool_[at_last.chunk].users == 0) cost.pinned_waste += at_last.pages - covered;
+  }
+  return cost;
 }
 
 Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes) const {

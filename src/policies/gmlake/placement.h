@@ -48,8 +48,9 @@ class Placer {
 
   // The cost of pages [first, last] of `arena` (first <= last); unmapped == UINT64_MAX when a recalled chunk
   // backs any of them, or when more than `unmapped_bound` of the pages are found unmapped (the walk stops
-  // there: such a place cannot beat one that costs `unmapped_bound`). O(log m + k) for m chunks mapped in the
-  // arena and k of them in the pages (fewer with a bound).
+  // there: such a place cannot beat one that costs `unmapped_bound`). O(n / 64) for n pages from the page
+  // table's bitmaps when no standby mapping or recalled chunk lies in them, else O(k) for the k chunks mapped
+  // in the pages (fewer with a bound).
   Cost cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last,
                std::uint64_t unmapped_bound = UINT64_MAX) const;
   // The cheapest place for `rounded_bytes` (> 0, a multiple of 512) in `arena`, as above; range.size_bytes == 0
@@ -61,6 +62,11 @@ class Placer {
   void check_invariants(const Arena& arena, std::uint64_t rounded_bytes, const Placement& p) const;
 
  private:
+  // cost_of where `sum` (the pages' summary) shows no standby mapping, and no chunk is recalled: the same
+  // figures as the walk, from the bitmaps and the two end chunks.
+  Cost cost_without_standby(const Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t unmapped_bound,
+                            const PageMap::Summary& sum) const;
+
   const ChunkPool& pool_;
   unsigned page_shift_;
   std::uint64_t fit_candidates_;
