@@ -1,8 +1,9 @@
-// The engine borrowing through the lake (policies/gmlake/lake_peers.*, stitching_allocator_lake.cpp): a gmlake
-// pool in this process whose own memory is full takes chunks from a lender in a forked child (host backend, real
-// bytes), answers recalls, and survives the lender's death and out of memory on both sides. The child is driven
-// by commands (lake_test_support.h: serve_commands). Every step is followed by check_invariants().
-#include "policies/gmlake/lake_peers.h"
+// The engine borrowing through the lake (lake/lake_peers.*, the ChunkProvider the engine is given, as the Pool
+// gives it; policies/gmlake/provided_chunks.*, stitching_allocator_lake.cpp): a gmlake pool in this process
+// whose own memory is full takes chunks from a lender in a forked child (host backend, real bytes), answers
+// recalls, and survives the lender's death and out of memory on both sides. The child is driven by commands
+// (lake_test_support.h: serve_commands). Every step is followed by check_invariants().
+#include "lake/lake_peers.h"
 
 #include <gtest/gtest.h>
 #include <poll.h>
@@ -21,6 +22,7 @@
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
 #include "gmlake/pool.h"
+#include "gmlake/sim_backend.h"
 #include "ipc_test_support.h"
 #include "lake/lake_wire.h"
 #include "lake_test_support.h"
@@ -55,8 +57,14 @@ class LakePeersTest : public ::testing::Test {
       return serve_commands(lender, backend, up, down);
     });
     ASSERT_EQ(child_->receive(), "ready");
-    alloc_ = std::make_unique<engine::StitchingAllocator>(
-        parse_config(kBase + ",lake_socket:" + address_ + (conf.empty() ? "" : "," + conf)), backend_, events);
+    engage(conf, events);
+  }
+  // This process's engine over backend_ with the lake at address_ (and `conf`), assembled as the Pool does: the
+  // lake connected first and given to the engine.
+  void engage(const std::string& conf, StreamEvents* events = nullptr) {
+    const Config config = parse_config(kBase + ",lake_socket:" + address_ + (conf.empty() ? "" : "," + conf));
+    lake_ = make_lake_peers(config, backend_);
+    alloc_ = std::make_unique<engine::StitchingAllocator>(config, backend_, events, nullptr, lake_.get());
   }
   // The child's answer to `command`.
   std::string ask(const std::string& command) {
@@ -68,6 +76,7 @@ class LakePeersTest : public ::testing::Test {
   // Closes the pool (its loans go back) and returns the child's exit code.
   int finish() {
     alloc_.reset();
+    lake_.reset();
     EXPECT_EQ(backend_.live_chunks(), 0u) << "every chunk released here";
     return child_->wait();
   }
@@ -75,6 +84,7 @@ class LakePeersTest : public ::testing::Test {
   LakeAddress address_ = lake_address(::testing::UnitTest::GetInstance()->current_test_info()->name());
   HostBackend backend_{kChunkBytes, kOwnBytes};
   std::unique_ptr<ForkedChild> child_;
+  std::unique_ptr<ChunkProvider> lake_;  // outlives alloc_, which gives its loans back through it
   std::unique_ptr<engine::StitchingAllocator> alloc_;
 };
 
@@ -279,8 +289,7 @@ TEST_F(LakePeersTest, ASilentLenderCostsOneTimeoutThenTheLateLoanGoesBackAndBorr
     return serve_commands(lender, backend, up, down);
   });
   ASSERT_EQ(child_->receive(), "ready");
-  alloc_ = std::make_unique<engine::StitchingAllocator>(
-      parse_config(kBase + ",lake_socket:" + address_ + ",lake_answer_timeout_ms:100"), backend_);
+  engage("lake_answer_timeout_ms:100");
   engine::StitchingAllocator& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
   using Clock = std::chrono::steady_clock;
@@ -384,8 +393,11 @@ TEST_F(LakePeersTest, ALenderThatRefusesThisProcessIsSaidOnceOnStderrCountedInTh
   ::testing::internal::CaptureStderr();
   {
     // Two pools of this process (two devices, say) borrowing from the one lender: one line between them.
-    engine::StitchingAllocator a(parse_config(kBase + ",lake_socket:" + address), backend_);
-    engine::StitchingAllocator b(parse_config(kBase + ",lake_socket:" + address), second_backend);
+    const Config config = parse_config(kBase + ",lake_socket:" + address);
+    const std::unique_ptr<ChunkProvider> lake_a = make_lake_peers(config, backend_);
+    const std::unique_ptr<ChunkProvider> lake_b = make_lake_peers(config, second_backend);
+    engine::StitchingAllocator a(config, backend_, nullptr, nullptr, lake_a.get());
+    engine::StitchingAllocator b(config, second_backend, nullptr, nullptr, lake_b.get());
     EXPECT_EQ(a.stats().lake_refusals, 0u) << "nothing asked yet";
     void* own = a.allocate(kOwnBytes, 0);
     for (int i = 0; i < 3; ++i) {  // refused: the own device is full, so out of memory; one line, not three
@@ -473,11 +485,33 @@ TEST(LakePeersTrust, APoolWhoseUidTheLenderRefusesSaysSoOnceCountsItAndUsesItsOw
   EXPECT_NE(lender_lines[0].find("refused borrower"), std::string::npos) << lender_lines[0];
 }
 
+TEST(LakePeersProvider, ALakeSocketGivesAProviderConnectedToTheLenderAndNoneGivesNone) {
+  HostBackend host(kChunkBytes);
+  EXPECT_EQ(make_lake_peers(Config{}, host), nullptr) << "lake_socket:none";
+  HostBackend lender_backend(kChunkBytes);
+  const LakeAddress address = lake_address("provider");
+  LakeLender lender(lender_backend, address, 0);
+  const std::unique_ptr<ChunkProvider> lake = make_lake_peers(parse_config("lake_socket:" + address), host);
+  ASSERT_NE(dynamic_cast<LakePeers*>(lake.get()), nullptr);
+  EXPECT_TRUE(lake->available());
+  EXPECT_FALSE(lake->may_recall()) << "no loan out";
+  EXPECT_EQ(lake->live_bytes(), 0u);
+  EXPECT_EQ(lake->refusals(), 0u);
+  lender.poll(0, 0);  // accepts it
+  EXPECT_EQ(lender.borrowers(), 1u);
+  test::expect_error([&] { lake->release(ChunkHandle{7}); }, ErrorCode::kInvalidArgument, "is no loan");
+}
+
 TEST(LakePeersConfig, ALakeSocketWithNoLenderOrOnABackendThatCannotImportIsAClearError) {
   HostBackend host(kChunkBytes);
-  test::expect_error([&] { engine::StitchingAllocator(parse_config("lake_socket:" + lake_address("nobody")), host); },
+  test::expect_error([&] { make_lake_peers(parse_config("lake_socket:" + lake_address("nobody")), host); },
+                     ErrorCode::kBackend, "no gmlake lender");
+  test::expect_error([&] { Pool(parse_config("backend:host,lake_socket:" + lake_address("nobody"))); },
                      ErrorCode::kBackend, "no gmlake lender");
   test::expect_error([&] { Pool(parse_config("backend:sim,lake_socket:@x")); }, ErrorCode::kConfig,
+                     "lake_socket: the sim backend cannot import");
+  SimBackend sim;
+  test::expect_error([&] { make_lake_peers(parse_config("lake_socket:@x"), sim); }, ErrorCode::kConfig,
                      "lake_socket: the sim backend cannot import");
   EXPECT_EQ(host.live_chunks(), 0u);
 }

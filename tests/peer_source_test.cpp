@@ -1,5 +1,5 @@
-// make_peer_source (src/policies/gmlake/peer_source.*): which source a config gives the engine, and how each
-// answers when nothing is borrowed yet.
+// make_peer_source (src/policies/gmlake/peer_source.*): which source a config and a lake give the engine, and how
+// each answers when nothing is borrowed yet.
 #include "policies/gmlake/peer_source.h"
 
 #include <gtest/gtest.h>
@@ -7,11 +7,10 @@
 #include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
-#include "gmlake/lake.h"
+#include "fake_chunk_provider.h"
 #include "gmlake/sim_backend.h"
-#include "lake_test_support.h"
-#include "policies/gmlake/lake_peers.h"
 #include "policies/gmlake/peer_chunks.h"
+#include "policies/gmlake/provided_chunks.h"
 
 namespace gmlake::engine {
 namespace {
@@ -48,31 +47,35 @@ TEST(PeerSourceTest, PeerDevicesGiveTheDirectSourceWhosePoolReleasesPeerChunksTh
   pool.check_invariants();
 }
 
-TEST(PeerSourceTest, ALakeSocketGivesTheBorrowedSourceConnectedToTheLender) {
-  HostBackend lender_backend(kChunkBytes);
-  const LakeAddress address = test::lake_address("peer-source");
-  LakeLender lender(lender_backend, address, 0);
+TEST(PeerSourceTest, AGivenLakeGivesTheProvidedSourceOverIt) {
   HostBackend host(kChunkBytes);
+  test::FakeChunkProvider lake(host, 0);
   Stats stats;
   ChunkPool pool(host, kChunkBytes, stats);
-  const auto source = make_peer_source(parse_config("lake_socket:" + address + ",peer_budget_bytes:8M"), host, pool);
-  const auto* lake = dynamic_cast<LakePeers*>(source.get());
-  ASSERT_NE(lake, nullptr);
+  const auto source = make_peer_source(parse_config("peer_budget_bytes:8M"), host, pool, &lake);
+  ASSERT_NE(dynamic_cast<ProvidedChunks*>(source.get()), nullptr);
   EXPECT_TRUE(source->enabled());
   EXPECT_EQ(source->room_bytes(6 * kMiB), 2 * kMiB);
-  EXPECT_FALSE(source->may_recall()) << "no loan out";
+  EXPECT_FALSE(source->may_recall()) << "nothing lent";
   EXPECT_EQ(source->imported_bytes(), 0u);
-  lender.poll(0, 0);  // accepts it
-  EXPECT_EQ(lender.borrowers(), 1u);
-  test::expect_error([&] { source->give_back(host, ChunkHandle{7}); }, ErrorCode::kInvalidArgument, "is no loan");
+  std::uint64_t retries = 0;
+  const ChunkId id = source->borrow(pool, 1, retries);
+  ASSERT_NE(id, kNoChunk);
+  EXPECT_EQ(source->imported_bytes(), kChunkBytes);
+  pool.release(id);  // through the lake
+  EXPECT_TRUE(lake.lent().empty());
+  EXPECT_EQ(host.live_chunks(), 0u);
 }
 
-TEST(PeerSourceTest, ALakeSocketOnABackendThatCannotImportIsAConfigError) {
-  SimBackend sim;
+TEST(PeerSourceTest, ALakeSocketWithNoLakeGivenOrALakeBesidePeerDevicesIsAConfigError) {
+  HostBackend host(kChunkBytes, {4 * kMiB, 4 * kMiB});
+  test::FakeChunkProvider lake(host, 0);
   Stats stats;
-  ChunkPool pool(sim, kChunkBytes, stats);
-  test::expect_error([&] { make_peer_source(parse_config("lake_socket:@nobody"), sim, pool); }, ErrorCode::kConfig,
-                     "lake_socket: the sim backend cannot import");
+  ChunkPool pool(host, kChunkBytes, stats);
+  test::expect_error([&] { make_peer_source(parse_config("lake_socket:@nobody"), host, pool); }, ErrorCode::kConfig,
+                     "lake_socket: set, but the engine was given no lake");
+  test::expect_error([&] { make_peer_source(parse_config("peer_devices:1"), host, pool, &lake); }, ErrorCode::kConfig,
+                     "peer_devices: cannot be combined with a lake");
 }
 
 }  // namespace

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "gmlake/backend.h"
+#include "gmlake/chunk_provider.h"
 #include "gmlake/clock.h"
 #include "gmlake/config.h"
 #include "gmlake/stats.h"
@@ -133,8 +134,11 @@ class Allocator {
 // granularity, the policy cannot take `events`, or the policy is `async` and the backend has no stream-ordered
 // pool (Backend::make_stream_ordered_pool: host and sim have none; src/policies/async/async_allocator.h).
 // `clock` (null: the steady clock) is where `gmlake` reads wall time for its move budget
-// (Config::move_share_permille); it must outlive the allocator.
+// (Config::move_share_permille); it must outlive the allocator. `lake` (null: none) is where `gmlake` borrows
+// chunks once its own device is full (chunk_provider.h: the Pool makes one from config.lake_socket); it must
+// outlive the allocator; `gmlake` with lake_socket set and no lake throws Error(kConfig), the other policies do
+// not use it.
 std::unique_ptr<Allocator> make_allocator(const Config& config, Backend& backend, StreamEvents* events = nullptr,
-                                          Clock* clock = nullptr);
+                                          Clock* clock = nullptr, ChunkProvider* lake = nullptr);
 
 }  // namespace gmlake

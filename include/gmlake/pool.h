@@ -7,6 +7,8 @@
 //   TracingAllocator    the memory history, while tracing is on (set_tracing, drain_trace)
 //   PoisoningAllocator  only with config.debug: freed memory filled with 0xDB and checked on reuse
 //   policy              config.policy: gmlake (stitching), caching or expandable (PyTorch's), make_allocator
+//   lake                config.lake_socket (gmlake only): the chunk provider the policy borrows from once its
+//                       device is full, connected to the lender (src/lake/lake_peers.h)
 //   stream events       CUDA events on a cuda backend (the policy and StreamUses fence with them); none on
 //                       host and sim, where nothing runs asynchronously
 //   backend             config.backend: host, sim, sim:h100|sim:h200, cuda (device `device`: cuda:<device>);
@@ -29,6 +31,7 @@
 
 #include "gmlake/allocator.h"
 #include "gmlake/backend.h"
+#include "gmlake/chunk_provider.h"
 #include "gmlake/config.h"
 #include "gmlake/snapshot_writer.h"
 #include "gmlake/stats.h"
@@ -118,6 +121,7 @@ class Pool final : public Allocator {
   std::unique_ptr<StreamEvents> owned_events_;  // made for an owned backend: null on host and sim
   StreamEvents* events_ = nullptr;             // used by policy_ and uses_
   Clock* clock_ = nullptr;                     // what the policy reads wall time from; null: the steady clock
+  std::unique_ptr<ChunkProvider> lake_;        // config.lake_socket for gmlake, else null; outlives policy_
   std::unique_ptr<Allocator> policy_;       // TracingAllocator over [PoisoningAllocator over] the policy
   TracingAllocator* tracing_ = nullptr;     // policy_ itself; the backend's observer
   CachingAllocator* caching_ = nullptr;     // the policy under the adaptors, when it is caching (restore)

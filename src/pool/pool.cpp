@@ -14,6 +14,7 @@
 #include "gmlake/backend_factory.h"
 #include "gmlake/error.h"
 #include "gmlake/units.h"
+#include "lake/lake_peers.h"
 #include "policies/caching/caching_allocator.h"
 
 namespace gmlake {
@@ -79,7 +80,9 @@ void Pool::assemble() {
   // Only gmlake moves chunks while blocks live; the reference policies unmap only in empty_cache and their
   // out-of-memory retry: empty_cache synchronizes the device first for them.
   StreamEvents* policy_events = config_.policy == Policy::kGmlake ? events_ : nullptr;
-  policy_ = make_allocator(config_, *backend_, policy_events, clock_);
+  // Only gmlake borrows: the lake is connected for it alone (the others ignore lake_socket).
+  if (config_.policy == Policy::kGmlake) lake_ = make_lake_peers(config_, *backend_);
+  policy_ = make_allocator(config_, *backend_, policy_events, clock_, lake_.get());
   caching_ = dynamic_cast<CachingAllocator*>(policy_.get());
   if (config_.debug) policy_ = std::make_unique<PoisoningAllocator>(std::move(policy_));
   auto tracing = std::make_unique<TracingAllocator>(std::move(policy_));
@@ -93,6 +96,7 @@ Pool::~Pool() {
   backend_->set_observer(nullptr);  // the teardown's unmaps are not traced: the tracer goes first
   uses_.reset();  // each layer before those it uses; none throws (teardown.h)
   policy_.reset();
+  lake_.reset();  // after the policy, which gives its loans back through it
   owned_events_.reset();
 }
 

@@ -26,6 +26,7 @@
 #include "gmlake/lake.h"
 #include "gmlake/units.h"
 #include "gpu/cuda_test_support.h"
+#include "lake/lake_peers.h"
 #include "policies/gmlake/stitching_allocator.h"
 #include "ipc_test_support.h"
 
@@ -261,8 +262,9 @@ void pool_borrows_past_its_cap(int lender_device, const std::string& visible_dev
   ASSERT_EQ(child->receive(), "ready");
   CudaBackend backend(CudaBackendOptions{});
   {
-    std::unique_ptr<Allocator> allocator =
-        make_allocator(parse_config("cap_bytes:64M,lake_socket:" + address + ",peer_budget_bytes:256M"), backend);
+    const Config config = parse_config("cap_bytes:64M,lake_socket:" + address + ",peer_budget_bytes:256M");
+    const std::unique_ptr<ChunkProvider> lake = make_lake_peers(config, backend);  // outlives the allocator
+    std::unique_ptr<Allocator> allocator = make_allocator(config, backend, nullptr, nullptr, lake.get());
     void* local = allocator->allocate(64 * kMiB, 0);
     void* borrowed = allocator->allocate(kLoanBytes, 0);  // past the cap: from the lender
     allocator->check_invariants();
@@ -300,12 +302,9 @@ TEST_F(CudaLakeTest, AChunkLentByTheProcessOnDevice1IsWrittenHereAndSeenThere) {
 
 TEST_F(CudaLakeTest, APoolOnDevice0PastItsCapBorrowsFromALenderProcessOnDevice1) { pool_borrows_past_its_cap(1); }
 
-// A gmlake engine with asynchronous streams (`events`), a 64 MiB cap and the lender at `address` past it.
-engine::StitchingAllocator streamed_pool_with_lender(CudaBackend& backend, CudaStreamEvents& events,
-                                                     const std::string& address) {
-  return engine::StitchingAllocator(
-      parse_config("cap_bytes:64M,cross_stream_reuse:false,peer_budget_bytes:256M,lake_socket:" + address), backend,
-      &events);
+// The config of a gmlake engine with asynchronous streams, a 64 MiB cap and the lender at `address` past it.
+Config streamed_lake_config(const std::string& address) {
+  return parse_config("cap_bytes:64M,cross_stream_reuse:false,peer_budget_bytes:256M,lake_socket:" + address);
 }
 
 // Queues `n` writes of the whole block on `stream` (each over the peer link: ~0.1 ms per 32 MiB on H200s).
@@ -329,7 +328,9 @@ TEST_F(CudaLakeTest, ARecalledLoanUnderQueuedWorkGoesBackOnlyOnceThatWorkFinishe
   const CUstream a = gpu_test::make_stream();
   const auto sa = reinterpret_cast<StreamId>(a);
   {
-    engine::StitchingAllocator alloc = streamed_pool_with_lender(backend, events, address);
+    const Config config = streamed_lake_config(address);
+    const std::unique_ptr<ChunkProvider> lake = make_lake_peers(config, backend);  // outlives the engine
+    engine::StitchingAllocator alloc(config, backend, &events, nullptr, lake.get());
     void* local = alloc.allocate(64 * kMiB, sa);
     void* borrowed = alloc.allocate(kLoanBytes, sa);  // past the cap: the loan
     EXPECT_EQ(alloc.stats().peer_reserved_bytes.current, static_cast<std::int64_t>(kLoanBytes));
@@ -376,7 +377,9 @@ TEST_F(CudaLakeTest, ALenderKilledWhileTheStreamWritesItsLoanLeavesTheBytesAndTh
   const CUstream a = gpu_test::make_stream();
   const auto sa = reinterpret_cast<StreamId>(a);
   {
-    engine::StitchingAllocator alloc = streamed_pool_with_lender(backend, events, address);
+    const Config config = streamed_lake_config(address);
+    const std::unique_ptr<ChunkProvider> lake = make_lake_peers(config, backend);  // outlives the engine
+    engine::StitchingAllocator alloc(config, backend, &events, nullptr, lake.get());
     void* local = alloc.allocate(64 * kMiB, sa);
     void* borrowed = alloc.allocate(kLoanBytes, sa);
     queue_writes(borrowed, kLoanBytes, 1000, a);

@@ -3,12 +3,13 @@
 // given back first.
 //
 // Two sources, one per pool (Config: peer_devices or lake_socket, not both):
-//   PeerChunks (peer_chunks.h)  chunks created on peer devices of the same backend, in this process
-//   LakePeers  (lake_peers.h)   chunks lent by another process over the lake's socket (include/gmlake/lake.h):
-//                               imported, given back with RETURN, and asked back by the lender (recalls)
+//   PeerChunks     (peer_chunks.h)      chunks created on peer devices of the same backend, in this process
+//   ProvidedChunks (provided_chunks.h)  chunks of a ChunkProvider the engine was given (include/gmlake/
+//                                       chunk_provider.h): the lake's LakePeers (src/lake/lake_peers.h), chunks
+//                                       lent by another process, given back, and asked back by it (recalls)
 // A source makes each chunk's record in the ChunkPool (on_peer: counted in peer_reserved_bytes, bounded by
 // budget_bytes for all of its chunks together), and the pool releases every peer chunk through give_back.
-// Recalls (LakePeers only): take_recalls() names the chunks whose owner wants them back; the engine marks them
+// Recalls (ProvidedChunks only): take_recalls() names the chunks whose owner wants them back; the engine marks them
 // (Chunk::recalled: no new block is placed on them) and gives each back once no block uses it
 // (StitchingAllocator::serve_recalls, stitching_allocator_lake.cpp).
 // What a source does not do: decide when to borrow (StitchingAllocator::obtain_or_borrow does) or move a live
@@ -22,6 +23,7 @@
 
 #include "chunk_pool.h"
 #include "gmlake/backend.h"
+#include "gmlake/chunk_provider.h"
 #include "gmlake/config.h"
 
 namespace gmlake::engine {
@@ -34,7 +36,8 @@ class PeerSource {
   PeerSource(const PeerSource&) = delete;
   PeerSource& operator=(const PeerSource&) = delete;
 
-  // True while borrow() may still find memory: a peer is listed (PeerChunks); a lender is there (LakePeers).
+  // True while borrow() may still find memory: a peer is listed (PeerChunks); the provider is there
+  // (ProvidedChunks).
   virtual bool enabled() const = 0;
   std::uint64_t budget_bytes() const { return budget_bytes_; }
   // Bytes that may still be borrowed given `peer_reserved_bytes` held now: UINT64_MAX without a budget, 0 when
@@ -50,23 +53,25 @@ class PeerSource {
   // True when take_recalls() may find something (a loan is out): the allocator's cheap test before it asks.
   virtual bool may_recall() const { return false; }
   // Handles of this source's chunks whose owner asked for them back since the last call, each once. Never
-  // blocks (LakePeers: one poll(2) of the socket) and never throws (a failing socket reads as a lender gone).
+  // blocks and never throws (ChunkProvider::recalled).
   virtual std::vector<ChunkHandle> take_recalls() { return {}; }
   // Bytes of this source's live chunks that the backend counts as imported (kImportedDevice).
   virtual std::uint64_t imported_bytes() const { return 0; }
-  // Lenders that refused this process (Stats::lake_refusals): LakePeers, 1 once its lender refused this
-  // process's uid; 0 otherwise.
+  // Providers that refused this process (Stats::lake_refusals): ProvidedChunks, 1 once its provider refused this
+  // process; 0 otherwise.
   virtual std::uint64_t refusals() const { return 0; }
 
  private:
   std::uint64_t budget_bytes_;
 };
 
-// The source `config` names, registered with `pool` (ChunkPool::set_peer_source): LakePeers when lake_socket is
-// set (connects to the lender now), else PeerChunks over peer_devices (none: a source that is never enabled).
-// `backend` must outlive the source. Throws Error(kConfig) naming peer_devices for a device the backend does not
-// have, Error(kConfig) naming lake_socket when the backend cannot import chunks (sim, or a wrapper over it), and
-// BackendError("connect", ...) when no lender listens at lake_socket.
-std::unique_ptr<PeerSource> make_peer_source(const Config& config, Backend& backend, ChunkPool& pool);
+// The source for `config`, registered with `pool` (ChunkPool::set_peer_source): ProvidedChunks over `lake` when
+// one is given (the Pool makes it from lake_socket: src/lake/lake_peers.h), else PeerChunks over peer_devices
+// (none: a source that is never enabled). `backend` and `lake` must outlive the source. Throws Error(kConfig)
+// naming peer_devices for a device the backend does not have or for peer devices beside a lake, and
+// Error(kConfig) naming lake_socket when it is set but no lake was given (an engine made without the Pool gets
+// its lake from the caller, as its backend).
+std::unique_ptr<PeerSource> make_peer_source(const Config& config, Backend& backend, ChunkPool& pool,
+                                             ChunkProvider* lake = nullptr);
 
 }  // namespace gmlake::engine

@@ -20,13 +20,14 @@ const Config& validated(const Config& config) {
 
 }  // namespace
 
-StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events, Clock* clock)
+StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events, Clock* clock,
+                                       ChunkProvider* lake)
     : config_(validated(config)),
       backend_(backend),
       page_shift_(static_cast<unsigned>(std::countr_zero(config.chunk_bytes))),
       grow_pages_(std::max<std::uint64_t>(1, std::min(config.grow_bytes, config.max_chunk_bytes) / config.chunk_bytes)),
       pool_(backend, config.chunk_bytes, stats_),
-      peers_(make_peer_source(config_, backend, pool_)),
+      peers_(make_peer_source(config_, backend, pool_, lake)),
       stitcher_(backend, pool_, page_shift_),
       placer_(pool_, page_shift_, config_.fit_candidates),
       use_(pool_),

@@ -24,7 +24,7 @@
 //   - The lake (peer_source.h): a run that obtain() cannot back (nothing idle, nothing free, the own device or
 //     the cap refuses a page), or could back only by moving memory over the move budget while the own device
 //     cannot grow, gets a chunk borrowed from a peer device (peer_devices) or lent by another process
-//     (lake_socket), within peer_budget_bytes, for the block's own pages only (no grow-ahead while peers hold
+//     (lake_socket: the ChunkProvider the Pool gives the engine), within peer_budget_bytes, for the block's own pages only (no grow-ahead while peers hold
 //     memory); when the peers refuse, the own device serves it memory first. A peer chunk that turns free is
 //     given back at once; cap_bytes and the headroom count the own device's bytes only. A lent chunk its lender
 //     recalls takes no new block and goes back once no block uses it, at the next allocate or free
@@ -96,7 +96,10 @@ class StitchingAllocator final : public Allocator {
   // stream before it turned idle has finished. Both must outlive the allocator. Throws Error(kConfig) when the
   // config does not suit the backend (chunk_bytes not a multiple of its granularity) or the events.
   // `clock`: where the move budget reads wall time (null: the steady clock); must outlive the allocator.
-  StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events = nullptr, Clock* clock = nullptr);
+  // `lake` (null: none): where chunks are borrowed from once the own device is full (make_peer_source: needed
+  // when config.lake_socket is set, else Error(kConfig)); must outlive the allocator.
+  StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events = nullptr, Clock* clock = nullptr,
+                     ChunkProvider* lake = nullptr);
   ~StitchingAllocator() override;  // unmaps and releases everything, live blocks included; never throws
 
   void* allocate(std::uint64_t size_bytes, StreamId stream) override;
@@ -185,7 +188,7 @@ class StitchingAllocator final : public Allocator {
   std::uint64_t grow_pages_;      // Config::grow_bytes in pages
   Stats stats_;
   ChunkPool pool_;
-  std::unique_ptr<PeerSource> peers_;  // peer_devices or lake_socket; set as pool_'s source
+  std::unique_ptr<PeerSource> peers_;  // peer_devices or the lake; set as pool_'s source
   Stitcher stitcher_;
   Placer placer_;
   ChunkUse use_;

@@ -2,7 +2,6 @@
 
 #include <unistd.h>
 
-#include <algorithm>
 #include <cstdio>
 #include <mutex>
 #include <new>
@@ -11,7 +10,7 @@
 
 #include "gmlake/error.h"
 
-namespace gmlake::engine {
+namespace gmlake {
 namespace {
 
 Backend& importing(Backend& backend) {
@@ -37,11 +36,9 @@ bool first_refusal_of(const LakeAddress& address) {
 
 }  // namespace
 
-LakePeers::LakePeers(Backend& backend, const LakeAddress& address, std::uint64_t budget_bytes,
-                     std::uint64_t answer_timeout_ms, const std::vector<std::uint32_t>& allowed_uids)
-    : PeerSource(budget_bytes),
-      address_(address),
-      borrower_(importing(backend), address, answer_timeout_ms, allowed_uids) {}
+LakePeers::LakePeers(Backend& backend, const LakeAddress& address, std::uint64_t answer_timeout_ms,
+                     const std::vector<std::uint32_t>& allowed_uids)
+    : address_(address), borrower_(importing(backend), address, answer_timeout_ms, allowed_uids) {}
 
 void LakePeers::report_refusal() {
   if (!borrower_.refused() || refusal_reported_) return;
@@ -53,45 +50,39 @@ void LakePeers::report_refusal() {
                address_.c_str(), static_cast<unsigned>(::geteuid()));
 }
 
-ChunkId LakePeers::borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& retries) {
-  const std::uint64_t room_pages = room_bytes(pool.peer_bytes()) / pool.page_bytes();
-  for (std::uint64_t n = std::min(pages, room_pages); n != 0 && enabled(); n /= 2) {
-    Loan loan;
-    try {
-      loan = borrower_.borrow(n * pool.page_bytes());
-    } catch (const OutOfMemoryError&) {
-      ++retries;  // the lender's device or budget: ask for less
-      continue;
-    } catch (const BackendError&) {
-      if (!borrower_.lender_gone()) throw;
-      report_refusal();
-      return kNoChunk;  // no new loans; the held ones stay valid
-    } catch (const Error& e) {
-      if (e.code() != ErrorCode::kInvalidArgument) throw;
-      throw BackendError("lake", std::string(e.what()) + ": the lender's granularity does not divide chunk_bytes");
-    }
-    loans_.emplace(loan.chunk.value, loan.id);
-    try {
-      return pool.adopt(loan.chunk, n);
-    } catch (...) {
-      loans_.erase(loan.chunk.value);
-      borrower_.give_back(loan.id);
-      throw;
-    }
+std::optional<ChunkHandle> LakePeers::create(std::uint64_t size_bytes) {
+  Loan loan;
+  try {
+    loan = borrower_.borrow(size_bytes);
+  } catch (const OutOfMemoryError&) {
+    throw;  // the lender's device or budget: the caller asks for less
+  } catch (const BackendError&) {
+    if (!borrower_.lender_gone()) throw;
+    report_refusal();
+    return std::nullopt;  // no new loans; the held ones stay valid
+  } catch (const Error& e) {
+    if (e.code() != ErrorCode::kInvalidArgument) throw;
+    throw BackendError("lake", std::string(e.what()) + ": the lender's granularity does not divide chunk_bytes");
   }
-  return kNoChunk;
+  try {
+    loans_.emplace(loan.chunk.value, loan.id);
+  } catch (...) {
+    borrower_.give_back(loan.id);
+    throw;
+  }
+  return loan.chunk;
 }
 
-void LakePeers::give_back(Backend&, ChunkHandle handle) {
-  const auto it = loans_.find(handle.value);
+void LakePeers::release(ChunkHandle chunk) {
+  const auto it = loans_.find(chunk.value);
   if (it == loans_.end()) {
-    throw Error(ErrorCode::kInvalidArgument, "gmlake lake: chunk " + std::to_string(handle.value) + " is no loan");
+    throw Error(ErrorCode::kInvalidArgument, "gmlake lake: chunk " + std::to_string(chunk.value) + " is no loan");
   }
   borrower_.give_back(it->second);  // throws while mapped: nothing changed
   loans_.erase(it);
 }
 
-std::vector<ChunkHandle> LakePeers::take_recalls() {
+std::vector<ChunkHandle> LakePeers::recalled() {
   std::vector<std::uint64_t> ids;
   try {
     ids = borrower_.poll(0);
@@ -112,4 +103,10 @@ std::vector<ChunkHandle> LakePeers::take_recalls() {
   return handles;
 }
 
-}  // namespace gmlake::engine
+std::unique_ptr<ChunkProvider> make_lake_peers(const Config& config, Backend& backend) {
+  if (config.lake_socket == "none") return nullptr;
+  return std::make_unique<LakePeers>(backend, config.lake_socket, config.lake_answer_timeout_ms,
+                                     parse_lake_allowed_uids(config.lake_allowed_uids));
+}
+
+}  // namespace gmlake
