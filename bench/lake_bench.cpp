@@ -19,7 +19,7 @@
 
 namespace {
 
-using gmlake::kChunkBytes;
+using gmlake::kPageBytes;
 
 const gmlake::Trace& load_trace(const std::string& path) {
   static std::map<std::string, gmlake::Trace> cache;
@@ -34,14 +34,14 @@ const gmlake::ReplayResult& unconstrained_run(const std::string& path) {
   auto it = cache.find(path);
   if (it == cache.end()) {
     const gmlake::Trace& trace = load_trace(path);
-    gmlake::SimBackend unconstrained(kChunkBytes);
+    gmlake::SimBackend unconstrained(kPageBytes);
     it = cache.emplace(path, gmlake::replay(trace, trace.devices.at(0), gmlake::ReplayOptions{}, unconstrained)).first;
   }
   return it->second;
 }
 
 // 80% of `bytes`, whole chunks: the own device's memory, or the cap, that the trace does not fit in.
-std::uint64_t four_fifths(std::uint64_t bytes) { return bytes / 10 * 8 / kChunkBytes * kChunkBytes; }
+std::uint64_t four_fifths(std::uint64_t bytes) { return bytes / 10 * 8 / kPageBytes * kPageBytes; }
 
 void BM_Lake(benchmark::State& state, std::string path, bool peers) {
   const gmlake::Trace& trace = load_trace(path);
@@ -51,7 +51,7 @@ void BM_Lake(benchmark::State& state, std::string path, bool peers) {
   if (peers) options.config.apply("peer_devices:1");
   gmlake::ReplayResult r;
   for (auto _ : state) {
-    gmlake::SimBackend backend(kChunkBytes, {gmlake::SimDevice{own_bytes, gmlake::kH100HbmBytesPerS},
+    gmlake::SimBackend backend(kPageBytes, {gmlake::SimDevice{own_bytes, gmlake::kH100HbmBytesPerS},
                                              gmlake::SimDevice{0, gmlake::kH100NvlinkBytesPerS}});
     r = gmlake::replay(trace, trace.devices.at(0), options, backend);
   }
@@ -83,7 +83,7 @@ void BM_LakeUnderCap(benchmark::State& state, std::string path, bool peers) {
   if (peers) options.config.apply("peer_devices:1");
   gmlake::ReplayResult r;
   for (auto _ : state) {
-    gmlake::SimBackend backend(kChunkBytes,
+    gmlake::SimBackend backend(kPageBytes,
                                {gmlake::SimDevice{0, gmlake::kH100HbmBytesPerS},
                                 gmlake::SimDevice{0, gmlake::kH100NvlinkBytesPerS}},
                                *gmlake::vmm_cost_model("h100"));

@@ -54,7 +54,7 @@ void touch(void* p) { *static_cast<volatile char*>(p) = 1; }
 // The backend the pools run on (see above).
 std::unique_ptr<gmlake::Backend> make_pool_backend() {
   const char* name = std::getenv("GMLAKE_POOLS_BACKEND");
-  return gmlake::make_backend(name != nullptr ? name : "host", gmlake::kChunkBytes);
+  return gmlake::make_backend(name != nullptr ? name : "host", gmlake::kPageBytes);
 }
 
 // True when the CPU can touch the pools' memory (asked once of a backend of the same kind: every thread of a

@@ -50,7 +50,7 @@ int main() {
     std::printf("no CUDA device: example skipped\n");
     return 77;
   }
-  auto backend = gmlake::make_backend("cuda", gmlake::kChunkBytes);
+  auto backend = gmlake::make_backend("cuda", gmlake::kPageBytes);
   gmlake::device::DevicePool pool(*backend, {.initial_bytes = 512 * gmlake::kMiB, .max_bytes = 1 * gmlake::kGiB});
 
   constexpr std::uint32_t n = 1u << 20;

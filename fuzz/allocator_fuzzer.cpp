@@ -213,7 +213,7 @@ class LakeSide {
     }
   }
 
-  HostBackend backend_{kChunkBytes, kLenderDeviceBytes};
+  HostBackend backend_{kPageBytes, kLenderDeviceBytes};
   std::unique_ptr<LakeLender> lender_;  // the lender thread's alone while it runs; null once closed
   bool paused_;                         // the lender thread's
   std::uint64_t now_ns_ = 0;            // the lender's clock (recall deadlines): the lender thread's
@@ -271,9 +271,9 @@ class Driver {
     }
     config.validate();
     if (lake) {
-      inner_ = std::make_unique<HostBackend>(kChunkBytes, (pool_byte & 0x20) != 0 ? 128 * kMiB : 32 * kMiB);
+      inner_ = std::make_unique<HostBackend>(kPageBytes, (pool_byte & 0x20) != 0 ? 128 * kMiB : 32 * kMiB);
     } else if (peers) {
-      inner_ = std::make_unique<SimBackend>(kChunkBytes, std::vector<SimDevice>{{256 * kMiB, 0}, {256 * kMiB, 0}});
+      inner_ = std::make_unique<SimBackend>(kPageBytes, std::vector<SimDevice>{{256 * kMiB, 0}, {256 * kMiB, 0}});
     } else {
       inner_ = std::make_unique<SimBackend>();
     }

@@ -27,7 +27,7 @@ using testing::addr;
 TEST(ArenaPoolTest, AllocationsFollowEachOtherWithTheirAlignmentAndKeepTheirBytes) {
   HostBackend backend;
   ArenaPool arena(backend, kMiB);
-  EXPECT_EQ(arena.capacity_bytes(), kChunkBytes);  // rounded up to the granularity
+  EXPECT_EQ(arena.capacity_bytes(), kPageBytes);  // rounded up to the granularity
   char* a = static_cast<char*>(arena.allocate(10));
   char* b = static_cast<char*>(arena.allocate(10));
   char* c = static_cast<char*>(arena.allocate(1, 4 * kKiB));
@@ -44,7 +44,7 @@ TEST(ArenaPoolTest, AllocationsFollowEachOtherWithTheirAlignmentAndKeepTheirByte
 
 TEST(ArenaPoolTest, ResetStartsOverAtTheBeginning) {
   SimBackend backend;
-  ArenaPool arena(backend, kChunkBytes);
+  ArenaPool arena(backend, kPageBytes);
   void* first = arena.allocate(kKiB);
   arena.allocate(kKiB);
   arena.reset();
@@ -55,7 +55,7 @@ TEST(ArenaPoolTest, ResetStartsOverAtTheBeginning) {
 
 TEST(ArenaPoolTest, RollingBackToAMarkerFreesWhatCameAfterItAndMarkersNest) {
   SimBackend backend;
-  ArenaPool arena(backend, kChunkBytes);
+  ArenaPool arena(backend, kPageBytes);
   arena.allocate(100);
   const ArenaPool::Marker outer = arena.mark();
   void* x = arena.allocate(200);
@@ -72,8 +72,8 @@ TEST(ArenaPoolTest, RollingBackToAMarkerFreesWhatCameAfterItAndMarkersNest) {
 
 TEST(ArenaPoolTest, StaleForeignAndDiscardedMarkersAreInvalidArgumentsAndChangeNothing) {
   SimBackend backend;
-  ArenaPool arena(backend, kChunkBytes);
-  ArenaPool other(backend, kChunkBytes);
+  ArenaPool arena(backend, kPageBytes);
+  ArenaPool other(backend, kPageBytes);
   arena.allocate(64);
   const ArenaPool::Marker outer = arena.mark();
   arena.allocate(64);
@@ -89,20 +89,20 @@ TEST(ArenaPoolTest, StaleForeignAndDiscardedMarkersAreInvalidArgumentsAndChangeN
 
 TEST(ArenaPoolTest, ARequestThatDoesNotFitThrowsOutOfMemoryWithTheArenasFiguresAndChangesNothing) {
   SimBackend backend;
-  ArenaPool arena(backend, kChunkBytes);
-  arena.allocate(kChunkBytes - 100);
+  ArenaPool arena(backend, kPageBytes);
+  arena.allocate(kPageBytes - 100);
   try {
     arena.allocate(200);
     FAIL() << "expected OutOfMemoryError";
   } catch (const OutOfMemoryError& e) {
     EXPECT_EQ(e.requested_bytes(), 200u);
-    EXPECT_EQ(e.reserved_bytes(), kChunkBytes);
-    EXPECT_EQ(e.allocated_bytes(), kChunkBytes - 100);
-    EXPECT_EQ(e.cap_bytes(), kChunkBytes);
+    EXPECT_EQ(e.reserved_bytes(), kPageBytes);
+    EXPECT_EQ(e.allocated_bytes(), kPageBytes - 100);
+    EXPECT_EQ(e.cap_bytes(), kPageBytes);
   }
-  EXPECT_THROW(arena.allocate(2 * kChunkBytes), OutOfMemoryError);
+  EXPECT_THROW(arena.allocate(2 * kPageBytes), OutOfMemoryError);
   EXPECT_THROW(arena.allocate(90, 64), OutOfMemoryError);  // would fit without the alignment padding
-  EXPECT_EQ(arena.used_bytes(), kChunkBytes - 100);
+  EXPECT_EQ(arena.used_bytes(), kPageBytes - 100);
   EXPECT_EQ(arena.stats().num_ooms, 3u);
   EXPECT_NE(arena.allocate(100, 4), nullptr);  // exactly fills it
   EXPECT_EQ(arena.available_bytes(), 0u);
@@ -110,10 +110,10 @@ TEST(ArenaPoolTest, ARequestThatDoesNotFitThrowsOutOfMemoryWithTheArenasFiguresA
 
 TEST(ArenaPoolTest, BadAlignmentIsAnInvalidArgumentAndSizeZeroReturnsNull) {
   SimBackend backend;
-  ArenaPool arena(backend, kChunkBytes);
+  ArenaPool arena(backend, kPageBytes);
   test::expect_error([&] { arena.allocate(8, 3); }, ErrorCode::kInvalidArgument, "ArenaPool");
   test::expect_error([&] { arena.allocate(8, 0); }, ErrorCode::kInvalidArgument, "ArenaPool");
-  test::expect_error([&] { arena.allocate(8, 2 * kChunkBytes); }, ErrorCode::kInvalidArgument, "ArenaPool");
+  test::expect_error([&] { arena.allocate(8, 2 * kPageBytes); }, ErrorCode::kInvalidArgument, "ArenaPool");
   EXPECT_EQ(arena.allocate(0), nullptr);
   EXPECT_EQ(arena.used_bytes(), 0u);
   test::expect_error([&] { ArenaPool bad(backend, 0); }, ErrorCode::kInvalidArgument, "ArenaPool");
@@ -122,17 +122,17 @@ TEST(ArenaPoolTest, BadAlignmentIsAnInvalidArgumentAndSizeZeroReturnsNull) {
 TEST(ArenaPoolTest, TheArenaIsOneChunkAndGivesItBackWhenDestroyed) {
   HostBackend backend;
   {
-    ArenaPool arena(backend, 3 * kChunkBytes);
+    ArenaPool arena(backend, 3 * kPageBytes);
     EXPECT_EQ(backend.live_chunks(), 1u);
-    EXPECT_EQ(arena.stats().reserved_bytes.current, static_cast<std::int64_t>(3 * kChunkBytes));
+    EXPECT_EQ(arena.stats().reserved_bytes.current, static_cast<std::int64_t>(3 * kPageBytes));
   }
   EXPECT_EQ(backend.live_chunks(), 0u);
   EXPECT_EQ(backend.live_reservations(), 0u);
 }
 
 TEST(ArenaPoolTest, AnArenaLargerThanTheBackendHasIsAnOutOfMemoryAtConstruction) {
-  SimBackend backend(kChunkBytes, kChunkBytes);
-  EXPECT_THROW(ArenaPool(backend, 2 * kChunkBytes), OutOfMemoryError);
+  SimBackend backend(kPageBytes, kPageBytes);
+  EXPECT_THROW(ArenaPool(backend, 2 * kPageBytes), OutOfMemoryError);
   EXPECT_EQ(backend.live_reservations(), 0u);
 }
 
@@ -140,7 +140,7 @@ TEST(ArenaPoolTest, AnArenaLargerThanTheBackendHasIsAnOutOfMemoryAtConstruction)
 
 TEST(ConcurrentArenaPoolTest, ThreadsGetDisjointAlignedRangesThatKeepTheirBytes) {
   HostBackend backend;
-  ConcurrentArenaPool arena(backend, 4 * kChunkBytes);
+  ConcurrentArenaPool arena(backend, 4 * kPageBytes);
   constexpr int kThreads = 4;
   constexpr int kAllocsPerThread = 5000;
   std::vector<std::vector<std::pair<std::uintptr_t, std::uint64_t>>> ranges(kThreads);
@@ -194,24 +194,24 @@ std::uint64_t fill_from_four_threads(Arena& arena, std::atomic<std::uint64_t>& o
 
 TEST(ConcurrentArenaPoolTest, WithoutThreadBuffersThreadsFillTheArenaExactlyToItsCapacity) {
   SimBackend backend;
-  ConcurrentArenaPool arena(backend, kChunkBytes, /*thread_buffer_bytes=*/0);
+  ConcurrentArenaPool arena(backend, kPageBytes, /*thread_buffer_bytes=*/0);
   std::atomic<std::uint64_t> ooms{0};
-  EXPECT_EQ(fill_from_four_threads(arena, ooms), kChunkBytes / (4 * kKiB));
-  EXPECT_EQ(ooms.load(), 4u * 300 - kChunkBytes / (4 * kKiB));
+  EXPECT_EQ(fill_from_four_threads(arena, ooms), kPageBytes / (4 * kKiB));
+  EXPECT_EQ(ooms.load(), 4u * 300 - kPageBytes / (4 * kKiB));
   EXPECT_EQ(arena.stats().num_ooms, ooms.load());
-  EXPECT_EQ(arena.used_bytes(), kChunkBytes);
+  EXPECT_EQ(arena.used_bytes(), kPageBytes);
   arena.reset();
   EXPECT_EQ(arena.used_bytes(), 0u);
-  EXPECT_EQ(arena.stats().allocated_bytes.peak, static_cast<std::int64_t>(kChunkBytes));
+  EXPECT_EQ(arena.stats().allocated_bytes.peak, static_cast<std::int64_t>(kPageBytes));
   EXPECT_EQ(arena.allocate(1), arena.data());
 }
 
 TEST(ConcurrentArenaPoolTest, WithThreadBuffersAtMostOneBufferPerThreadIsLeftUnusedWhenFull) {
   SimBackend backend;
-  ConcurrentArenaPool arena(backend, kChunkBytes, 64 * kKiB);
+  ConcurrentArenaPool arena(backend, kPageBytes, 64 * kKiB);
   std::atomic<std::uint64_t> ooms{0};
   const std::uint64_t served = fill_from_four_threads(arena, ooms);
-  const std::uint64_t capacity_blocks = kChunkBytes / (4 * kKiB);
+  const std::uint64_t capacity_blocks = kPageBytes / (4 * kKiB);
   EXPECT_LE(served, capacity_blocks);
   EXPECT_GE(served, capacity_blocks - 4 * (64 * kKiB) / (4 * kKiB));
   EXPECT_EQ(ooms.load(), 4u * 300 - served);
@@ -219,33 +219,33 @@ TEST(ConcurrentArenaPoolTest, WithThreadBuffersAtMostOneBufferPerThreadIsLeftUnu
 
 TEST(ConcurrentArenaPoolTest, ResetMakesEveryThreadBufferStale) {
   SimBackend backend;
-  ConcurrentArenaPool arena(backend, kChunkBytes);
+  ConcurrentArenaPool arena(backend, kPageBytes);
   void* first = arena.allocate(64);
   EXPECT_EQ(first, arena.data());
   EXPECT_EQ(arena.used_bytes(), ConcurrentArenaPool::kDefaultThreadBufferBytes);  // a whole buffer is claimed
   arena.allocate(64);
   arena.reset();
   EXPECT_EQ(arena.allocate(64), first);             // not the old buffer's next bytes
-  ConcurrentArenaPool other(backend, kChunkBytes);  // a second arena gets a buffer of its own
+  ConcurrentArenaPool other(backend, kPageBytes);  // a second arena gets a buffer of its own
   EXPECT_EQ(other.allocate(64), other.data());
   EXPECT_EQ(addr(arena.allocate(64)), addr(first) + 64);
 }
 
 TEST(ConcurrentArenaPoolTest, RequestsTooLargeForABufferBumpTheSharedOffsetDirectly) {
   SimBackend backend;
-  ConcurrentArenaPool arena(backend, kChunkBytes, 64 * kKiB);
+  ConcurrentArenaPool arena(backend, kPageBytes, 64 * kKiB);
   void* big = arena.allocate(32 * kKiB);
   EXPECT_EQ(big, arena.data());
   EXPECT_EQ(arena.used_bytes(), 32 * kKiB);
-  EXPECT_THROW(arena.allocate(kChunkBytes), OutOfMemoryError);
+  EXPECT_THROW(arena.allocate(kPageBytes), OutOfMemoryError);
   EXPECT_EQ(arena.used_bytes(), 32 * kKiB);
-  test::expect_error([&] { ConcurrentArenaPool bad(backend, kChunkBytes, 2 * kChunkBytes); },
+  test::expect_error([&] { ConcurrentArenaPool bad(backend, kPageBytes, 2 * kPageBytes); },
                      ErrorCode::kInvalidArgument, "ArenaPool");
 }
 
 TEST(ConcurrentArenaPoolTest, BadAlignmentIsAnInvalidArgumentAndChangesNothing) {
   SimBackend backend;
-  ConcurrentArenaPool arena(backend, kChunkBytes);
+  ConcurrentArenaPool arena(backend, kPageBytes);
   test::expect_error([&] { arena.allocate(8, 48); }, ErrorCode::kInvalidArgument, "ArenaPool");
   EXPECT_EQ(arena.allocate(0), nullptr);
   EXPECT_EQ(arena.used_bytes(), 0u);

@@ -233,7 +233,7 @@ TEST_F(AsyncAllocatorTest, BlocksAreListedInAddressOrderAndSegmentsAreNotShown) 
 // never made by `async`.
 class PoolOnlyBackend final : public Backend {
  public:
-  explicit PoolOnlyBackend(std::vector<ModelledPool::Call>* log) : Backend(kChunkBytes), log_(log) {}
+  explicit PoolOnlyBackend(std::vector<ModelledPool::Call>* log) : Backend(kPageBytes), log_(log) {}
   std::string_view name() const override { return "pool-only"; }
   bool host_accessible() const override { return false; }
   std::unique_ptr<StreamOrderedPool> make_stream_ordered_pool() override {

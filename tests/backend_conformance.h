@@ -31,7 +31,7 @@
 
 namespace gmlake::conformance {
 
-constexpr std::uint64_t kGranule = kChunkBytes;
+constexpr std::uint64_t kGranule = kPageBytes;
 
 // What a rejected call must leave unchanged.
 struct Snapshot {

@@ -22,7 +22,7 @@ bool has_cuda() {
 // Expects make_backend(name) to throw Error(kInvalidArgument) whose message contains `must_mention`.
 void expect_invalid(const std::string& name, const std::string& must_mention) {
   try {
-    make_backend(name, kChunkBytes);
+    make_backend(name, kPageBytes);
     ADD_FAILURE() << name << ": no error";
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument) << e.what();
@@ -37,9 +37,9 @@ TEST(BackendFactoryTest, SimAndHostAreListedAndMadeByName) {
   EXPECT_NE(std::find(names.begin(), names.end(), "host"), names.end());
   EXPECT_NE(std::find(names.begin(), names.end(), "sim:h100"), names.end());
   for (const char* name : {"sim", "host"}) {
-    const std::unique_ptr<Backend> backend = make_backend(name, kChunkBytes);
+    const std::unique_ptr<Backend> backend = make_backend(name, kPageBytes);
     EXPECT_EQ(backend->name(), name);
-    EXPECT_EQ(backend->granularity_bytes(), kChunkBytes);
+    EXPECT_EQ(backend->granularity_bytes(), kPageBytes);
   }
 }
 
@@ -60,12 +60,12 @@ TEST(BackendFactoryTest, SimBackendsGetTheDevicesThatPeerDevicesNames) {
   } catch (const Error& e) {
     EXPECT_EQ(e.code(), ErrorCode::kConfig) << e.what();
   }
-  EXPECT_EQ(make_backend("sim", kChunkBytes, false, 3)->device_count(), 3u);
-  const std::unique_ptr<Backend> modelled = make_backend("sim:h100", kChunkBytes, false, 2);
+  EXPECT_EQ(make_backend("sim", kPageBytes, false, 3)->device_count(), 3u);
+  const std::unique_ptr<Backend> modelled = make_backend("sim:h100", kPageBytes, false, 2);
   EXPECT_EQ(modelled->device_count(), 2u);
   EXPECT_EQ(modelled->name(), "sim:h100");
-  EXPECT_EQ(make_backend("sim:h100", kChunkBytes)->device_count(), 1u);
-  EXPECT_EQ(make_backend("host", kChunkBytes, false, 3)->device_count(), 1u) << "only sim backends take it";
+  EXPECT_EQ(make_backend("sim:h100", kPageBytes)->device_count(), 1u);
+  EXPECT_EQ(make_backend("host", kPageBytes, false, 3)->device_count(), 1u) << "only sim backends take it";
 }
 
 TEST(BackendFactoryTest, TheBaseNameIsWhatComesBeforeTheDeviceSuffix) {
@@ -85,7 +85,7 @@ TEST(BackendFactoryTest, CudaDeviceSuffixesThatAreNotNonNegativeIntegersAreRejec
 TEST(BackendFactoryTest, CudaWithoutADriverOrDeviceThrowsABackendErrorNamingTheDriverCall) {
   if (!has_cuda()) GTEST_SKIP() << "this build has no CUDA backend (GMLAKE_WITH_CUDA=OFF)";
   try {
-    const std::unique_ptr<Backend> backend = make_backend("cuda", kChunkBytes);
+    const std::unique_ptr<Backend> backend = make_backend("cuda", kPageBytes);
     GTEST_SKIP() << "a CUDA device is present: the gpu tests (ctest -L gpu) cover the backend here";
   } catch (const BackendError& e) {
     // No driver: "cuInit failed: libcuda.so.1 not found ..."; a driver but no device: cuInit's own error.
@@ -94,7 +94,7 @@ TEST(BackendFactoryTest, CudaWithoutADriverOrDeviceThrowsABackendErrorNamingTheD
     EXPECT_NE(std::string(e.what()).find("cuInit failed: "), std::string::npos) << e.what();
   }
   // A second attempt fails the same way (the failure is remembered, not retried) and still does not crash.
-  EXPECT_THROW(make_backend("cuda:1", kChunkBytes), BackendError);
+  EXPECT_THROW(make_backend("cuda:1", kPageBytes), BackendError);
 }
 
 }  // namespace

@@ -34,7 +34,7 @@ TYPED_TEST_SUITE(BlockPoolTest, PoolTypes);
 TYPED_TEST(BlockPoolTest, BlocksAreDistinctAlignedWritableAndFillOneRegion) {
   HostBackend backend;
   TypeParam pool(backend, {.block_bytes = 4 * kKiB, .alignment_bytes = 512});
-  const std::uint64_t n = kChunkBytes / (4 * kKiB);
+  const std::uint64_t n = kPageBytes / (4 * kKiB);
   EXPECT_EQ(pool.capacity_blocks(), n);
   EXPECT_EQ(pool.available(), n);
   std::vector<char*> blocks;
@@ -71,7 +71,7 @@ TYPED_TEST(BlockPoolTest, AnOddBlockSizeIsStridedByItsAlignment) {
   HostBackend backend;
   TypeParam pool(backend, {.block_bytes = 100, .alignment_bytes = 16});
   EXPECT_EQ(pool.geometry().stride_bytes(), 112u);
-  EXPECT_EQ(pool.capacity_blocks(), kChunkBytes / 112);
+  EXPECT_EQ(pool.capacity_blocks(), kPageBytes / 112);
   void* a = pool.allocate();
   void* b = pool.allocate();
   EXPECT_EQ(addr(b) - addr(a), 112u);
@@ -92,9 +92,9 @@ TYPED_TEST(BlockPoolTest, AFixedPoolThatIsExhaustedThrowsOutOfMemoryWithItsFigur
     FAIL() << "expected OutOfMemoryError";
   } catch (const OutOfMemoryError& e) {
     EXPECT_EQ(e.requested_bytes(), kMiB);
-    EXPECT_EQ(e.reserved_bytes(), kChunkBytes);
+    EXPECT_EQ(e.reserved_bytes(), kPageBytes);
     EXPECT_EQ(e.allocated_bytes(), 2 * kMiB);
-    EXPECT_EQ(e.cap_bytes(), kChunkBytes);
+    EXPECT_EQ(e.cap_bytes(), kPageBytes);
   }
   EXPECT_EQ(pool.stats().num_ooms, 1u);
   EXPECT_EQ(backend.live_chunks(), 1u);
@@ -107,7 +107,7 @@ TYPED_TEST(BlockPoolTest, AFixedPoolThatIsExhaustedThrowsOutOfMemoryWithItsFigur
 TYPED_TEST(BlockPoolTest, AGrowingPoolMapsOneRegionAtATimeAndBlocksMayStraddleRegions) {
   HostBackend backend;
   // 768 KiB blocks in 2 MiB regions: the third block straddles the first two regions.
-  TypeParam pool(backend, {.block_bytes = 768 * kKiB, .region_bytes = kChunkBytes, .max_regions = 3});
+  TypeParam pool(backend, {.block_bytes = 768 * kKiB, .region_bytes = kPageBytes, .max_regions = 3});
   EXPECT_EQ(pool.capacity_blocks(), 2u);
   std::vector<char*> blocks;
   for (int i = 0; i < 8; ++i) blocks.push_back(static_cast<char*>(pool.allocate()));
@@ -123,7 +123,7 @@ TYPED_TEST(BlockPoolTest, AGrowingPoolMapsOneRegionAtATimeAndBlocksMayStraddleRe
 }
 
 TYPED_TEST(BlockPoolTest, ABackendOutOfMemoryWhileGrowingIsAnOutOfMemoryAndChangesNothing) {
-  SimBackend backend(kChunkBytes, kChunkBytes);  // room for the first region only
+  SimBackend backend(kPageBytes, kPageBytes);  // room for the first region only
   TypeParam pool(backend, {.block_bytes = kMiB, .max_regions = 4});
   void* a = pool.allocate();
   void* b = pool.allocate();
@@ -131,7 +131,7 @@ TYPED_TEST(BlockPoolTest, ABackendOutOfMemoryWhileGrowingIsAnOutOfMemoryAndChang
     pool.allocate();
     FAIL() << "expected OutOfMemoryError";
   } catch (const OutOfMemoryError& e) {
-    EXPECT_EQ(e.cap_bytes(), 4 * kChunkBytes);
+    EXPECT_EQ(e.cap_bytes(), 4 * kPageBytes);
     EXPECT_NE(std::string(e.what()).find("cannot grow"), std::string::npos);
   }
   EXPECT_EQ(pool.capacity_blocks(), 2u);
@@ -155,7 +155,7 @@ TYPED_TEST(BlockPoolTest, DoubleInteriorForeignAndUnknownFreesAreInvalidPointers
                      "BlockPool::deallocate");  // interior
   void* foreign = other.allocate();
   test::expect_error([&] { pool.deallocate(foreign); }, ErrorCode::kInvalidPointer, "BlockPool::deallocate");
-  test::expect_error([&] { pool.deallocate(reinterpret_cast<void*>(addr(b) + kChunkBytes)); },
+  test::expect_error([&] { pool.deallocate(reinterpret_cast<void*>(addr(b) + kPageBytes)); },
                      ErrorCode::kInvalidPointer, "BlockPool::deallocate");  // past the mapped blocks
   test::expect_error([&] { pool.deallocate(reinterpret_cast<void*>(16)); }, ErrorCode::kInvalidPointer,
                      "BlockPool::deallocate");
@@ -176,7 +176,7 @@ TYPED_TEST(BlockPoolTest, BadOptionsAreInvalidArgumentsAndMapNothing) {
   };
   expect_rejected({.block_bytes = 0}, "block_bytes is 0");
   expect_rejected({.block_bytes = 64, .alignment_bytes = 24}, "not a power of two");
-  expect_rejected({.block_bytes = 64, .alignment_bytes = 2 * kChunkBytes}, "exceeds the backend's granularity");
+  expect_rejected({.block_bytes = 64, .alignment_bytes = 2 * kPageBytes}, "exceeds the backend's granularity");
   expect_rejected({.block_bytes = 3 * kMiB}, "holds no block");
   expect_rejected({.block_bytes = 64, .max_regions = 0}, "max_regions is 0");
   expect_rejected({.block_bytes = 1, .alignment_bytes = 1, .max_regions = 4096}, "more than the limit");
@@ -207,7 +207,7 @@ TYPED_TEST(BlockPoolTest, StatsCountLiveBlocksByStrideAndBlockSize) {
   EXPECT_EQ(s.allocated_bytes.current, 128);
   EXPECT_EQ(s.allocated_bytes.peak, 256);
   EXPECT_EQ(s.requested_bytes.current, 100);
-  EXPECT_EQ(s.reserved_bytes.current, static_cast<std::int64_t>(kChunkBytes));
+  EXPECT_EQ(s.reserved_bytes.current, static_cast<std::int64_t>(kPageBytes));
   EXPECT_EQ(s.chunks_created, 1u);
   EXPECT_EQ(s.backend_calls[BackendCall::kCreate], 1u);
   pool.deallocate(b);
@@ -226,7 +226,7 @@ TEST(BlockPoolStatsTest, ThePlainPoolCountsAllocationsAndFrees) {
 
 TEST(ConcurrentBlockPoolTest, ThreadsNeverShareABlockAndFreeingEachOthersBlocksKeepsThePoolConsistent) {
   HostBackend backend;
-  ConcurrentBlockPool pool(backend, {.block_bytes = 256, .region_bytes = kChunkBytes, .max_regions = 8});
+  ConcurrentBlockPool pool(backend, {.block_bytes = 256, .region_bytes = kPageBytes, .max_regions = 8});
   constexpr int kThreads = 4;
   constexpr int kOpsPerThread = 40000;
   std::mutex shared_mutex;

@@ -298,7 +298,7 @@ TEST_F(CApiTest, ABadConfigurationStringFailsNamingTheKeyAndAppliesNothing) {
       {"debug:2", "debug: bad value"},
       {"backend:sim,debug:1", "debug: needs backend:host"},
       {"cap_bytes", "expected key:value"},
-      {"chunk_bytes:3M", "chunk_bytes"},
+      {"page_bytes:3M", "page_bytes"},
   };
   for (const auto& c : cases) {
     EXPECT_EQ(gmlake_init(c.conf), GMLAKE_ERROR_CONFIG) << c.conf;

@@ -248,7 +248,7 @@ TEST(CachingAllocatorCap, FailsLikeCudaMallocWithTheStateFiguresAndKeepsWorking)
 }
 
 TEST(CachingAllocatorCap, BackendOutOfMemoryFailsTheSameWayAndLeaksNothing) {
-  SimBackend backend(kChunkBytes, 48 * kMiB);
+  SimBackend backend(kPageBytes, 48 * kMiB);
   CachingAllocator alloc(caching_config(), backend);
   alloc.allocate(30 * kMiB, 0);
   try {

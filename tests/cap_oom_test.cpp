@@ -18,7 +18,7 @@ class CapOomTest : public ::testing::TestWithParam<Policy> {};
 TEST_P(CapOomTest, ARequestAboveTheCapFailsAndReservesNothing) {
   Config config = parse_config("cap_bytes:256M");
   config.policy = GetParam();
-  std::unique_ptr<Backend> backend = make_backend("sim", config.chunk_bytes);
+  std::unique_ptr<Backend> backend = make_backend("sim", config.page_bytes);
   std::unique_ptr<Allocator> allocator = make_allocator(config, *backend);
   EXPECT_THROW(allocator->allocate(300 * kMiB, 0), OutOfMemoryError);
   EXPECT_EQ(allocator->stats().reserved_bytes.current, 0) << to_string(GetParam());

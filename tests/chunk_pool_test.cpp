@@ -15,14 +15,14 @@ namespace {
 TEST(ChunkPoolTest, CreateAndReleaseKeepReservedBytesAndTheBackendInStep) {
   SimBackend sim;
   Stats stats;
-  ChunkPool pool(sim, kChunkBytes, stats);
+  ChunkPool pool(sim, kPageBytes, stats);
   const ChunkId a = pool.create(3);
   const ChunkId b = pool.create(1);
-  EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(4 * kChunkBytes));
-  EXPECT_EQ(sim.live_chunk_bytes(), 4 * kChunkBytes);
+  EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(4 * kPageBytes));
+  EXPECT_EQ(sim.live_chunk_bytes(), 4 * kPageBytes);
   EXPECT_EQ(pool.live_chunks(), 2u);
   pool.release(a);
-  EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(kChunkBytes));
+  EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(kPageBytes));
   EXPECT_EQ(stats.chunks_created, 2u);
   EXPECT_EQ(stats.chunks_released, 1u);
   const ChunkId c = pool.create(2);  // reuses a's record
@@ -36,12 +36,12 @@ TEST(ChunkPoolTest, CreateAndReleaseKeepReservedBytesAndTheBackendInStep) {
 TEST(ChunkPoolTest, AnAdoptedChunkIsAPeerChunkAndARecalledOneIsListedUntilReleased) {
   SimBackend sim;
   Stats stats;
-  ChunkPool pool(sim, kChunkBytes, stats);
+  ChunkPool pool(sim, kPageBytes, stats);
   const ChunkId own = pool.create(1);
-  const ChunkId lent = pool.adopt(sim.create(2 * kChunkBytes), 2);  // as a PeerSource records a loan
+  const ChunkId lent = pool.adopt(sim.create(2 * kPageBytes), 2);  // as a PeerSource records a loan
   EXPECT_TRUE(pool[lent].on_peer);
-  EXPECT_EQ(pool.peer_bytes(), 2 * kChunkBytes);
-  EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(3 * kChunkBytes));
+  EXPECT_EQ(pool.peer_bytes(), 2 * kPageBytes);
+  EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(3 * kPageBytes));
   EXPECT_EQ(pool.find(pool[lent].handle), lent);
   EXPECT_EQ(pool.find(ChunkHandle{12345}), kNoChunk);
   pool.recall(own);  // not a peer chunk: nobody can recall it
@@ -63,9 +63,9 @@ TEST(ChunkPoolTest, ARecalledChunkNeverEntersTheFreeIndexEvenWhenItsReleaseFails
   SimBackend sim;
   FaultBackend faulty(sim);
   Stats stats;
-  ChunkPool pool(faulty, kChunkBytes, stats);
-  const ChunkId kept = pool.adopt(faulty.create(kChunkBytes), 1);
-  const ChunkId lent = pool.adopt(faulty.create(kChunkBytes), 1);
+  ChunkPool pool(faulty, kPageBytes, stats);
+  const ChunkId kept = pool.adopt(faulty.create(kPageBytes), 1);
+  const ChunkId lent = pool.adopt(faulty.create(kPageBytes), 1);
   faulty.arm({BackendCall::kRelease, 1, 2});
   pool.add_free(kept);  // its release fails: indexed, as any free chunk
   EXPECT_EQ(pool.free_chunks(), 1u);
@@ -87,7 +87,7 @@ TEST(ChunkPoolTest, ARecalledChunkNeverEntersTheFreeIndexEvenWhenItsReleaseFails
 TEST(ChunkPoolTest, TheFreeIndexFindsTheLargestFreeChunkOfAtMostNPages) {
   SimBackend sim;
   Stats stats;
-  ChunkPool pool(sim, kChunkBytes, stats);
+  ChunkPool pool(sim, kPageBytes, stats);
   for (std::uint64_t pages : {1, 4, 8}) pool.add_free(pool.create(pages));
   EXPECT_EQ(pool.free_pages(), 13u);
   EXPECT_EQ(pool[pool.largest_free_at_most(5)].pages, 4u);
@@ -105,9 +105,9 @@ TEST(ChunkPoolTest, TheFreeIndexFindsTheLargestFreeChunkOfAtMostNPages) {
 }
 
 TEST(ChunkPoolTest, ACreateTheBackendRefusesChangesNothing) {
-  SimBackend sim(kChunkBytes, 4 * kChunkBytes);
+  SimBackend sim(kPageBytes, 4 * kPageBytes);
   Stats stats;
-  ChunkPool pool(sim, kChunkBytes, stats);
+  ChunkPool pool(sim, kPageBytes, stats);
   EXPECT_THROW(pool.create(5), OutOfMemoryError);
   EXPECT_EQ(pool.live_chunks(), 0u);
   EXPECT_EQ(stats.reserved_bytes.current, 0);

@@ -18,7 +18,7 @@ namespace {
 class ChunkSourceTest : public ::testing::Test {
  protected:
   ChunkSourceTest()
-      : pool_(sim_, kChunkBytes, stats_),
+      : pool_(sim_, kPageBytes, stats_),
         stitcher_(sim_, pool_, kShift),
         use_(pool_),
         fence_(nullptr),
@@ -104,11 +104,11 @@ TEST_F(ChunkSourceTest, AFreeChunkOfAtLeastHalfTheRunIsTakenBeforeAnythingElse) 
   const ChunkId fits = pool_.create(3);
   give_back(small);
   give_back(fits);
-  EXPECT_EQ(source_->obtain(4, 4 * kChunkBytes), fits) << "the largest free chunk of at most 4 pages, >= 2";
+  EXPECT_EQ(source_->obtain(4, 4 * kPageBytes), fits) << "the largest free chunk of at most 4 pages, >= 2";
   EXPECT_EQ(stats_.chunks_created, 2u);
   // A free chunk under half the run is not worth a map of its own: with nothing idle, it is released and one
   // chunk of the run's size is made from its memory.
-  const ChunkId made = source_->obtain(8, 8 * kChunkBytes);
+  const ChunkId made = source_->obtain(8, 8 * kPageBytes);
   EXPECT_EQ(pool_[made].pages, 8u);
   EXPECT_EQ(stats_.chunks_released, 1u);
   EXPECT_EQ(pool_.free_chunks(), 0u);
@@ -119,9 +119,9 @@ TEST_F(ChunkSourceTest, AFreeChunkOfAtLeastHalfTheRunIsTakenBeforeAnythingElse) 
 TEST_F(ChunkSourceTest, WithinHeadroomANewChunkIsMadeRatherThanAnIdleOneMoved) {
   make_source("headroom_permille:500");
   const ChunkId idle = idle_chunk(0, 4);
-  source_->note_allocated(16 * kChunkBytes);  // headroom: up to 24 pages reserved
+  source_->note_allocated(16 * kPageBytes);  // headroom: up to 24 pages reserved
   EXPECT_TRUE(source_->within_headroom(4));
-  const ChunkId id = source_->obtain(4, 4 * kChunkBytes);
+  const ChunkId id = source_->obtain(4, 4 * kPageBytes);
   EXPECT_NE(id, idle);
   EXPECT_EQ(stats_.evictions, 0u);
   EXPECT_TRUE(pool_[idle].mapped());
@@ -132,7 +132,7 @@ TEST_F(ChunkSourceTest, PastTheHeadroomTheOldestIdleChunkIsMovedWhileTheMoveBudg
   make_source("headroom_permille:0,move_share_permille:0");  // unbounded moves
   const ChunkId older = idle_chunk(0, 4);
   const ChunkId newer = idle_chunk(8, 4);
-  const ChunkId id = source_->obtain(4, 4 * kChunkBytes);
+  const ChunkId id = source_->obtain(4, 4 * kPageBytes);
   EXPECT_EQ(id, older) << "evicted, then taken from the free chunks: no new memory";
   EXPECT_EQ(stats_.evictions, 1u);
   EXPECT_EQ(stats_.chunks_created, 2u);
@@ -151,7 +151,7 @@ TEST_F(ChunkSourceTest, WithoutStandbyMappingsAnEvictedChunkIsUnmapped) {
   make_source("headroom_permille:0,move_share_permille:0,standby_mappings:0");
   const ChunkId older = idle_chunk(0, 4);
   idle_chunk(8, 4);
-  const ChunkId id = source_->obtain(4, 4 * kChunkBytes);
+  const ChunkId id = source_->obtain(4, 4 * kPageBytes);
   EXPECT_EQ(id, older);
   EXPECT_TRUE(pool_[older].standby.empty());
   EXPECT_EQ(sim_.counters()[BackendCall::kUnmap], 1u);
@@ -175,32 +175,32 @@ TEST_F(ChunkSourceTest, OutOfMoveCreditAndWithNoCapTheSourceGrowsInstead) {
   make_source("headroom_permille:0,move_budget_ns_per_op:1");
   idle_chunk(0, 4);
   idle_chunk(8, 4);
-  source_->note_allocated(100 * kChunkBytes);  // growth for time within move_headroom_permille (2% of it): 2 pages
+  source_->note_allocated(100 * kPageBytes);  // growth for time within move_headroom_permille (2% of it): 2 pages
   source_->earn();
-  const ChunkId moved = source_->obtain(4, 4 * kChunkBytes);
+  const ChunkId moved = source_->obtain(4, 4 * kPageBytes);
   EXPECT_EQ(stats_.evictions, 1u);
   source_->earn();
-  const ChunkId grown = source_->obtain(4, 4 * kChunkBytes);
+  const ChunkId grown = source_->obtain(4, 4 * kPageBytes);
   EXPECT_EQ(stats_.evictions, 1u) << "no second move: a new chunk instead";
   EXPECT_EQ(stats_.chunks_created, 3u);
   // With a peer that may lend, the same refusal leaves the run to the peer.
-  source_->set_cap_bytes(12 * kChunkBytes);  // the own device cannot grow past what it holds
-  EXPECT_EQ(source_->obtain(4, 4 * kChunkBytes, ChunkSource::OverBudget::kPeer), kNoChunk);
+  source_->set_cap_bytes(12 * kPageBytes);  // the own device cannot grow past what it holds
+  EXPECT_EQ(source_->obtain(4, 4 * kPageBytes, ChunkSource::OverBudget::kPeer), kNoChunk);
   give_back(moved);
   give_back(grown);
 }
 
 TEST_F(ChunkSourceTest, UnderACapChunksArePageSizedAndPastItTheErrorChangesNothing) {
-  make_source("cap_bytes:" + std::to_string(6 * kChunkBytes) + ",headroom_permille:0");
+  make_source("cap_bytes:" + std::to_string(6 * kPageBytes) + ",headroom_permille:0");
   EXPECT_TRUE(source_->near_cap(1));
-  const ChunkId a = source_->obtain(4, 4 * kChunkBytes);
+  const ChunkId a = source_->obtain(4, 4 * kPageBytes);
   EXPECT_EQ(pool_[a].pages, 1u) << "memory first: page-sized chunks";
   std::vector<ChunkId> held{a};
-  for (int i = 0; i < 5; ++i) held.push_back(source_->obtain(1, kChunkBytes));
-  EXPECT_EQ(source_->reserved_now(), 6 * kChunkBytes);
+  for (int i = 0; i < 5; ++i) held.push_back(source_->obtain(1, kPageBytes));
+  EXPECT_EQ(source_->reserved_now(), 6 * kPageBytes);
   EXPECT_FALSE(source_->cap_allows(1));
-  EXPECT_THROW(source_->obtain(1, kChunkBytes), OutOfMemoryError);
-  EXPECT_EQ(source_->reserved_now(), 6 * kChunkBytes);
+  EXPECT_THROW(source_->obtain(1, kPageBytes), OutOfMemoryError);
+  EXPECT_EQ(source_->reserved_now(), 6 * kPageBytes);
   EXPECT_EQ(pool_.live_chunks(), 6u);
   for (const ChunkId id : held) give_back(id);
 }
@@ -210,12 +210,12 @@ TEST_F(ChunkSourceTest, ALowerCapEvictsAndReleasesIdleMemoryDownToIt) {
   idle_chunk(0, 4);
   idle_chunk(8, 4);
   idle_chunk(16, 4);
-  EXPECT_EQ(source_->reserved_now(), 12 * kChunkBytes);
-  source_->set_cap_bytes(5 * kChunkBytes);
-  EXPECT_LE(source_->reserved_now(), 5 * kChunkBytes);
+  EXPECT_EQ(source_->reserved_now(), 12 * kPageBytes);
+  source_->set_cap_bytes(5 * kPageBytes);
+  EXPECT_LE(source_->reserved_now(), 5 * kPageBytes);
   EXPECT_EQ(use_.idle_chunks(), 1u);
   EXPECT_EQ(stats_.evictions, 2u);
-  EXPECT_EQ(source_->cap_bytes(), 5 * kChunkBytes);
+  EXPECT_EQ(source_->cap_bytes(), 5 * kPageBytes);
 }
 
 TEST_F(ChunkSourceTest, AnIdleChunkABlockWouldStrandIsRecutAboveMaxStrandBytes) {
@@ -254,18 +254,18 @@ TEST_F(ChunkSourceTest, ARecutIsAMoveTheMoveBudgetMayRefuse) {
 
 TEST_F(ChunkSourceTest, NearTheDevicesEndChunksArePageSized) {
   // A device of 20 pages: past 90% of it (18 pages), memory comes first as under a cap.
-  sim_.set_device_limit_bytes(20 * kChunkBytes);
+  sim_.set_device_limit_bytes(20 * kPageBytes);
   make_source("headroom_permille:0");
   source_->begin();
   EXPECT_FALSE(source_->near_cap(8));
-  const ChunkId a = source_->obtain(8, 8 * kChunkBytes);
+  const ChunkId a = source_->obtain(8, 8 * kPageBytes);
   EXPECT_EQ(pool_[a].pages, 8u);
   source_->begin();
-  const ChunkId b = source_->obtain(8, 8 * kChunkBytes);
+  const ChunkId b = source_->obtain(8, 8 * kPageBytes);
   EXPECT_EQ(pool_[b].pages, 8u) << "16 pages of 20: not yet past 90%";
   source_->begin();
   EXPECT_TRUE(source_->near_cap(4));
-  const ChunkId c = source_->obtain(4, 4 * kChunkBytes);
+  const ChunkId c = source_->obtain(4, 4 * kPageBytes);
   EXPECT_EQ(pool_[c].pages, 1u) << "18 + 4 pages would pass 90% of the device: one page";
   give_back(a);
   give_back(b);

@@ -16,7 +16,7 @@ namespace {
 
 class ChunkUseTest : public ::testing::Test {
  protected:
-  ChunkUseTest() : pool_(sim_, kChunkBytes, stats_), arena_(0, 0, 0, 64 * kChunkBytes), use_(pool_) {}
+  ChunkUseTest() : pool_(sim_, kPageBytes, stats_), arena_(0, 0, 0, 64 * kPageBytes), use_(pool_) {}
 
   // A chunk of `pages` pages mapped at `first_page` for a block being placed (users 1, as a stitch leaves it).
   ChunkId mapped_for_block(std::uint64_t first_page, std::uint64_t pages) {

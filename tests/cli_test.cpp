@@ -218,7 +218,7 @@ TEST_F(CliTest, TheCudaBackendReplaysOrFailsWithOneClearLine) {
 TEST_F(CliTest, ConfListsEveryConfigurationKey) {
   const Outcome o = gmlake("conf");
   ASSERT_EQ(o.status, 0);
-  for (const char* key : {"policy", "cap_bytes", "chunk_bytes", "cross_stream_reuse", "fit_candidates"}) {
+  for (const char* key : {"policy", "cap_bytes", "page_bytes", "cross_stream_reuse", "fit_candidates"}) {
     EXPECT_NE(o.out.find(key), std::string::npos) << key;
   }
 }

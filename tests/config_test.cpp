@@ -15,7 +15,7 @@ namespace {
 TEST(ConfigTest, DefaultsMatchPyTorchConstants) {
   const Config c;
   EXPECT_EQ(c.policy, Policy::kGmlake);
-  EXPECT_EQ(c.chunk_bytes, 2 * kMiB);
+  EXPECT_EQ(c.page_bytes, 2 * kMiB);
   EXPECT_EQ(c.small_request_max_bytes, 1 * kMiB);
   EXPECT_EQ(c.large_segment_bytes, 20 * kMiB);
   EXPECT_EQ(c.large_segment_threshold_bytes, 10 * kMiB);
@@ -60,8 +60,31 @@ TEST(ConfigTest, UnknownKeyBadValueAndOverflowNameTheKey) {
   expect_config_error("cap_bytes:5X", "cap_bytes");
   expect_config_error("cross_stream_reuse:maybe", "cross_stream_reuse");
   expect_config_error("policy:magic", "policy");
-  expect_config_error("chunk_bytes:3000000", "chunk_bytes");
+  expect_config_error("page_bytes:3000000", "page_bytes");
   expect_config_error("cap_bytes", "cap_bytes");
+}
+
+TEST(ConfigTest, ChunkBytesIsAcceptedAsTheOlderNameOfPageBytes) {
+  EXPECT_EQ(parse_config("chunk_bytes:4M").page_bytes, 4 * kMiB);
+  EXPECT_EQ(parse_config("chunk_bytes:4M,page_bytes:4M").page_bytes, 4 * kMiB) << "the same value twice is fine";
+  EXPECT_EQ(parse_config("page_bytes:4M").to_string().find(",chunk_bytes:"), std::string::npos)
+      << "the config is written with the new name only";
+  expect_config_error("chunk_bytes:lots", "chunk_bytes: bad value");
+  expect_config_error("chunk_bytes:3000000", "page_bytes: must be a power of two");
+  for (const Config& c : {parse_config(""), parse_config("chunk_bytes:4M")}) {
+    EXPECT_EQ(parse_config(c.to_string()).to_string(), c.to_string());
+  }
+}
+
+TEST(ConfigTest, PageBytesAndChunkBytesWithDifferentValuesAreRefused) {
+  expect_config_error("page_bytes:2M,chunk_bytes:4M", "page_bytes: given as 2097152 and as chunk_bytes");
+  expect_config_error("chunk_bytes:4M,page_bytes:2M", "page_bytes: given as 2097152 and as chunk_bytes");
+  Config c = parse_config("page_bytes:4M");
+  EXPECT_THROW(c.apply("cap_bytes:1G,chunk_bytes:2M,page_bytes:4M"), Error);
+  EXPECT_EQ(c.page_bytes, 4 * kMiB) << "nothing applied";
+  EXPECT_EQ(c.cap_bytes, 0u) << "nothing applied";
+  c.apply("chunk_bytes:2M");
+  EXPECT_EQ(c.page_bytes, 2 * kMiB) << "a later text may set either name";
 }
 
 TEST(ConfigTest, ABadEntryLeavesTheConfigUnchanged) {

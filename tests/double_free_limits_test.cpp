@@ -22,7 +22,7 @@ class DoubleFreeLimitsTest : public ::testing::TestWithParam<Policy> {};
 TEST_P(DoubleFreeLimitsTest, DetectedUntilTheAddressIsHandedOutAgainThenItFreesTheNewBlock) {
   Config config;
   config.policy = GetParam();
-  std::unique_ptr<Backend> backend = make_backend("sim", config.chunk_bytes);
+  std::unique_ptr<Backend> backend = make_backend("sim", config.page_bytes);
   std::unique_ptr<Allocator> allocator = make_allocator(config, *backend);
   void* a = allocator->allocate(1 * kMiB, 0);
   allocator->deallocate(a);

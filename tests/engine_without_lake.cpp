@@ -22,7 +22,7 @@ int fail(const char* what) {
 int main() {
   using namespace gmlake;
   try {
-    SimBackend sim(kChunkBytes, {SimDevice{8 * kMiB, 0}, SimDevice{8 * kMiB, 0}});
+    SimBackend sim(kPageBytes, {SimDevice{8 * kMiB, 0}, SimDevice{8 * kMiB, 0}});
     const auto engine = make_allocator(parse_config("peer_devices:1"), sim);
     void* own = engine->allocate(8 * kMiB, 0);
     void* lent = engine->allocate(4 * kMiB, 0);  // the own device is full: from the peer

@@ -213,7 +213,7 @@ TEST(ExpandableAllocatorCap, FailsWhenNewPagesWouldPassTheCapAndKeepsWorking) {
 }
 
 TEST(ExpandableAllocatorCap, BackendOutOfMemoryFailsTheSameWayAndLeaksNothing) {
-  SimBackend backend(kChunkBytes, 48 * kMiB);
+  SimBackend backend(kPageBytes, 48 * kMiB);
   ExpandableAllocator alloc(expandable_config(), backend);
   alloc.allocate(30 * kMiB, 0);
   EXPECT_THROW(alloc.allocate(15 * kMiB, 0), OutOfMemoryError);

@@ -43,12 +43,12 @@ TEST(GrowableBufferTest, EachGrowthMapsTheBytesItNeedsAsOneChunk) {
   SimBackend backend;
   GrowableBuffer buffer(backend, {.max_bytes = kGiB});
   buffer.resize(1);
-  EXPECT_EQ(buffer.capacity_bytes(), kChunkBytes);
-  buffer.resize(kChunkBytes);  // fits: no backend call
+  EXPECT_EQ(buffer.capacity_bytes(), kPageBytes);
+  buffer.resize(kPageBytes);  // fits: no backend call
   EXPECT_EQ(backend.counters()[BackendCall::kMap], 1u);
-  buffer.resize(5 * kChunkBytes + 1);
-  EXPECT_EQ(buffer.capacity_bytes(), 6 * kChunkBytes);
-  EXPECT_EQ(backend.live_chunk_bytes(), 6 * kChunkBytes);
+  buffer.resize(5 * kPageBytes + 1);
+  EXPECT_EQ(buffer.capacity_bytes(), 6 * kPageBytes);
+  EXPECT_EQ(backend.live_chunk_bytes(), 6 * kPageBytes);
   EXPECT_EQ(backend.counters()[BackendCall::kCreate], 2u);
   EXPECT_EQ(backend.counters()[BackendCall::kMap], 2u);
   EXPECT_EQ(backend.counters()[BackendCall::kSetAccess], 2u);
@@ -59,29 +59,29 @@ TEST(GrowableBufferTest, EachGrowthMapsTheBytesItNeedsAsOneChunk) {
 
 TEST(GrowableBufferTest, MaxChunkBytesSplitsALargeGrowthIntoChunksWithOneSetAccess) {
   SimBackend backend;
-  GrowableBuffer buffer(backend, {.max_bytes = kGiB, .max_chunk_bytes = 4 * kChunkBytes});
-  buffer.resize(10 * kChunkBytes);  // 4 + 4 + 2 chunks
+  GrowableBuffer buffer(backend, {.max_bytes = kGiB, .max_chunk_bytes = 4 * kPageBytes});
+  buffer.resize(10 * kPageBytes);  // 4 + 4 + 2 chunks
   EXPECT_EQ(backend.counters()[BackendCall::kCreate], 3u);
   EXPECT_EQ(backend.counters()[BackendCall::kSetAccess], 2u);  // one per equal-size run
-  buffer.resize(3 * kChunkBytes);
+  buffer.resize(3 * kPageBytes);
   buffer.shrink_to_fit();
-  EXPECT_EQ(buffer.capacity_bytes(), 4 * kChunkBytes);
+  EXPECT_EQ(buffer.capacity_bytes(), 4 * kPageBytes);
   buffer.check_invariants();
 }
 
 TEST(GrowableBufferTest, AFailedSplitGrowthUnmapsItsFirstChunksAgain) {
-  SimBackend backend(kChunkBytes, 9 * kChunkBytes);
-  GrowableBuffer buffer(backend, {.max_bytes = kGiB, .max_chunk_bytes = 4 * kChunkBytes});
-  buffer.resize(kChunkBytes);
-  EXPECT_THROW(buffer.resize(10 * kChunkBytes), OutOfMemoryError);  // 1 + 4 + 4 fit, the last 1 does not
-  EXPECT_EQ(buffer.capacity_bytes(), kChunkBytes);
-  EXPECT_EQ(backend.live_chunk_bytes(), kChunkBytes);
+  SimBackend backend(kPageBytes, 9 * kPageBytes);
+  GrowableBuffer buffer(backend, {.max_bytes = kGiB, .max_chunk_bytes = 4 * kPageBytes});
+  buffer.resize(kPageBytes);
+  EXPECT_THROW(buffer.resize(10 * kPageBytes), OutOfMemoryError);  // 1 + 4 + 4 fit, the last 1 does not
+  EXPECT_EQ(buffer.capacity_bytes(), kPageBytes);
+  EXPECT_EQ(backend.live_chunk_bytes(), kPageBytes);
   buffer.check_invariants();
 }
 
 TEST(GrowableBufferTest, ShrinkToFitUnmapsTheWholeChunksPastTheSizeAndGivesThemBack) {
   HostBackend backend;
-  GrowableBuffer buffer(backend, {.max_bytes = kGiB, .chunk_bytes = 2 * kChunkBytes});
+  GrowableBuffer buffer(backend, {.max_bytes = kGiB, .chunk_bytes = 2 * kPageBytes});
   buffer.resize(8 * kMiB);   // one chunk [0, 8 MiB)
   buffer.resize(20 * kMiB);  // one chunk [8, 20 MiB)
   buffer.resize(30 * kMiB);  // one chunk [20, 32 MiB)
@@ -92,7 +92,7 @@ TEST(GrowableBufferTest, ShrinkToFitUnmapsTheWholeChunksPastTheSizeAndGivesThemB
   buffer.shrink_to_fit();
   EXPECT_EQ(buffer.capacity_bytes(), 8 * kMiB);
   EXPECT_EQ(backend.live_chunk_bytes(), 8 * kMiB);
-  EXPECT_FALSE(backend.is_accessible(reinterpret_cast<std::uintptr_t>(data) + 8 * kMiB, kChunkBytes));
+  EXPECT_FALSE(backend.is_accessible(reinterpret_cast<std::uintptr_t>(data) + 8 * kMiB, kPageBytes));
   EXPECT_EQ(data[5 * kMiB - 1], 'k');
   buffer.resize(12 * kMiB);  // grows again at the same address
   EXPECT_EQ(buffer.data(), data);
@@ -108,10 +108,10 @@ TEST(GrowableBufferTest, ShrinkToFitUnmapsTheWholeChunksPastTheSizeAndGivesThemB
 TEST(GrowableBufferTest, AChunkThatStraddlesTheNewSizeStaysMapped) {
   SimBackend backend;
   GrowableBuffer buffer(backend, {.max_bytes = kGiB});
-  buffer.resize(8 * kChunkBytes);  // one chunk
-  buffer.resize(kChunkBytes);
+  buffer.resize(8 * kPageBytes);  // one chunk
+  buffer.resize(kPageBytes);
   buffer.shrink_to_fit();
-  EXPECT_EQ(buffer.capacity_bytes(), 8 * kChunkBytes);
+  EXPECT_EQ(buffer.capacity_bytes(), 8 * kPageBytes);
   buffer.check_invariants();
 }
 
@@ -136,14 +136,14 @@ TEST(GrowableBufferTest, GrowingPastMaxBytesThrowsOutOfMemoryWithItsFiguresAndCh
 }
 
 TEST(GrowableBufferTest, ABackendOutOfMemoryLeavesTheBufferAsItWas) {
-  SimBackend backend(kChunkBytes, 4 * kChunkBytes);
+  SimBackend backend(kPageBytes, 4 * kPageBytes);
   GrowableBuffer buffer(backend, {.max_bytes = kGiB});
-  buffer.resize(kChunkBytes);
-  EXPECT_THROW(buffer.resize(6 * kChunkBytes), OutOfMemoryError);
-  EXPECT_EQ(buffer.size_bytes(), kChunkBytes);
-  EXPECT_EQ(buffer.capacity_bytes(), kChunkBytes);
+  buffer.resize(kPageBytes);
+  EXPECT_THROW(buffer.resize(6 * kPageBytes), OutOfMemoryError);
+  EXPECT_EQ(buffer.size_bytes(), kPageBytes);
+  EXPECT_EQ(buffer.capacity_bytes(), kPageBytes);
   EXPECT_EQ(backend.live_chunks(), 1u);
-  buffer.resize(4 * kChunkBytes);
+  buffer.resize(4 * kPageBytes);
   buffer.check_invariants();
 }
 
@@ -166,7 +166,7 @@ TEST(GrowableBufferTest, BadOptionsAreInvalidArgumentsAndDestructionGivesEveryth
                      "GrowableBuffer: ");
   {
     GrowableBuffer buffer(backend, {.max_bytes = kGiB, .chunk_bytes = kMiB});  // rounded up to 2 MiB
-    EXPECT_EQ(buffer.chunk_bytes(), kChunkBytes);
+    EXPECT_EQ(buffer.chunk_bytes(), kPageBytes);
     buffer.resize(7 * kMiB);
   }
   EXPECT_EQ(backend.live_chunks(), 0u);

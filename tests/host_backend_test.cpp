@@ -22,7 +22,7 @@
 namespace gmlake {
 namespace {
 
-constexpr std::uint64_t kGranule = kChunkBytes;
+constexpr std::uint64_t kGranule = kPageBytes;
 
 char* bytes_at(std::uintptr_t addr) { return reinterpret_cast<char*>(addr); }
 void poke(std::uintptr_t addr) { *reinterpret_cast<volatile char*>(addr) = 1; }
@@ -76,7 +76,7 @@ TEST(HostBackendTest, IsHostAccessibleAndRejectsAGranularityBelowThePageSize) {
   HostBackend b;
   EXPECT_TRUE(b.host_accessible());
   EXPECT_EQ(b.name(), "host");
-  EXPECT_EQ(b.granularity_bytes(), kChunkBytes);
+  EXPECT_EQ(b.granularity_bytes(), kPageBytes);
   try {
     HostBackend small(static_cast<std::uint64_t>(sysconf(_SC_PAGESIZE)) / 2);
     ADD_FAILURE() << "no error";
@@ -229,28 +229,28 @@ TEST(HostBackendDeathTest, TouchingMemoryWithoutAccessFaults) {
 }
 
 TEST(HostBackendTest, NodesEachHoldTheirOwnLimitAndTheirChunksHoldRealBytes) {
-  HostBackend b(kChunkBytes, std::vector<std::uint64_t>{kChunkBytes, 2 * kChunkBytes});
+  HostBackend b(kPageBytes, std::vector<std::uint64_t>{kPageBytes, 2 * kPageBytes});
   EXPECT_EQ(b.device_count(), 2u);
-  EXPECT_EQ(b.physical_limit_bytes(), kChunkBytes);
-  const ChunkHandle own = b.create(kChunkBytes);
-  EXPECT_THROW(b.create(kChunkBytes), OutOfMemoryError) << "node 0 is full";
-  const ChunkHandle peer = b.create(2 * kChunkBytes, 1);
-  EXPECT_THROW(b.create(kChunkBytes, 1), OutOfMemoryError) << "node 1 is full";
+  EXPECT_EQ(b.physical_limit_bytes(), kPageBytes);
+  const ChunkHandle own = b.create(kPageBytes);
+  EXPECT_THROW(b.create(kPageBytes), OutOfMemoryError) << "node 0 is full";
+  const ChunkHandle peer = b.create(2 * kPageBytes, 1);
+  EXPECT_THROW(b.create(kPageBytes, 1), OutOfMemoryError) << "node 1 is full";
   EXPECT_EQ(b.chunk_device(peer), 1);
-  EXPECT_EQ(b.live_chunk_bytes(1), 2 * kChunkBytes);
-  const std::uintptr_t at = b.reserve(2 * kChunkBytes);
-  b.map(at, 2 * kChunkBytes, peer);
-  b.set_access(at, 2 * kChunkBytes);
+  EXPECT_EQ(b.live_chunk_bytes(1), 2 * kPageBytes);
+  const std::uintptr_t at = b.reserve(2 * kPageBytes);
+  b.map(at, 2 * kPageBytes, peer);
+  b.set_access(at, 2 * kPageBytes);
   auto* bytes = reinterpret_cast<unsigned char*>(at);
   bytes[0] = 0x42;
-  bytes[2 * kChunkBytes - 1] = 0x24;
-  EXPECT_EQ(bytes[0] + bytes[2 * kChunkBytes - 1], 0x66);
-  b.unmap(at, 2 * kChunkBytes);
-  b.address_free(at, 2 * kChunkBytes);
+  bytes[2 * kPageBytes - 1] = 0x24;
+  EXPECT_EQ(bytes[0] + bytes[2 * kPageBytes - 1], 0x66);
+  b.unmap(at, 2 * kPageBytes);
+  b.address_free(at, 2 * kPageBytes);
   b.release(peer);
   b.release(own);
   EXPECT_EQ(b.live_chunk_bytes(1), 0u);
-  EXPECT_THROW(HostBackend(kChunkBytes, std::vector<std::uint64_t>{}), Error);
+  EXPECT_THROW(HostBackend(kPageBytes, std::vector<std::uint64_t>{}), Error);
 }
 
 TEST(HostBackendTest, ScrubZeroesAnUnmappedChunkAndRefusesWhatItMayNotTouch) {

@@ -23,7 +23,7 @@
 namespace gmlake::test {
 namespace {
 
-constexpr std::uint64_t kLoanBytes = 2 * kChunkBytes;
+constexpr std::uint64_t kLoanBytes = 2 * kPageBytes;
 
 // In a raw lender's child: reads (and closes any descriptor of) what the borrower sends on `s`, answering
 // nothing, until the borrower closes. Returns 0 then, or `error_status` when a message is malformed.
@@ -43,7 +43,7 @@ int read_until_closed(int s, int error_status) {
 ForkedChild lender_child(const LakeAddress& address, std::uint64_t device_bytes, std::uint64_t budget_bytes,
                          const std::function<int(LakeLender&, HostBackend&, int, int)>& body) {
   return ForkedChild([=](int up, int down) {
-    HostBackend backend(kChunkBytes, device_bytes);
+    HostBackend backend(kPageBytes, device_bytes);
     LakeLender lender(backend, address, budget_bytes);
     send_message(up, "ready");
     return body(lender, backend, up, down);
@@ -63,7 +63,7 @@ TEST(LakeBorrower, ALoanIsTheLendersMemoryAndBothProcessesSeeItsBytes) {
     return serve_one_borrower(lender, backend);
   });
   ASSERT_EQ(child.receive(), "ready");
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   {
     LakeBorrower borrower(backend, address);
     const Loan loan = borrower.borrow(kLoanBytes);
@@ -96,7 +96,7 @@ TEST(LakeBorrower, ALenderKilledHoldingLoansLeavesThemValidUntilGivenBackAndLend
     return 0;
   });
   ASSERT_EQ(child.receive(), "ready");
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   LakeBorrower borrower(backend, address);
   const Loan loan = borrower.borrow(kLoanBytes);
   MappedChunk mapped(backend, loan.chunk, kLoanBytes);
@@ -122,9 +122,9 @@ TEST(LakeBorrower, OutOfMemoryOnBothSidesIsAnErrorThatChangesNothing) {
     return code != 0 ? code : lender.refused_requests() == 1 ? 0 : 11;
   });
   ASSERT_EQ(child.receive(), "ready");
-  HostBackend backend(kChunkBytes, kChunkBytes);
-  const ChunkHandle own = backend.create(kChunkBytes);
-  test::expect_error([&] { backend.create(kChunkBytes); }, ErrorCode::kOutOfMemory, "");
+  HostBackend backend(kPageBytes, kPageBytes);
+  const ChunkHandle own = backend.create(kPageBytes);
+  test::expect_error([&] { backend.create(kPageBytes); }, ErrorCode::kOutOfMemory, "");
   {
     LakeBorrower borrower(backend, address);
     const Loan a = borrower.borrow(kLoanBytes);
@@ -147,12 +147,12 @@ TEST(LakeBorrower, TheLendersBudgetBoundsItsLoans) {
     return serve_one_borrower(lender, backend);
   });
   ASSERT_EQ(child.receive(), "ready");
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   {
     LakeBorrower borrower(backend, address);
     const Loan a = borrower.borrow(kLoanBytes);
-    test::expect_error([&] { borrower.borrow(kChunkBytes); }, ErrorCode::kOutOfMemory, "budget is spent");
-    test::expect_error([&] { borrower.borrow(kChunkBytes + 1); }, ErrorCode::kInvalidArgument, "granularity");
+    test::expect_error([&] { borrower.borrow(kPageBytes); }, ErrorCode::kOutOfMemory, "budget is spent");
+    test::expect_error([&] { borrower.borrow(kPageBytes + 1); }, ErrorCode::kInvalidArgument, "granularity");
     borrower.give_back(a.id);
   }
   EXPECT_EQ(child.wait(), 0);
@@ -168,7 +168,7 @@ TEST(LakeBorrower, ASilentLenderIsOutOfMemoryAfterTheTimeoutAndItsLateLoanGoesSt
     return serve_commands(lender, backend, up, down);
   });
   ASSERT_EQ(child.receive(), "ready");
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   {
     LakeBorrower borrower(backend, address, 100);
     using Clock = std::chrono::steady_clock;
@@ -198,7 +198,7 @@ TEST(LakeBorrower, ASilentLenderIsOutOfMemoryAfterTheTimeoutAndItsLateLoanGoesSt
 }
 
 TEST(LakeBorrower, NoLenderAtTheAddressIsABackendError) {
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   test::expect_error([&] { LakeBorrower(backend, lake_address("nobody")); }, ErrorCode::kBackend, "no gmlake lender");
 }
 
@@ -212,7 +212,7 @@ TEST(LakeBorrowerTrust, ALenderOfAnotherUidIsNotTrustedUnlessAllowed) {
       send_message(up, "no-uid");
       return 0;
     }
-    HostBackend backend(kChunkBytes);
+    HostBackend backend(kPageBytes);
     LakeLender lender(backend, address, 0, {borrower_uid});
     send_message(up, "ready");
     for (;;) {  // serves until the test says stop
@@ -226,7 +226,7 @@ TEST(LakeBorrowerTrust, ALenderOfAnotherUidIsNotTrustedUnlessAllowed) {
   const std::string first = child.receive();
   if (first == "no-uid") GTEST_SKIP() << kNoOtherUid;
   ASSERT_EQ(first, "ready");
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   const int descriptors = open_descriptors();
   test::expect_error([&] { LakeBorrower(backend, address); }, ErrorCode::kBackend,
                      "runs as uid " + std::to_string(kOtherUid));
@@ -283,7 +283,7 @@ TEST(LakeBorrowerTrust, AGrantOfAnotherSizeThanAskedEndsTheConnectionAndLeavesNo
   ForkedChild child = raw_lender(address, 8 * kLoanBytes,
                                  [](int, const lake::Message& r) { return grant_of(1, r.size_bytes * 2); });
   ASSERT_EQ(child.receive(), "ready");
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   const int descriptors = open_descriptors();
   {
     LakeBorrower borrower(backend, address);
@@ -301,7 +301,7 @@ TEST(LakeBorrowerTrust, ALoanIdGrantedTwiceEndsTheConnectionAndKeepsTheFirstLoan
   ForkedChild child = raw_lender(address, 8 * kLoanBytes,
                                  [](int, const lake::Message& r) { return grant_of(7, r.size_bytes); });
   ASSERT_EQ(child.receive(), "ready");
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   const int descriptors = open_descriptors();
   {
     LakeBorrower borrower(backend, address);
@@ -339,7 +339,7 @@ TEST(LakeBorrowerTrust, AnAnswerAlreadyWaitingIsTakenEvenWithAOneMillisecondTime
     return read_until_closed(s, 61);
   });
   ASSERT_EQ(child.receive(), "ready");
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   {
     LakeBorrower borrower(backend, address, /*answer_timeout_ms=*/1);
     ASSERT_EQ(child.receive(), "granted");
@@ -370,7 +370,7 @@ TEST(LakeBorrowerTrust, ARefusalOfThisProcessIsNotTakenForTheLateAnswerToAReques
     return read_until_closed(s, 62);  // until the borrower closes: what it sends is read, nothing answered
   });
   ASSERT_EQ(child.receive(), "ready");
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   {
     LakeBorrower borrower(backend, address, /*answer_timeout_ms=*/1);
     test::expect_error([&] { borrower.borrow(kLoanBytes); }, ErrorCode::kOutOfMemory, "did not answer");

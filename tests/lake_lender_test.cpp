@@ -19,7 +19,7 @@
 namespace gmlake::test {
 namespace {
 
-constexpr std::uint64_t kLoanBytes = 2 * kChunkBytes;
+constexpr std::uint64_t kLoanBytes = 2 * kPageBytes;
 
 class LakeLenderTest : public ::testing::Test {
  protected:
@@ -27,7 +27,7 @@ class LakeLenderTest : public ::testing::Test {
   ForkedChild borrower_child(const std::function<int(LakeBorrower&, HostBackend&, int, int)>& body) {
     const LakeAddress address = address_;
     return ForkedChild([=](int up, int down) {
-      HostBackend backend(kChunkBytes);
+      HostBackend backend(kPageBytes);
       LakeBorrower borrower(backend, address);
       return body(borrower, backend, up, down);
     });
@@ -37,7 +37,7 @@ class LakeLenderTest : public ::testing::Test {
   }
 
   LakeAddress address_ = lake_address(::testing::UnitTest::GetInstance()->current_test_info()->name());
-  HostBackend backend_{kChunkBytes};
+  HostBackend backend_{kPageBytes};
   LakeLender lender_{backend_, address_, 0};
 };
 
@@ -183,7 +183,7 @@ struct LoggingLender {
     for (const std::string& l : lines) n += l.find(text) != std::string::npos ? 1 : 0;
     return n;
   }
-  HostBackend backend{kChunkBytes};
+  HostBackend backend{kPageBytes};
   std::vector<std::string> lines;
   LakeLender lender;
 };
@@ -197,7 +197,7 @@ TEST(LakeLenderTrust, ABorrowerOfAnotherUidIsRefusedLoggedAndLentNothing) {
       send_message(up, "no-uid");
       return 0;
     }
-    HostBackend backend(kChunkBytes);
+    HostBackend backend(kPageBytes);
     LakeBorrower borrower(backend, address, 0, {lender_uid});  // it trusts the lender; the lender does not it
     try {
       borrower.borrow(kLoanBytes);
@@ -229,7 +229,7 @@ TEST(LakeLenderTrust, AnAllowedUidIsServedLikeTheOwnUid) {
       send_message(up, "no-uid");
       return 0;
     }
-    HostBackend backend(kChunkBytes);
+    HostBackend backend(kPageBytes);
     LakeBorrower borrower(backend, address, 0, {lender_uid});
     const Loan loan = borrower.borrow(kLoanBytes);
     send_message(up, "lent " + std::to_string(loan.size_bytes));
@@ -259,7 +259,7 @@ TEST(LakeLenderTrust, APathSocketKeepsOtherUidsOutAtConnect) {
       send_message(up, "no-uid");
       return 0;
     }
-    HostBackend backend(kChunkBytes);
+    HostBackend backend(kPageBytes);
     try {
       LakeBorrower borrower(backend, path);
       send_message(up, "connected");
@@ -290,7 +290,7 @@ TEST(LakeLenderTrust, AChunkLentHoldsNoneOfTheLendersEarlierBytes) {
     l.backend.release(used);
   }
   ForkedChild child([&](int up, int down) {
-    HostBackend backend(kChunkBytes);
+    HostBackend backend(kPageBytes);
     LakeBorrower borrower(backend, address);
     const Loan loan = borrower.borrow(kLoanBytes);
     MappedChunk m(backend, loan.chunk, kLoanBytes);

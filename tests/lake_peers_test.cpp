@@ -51,7 +51,7 @@ class LakePeersTest : public ::testing::Test {
   void start(std::uint64_t lender_bytes, const std::string& conf = "", StreamEvents* events = nullptr) {
     const LakeAddress address = address_;
     child_ = std::make_unique<ForkedChild>([=](int up, int down) {
-      HostBackend backend(kChunkBytes, lender_bytes);
+      HostBackend backend(kPageBytes, lender_bytes);
       LakeLender lender(backend, address, 0);
       send_message(up, "ready");
       return serve_commands(lender, backend, up, down);
@@ -82,7 +82,7 @@ class LakePeersTest : public ::testing::Test {
   }
 
   LakeAddress address_ = lake_address(::testing::UnitTest::GetInstance()->current_test_info()->name());
-  HostBackend backend_{kChunkBytes, kOwnBytes};
+  HostBackend backend_{kPageBytes, kOwnBytes};
   std::unique_ptr<ForkedChild> child_;
   std::unique_ptr<ChunkProvider> lake_;  // outlives alloc_, which gives its loans back through it
   std::unique_ptr<engine::StitchingAllocator> alloc_;
@@ -119,7 +119,7 @@ TEST_F(LakePeersTest, AFullPoolBorrowsFromTheLenderAndBothProcessesSeeTheBlocksB
 TEST_F(LakePeersTest, APoolThroughThePoolApiBorrowsPastItsCap) {
   const LakeAddress address = address_;
   ForkedChild child([=](int up, int down) {
-    HostBackend backend(kChunkBytes);
+    HostBackend backend(kPageBytes);
     LakeLender lender(backend, address, 0);
     send_message(up, "ready");
     return serve_commands(lender, backend, up, down);
@@ -206,7 +206,7 @@ TEST_F(LakePeersTest, ARecalledChunkUnderALiveBlockTakesNoNewBlockAndGoesBackWhe
   engine::StitchingAllocator& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
   void* q = a.allocate(2 * kMiB + kMiB / 2, 0);  // two lent pages, one loan; the second page is mostly free
-  const auto q_pages = reinterpret_cast<std::uintptr_t>(q) & ~(std::uintptr_t{kChunkBytes} - 1);
+  const auto q_pages = reinterpret_cast<std::uintptr_t>(q) & ~(std::uintptr_t{kPageBytes} - 1);
   std::memset(q, 0x42, 2 * kMiB + kMiB / 2);
   a.check_invariants();
   EXPECT_EQ(lent(), 4 * kMiB);
@@ -282,7 +282,7 @@ TEST_F(LakePeersTest, ALenderThatDiesLeavesThePoolUsableAndItsLoansValidUntilThe
 TEST_F(LakePeersTest, ASilentLenderCostsOneTimeoutThenTheLateLoanGoesBackAndBorrowingResumes) {
   const LakeAddress address = address_;
   child_ = std::make_unique<ForkedChild>([=](int up, int down) {
-    HostBackend backend(kChunkBytes, 0);
+    HostBackend backend(kPageBytes, 0);
     LakeLender lender(backend, address, 0);
     send_message(up, "ready");
     if (receive_message(down) != "serve") return 20;
@@ -389,7 +389,7 @@ TEST_F(LakePeersTest, ALenderThatRefusesThisProcessIsSaidOnceOnStderrCountedInTh
   const LakeAddress address = lake_address("refusing");  // the test's name is too long for an address
   ForkedChild child = refusing_lender(address, 2);
   ASSERT_EQ(child.receive(), "ready");
-  HostBackend second_backend(kChunkBytes, kOwnBytes);
+  HostBackend second_backend(kPageBytes, kOwnBytes);
   ::testing::internal::CaptureStderr();
   {
     // Two pools of this process (two devices, say) borrowing from the one lender: one line between them.
@@ -429,7 +429,7 @@ TEST_F(LakePeersTest, ALenderThatRefusesThisProcessIsSaidOnceOnStderrCountedInTh
 // in a child become kOtherUid, trusts the lender (lake_allowed_uids) but is refused by it.
 TEST(LakePeersTrust, APoolWhoseUidTheLenderRefusesSaysSoOnceCountsItAndUsesItsOwnMemoryOnly) {
   const LakeAddress address = lake_address("refused-pool");
-  HostBackend lender_backend(kChunkBytes);
+  HostBackend lender_backend(kPageBytes);
   std::vector<std::string> lender_lines;
   LakeLender lender(lender_backend, address, 0, {}, [&](const std::string& line) { lender_lines.push_back(line); });
   const std::uint32_t lender_uid = ::geteuid();
@@ -486,9 +486,9 @@ TEST(LakePeersTrust, APoolWhoseUidTheLenderRefusesSaysSoOnceCountsItAndUsesItsOw
 }
 
 TEST(LakePeersProvider, ALakeSocketGivesAProviderConnectedToTheLenderAndNoneGivesNone) {
-  HostBackend host(kChunkBytes);
+  HostBackend host(kPageBytes);
   EXPECT_EQ(make_lake_peers(Config{}, host), nullptr) << "lake_socket:none";
-  HostBackend lender_backend(kChunkBytes);
+  HostBackend lender_backend(kPageBytes);
   const LakeAddress address = lake_address("provider");
   LakeLender lender(lender_backend, address, 0);
   const std::unique_ptr<ChunkProvider> lake = make_lake_peers(parse_config("lake_socket:" + address), host);
@@ -503,7 +503,7 @@ TEST(LakePeersProvider, ALakeSocketGivesAProviderConnectedToTheLenderAndNoneGive
 }
 
 TEST(LakePeersConfig, ALakeSocketWithNoLenderOrOnABackendThatCannotImportIsAClearError) {
-  HostBackend host(kChunkBytes);
+  HostBackend host(kPageBytes);
   test::expect_error([&] { make_lake_peers(parse_config("lake_socket:" + lake_address("nobody")), host); },
                      ErrorCode::kBackend, "no gmlake lender");
   test::expect_error([&] { Pool(parse_config("backend:host,lake_socket:" + lake_address("nobody"))); },

@@ -18,7 +18,7 @@
 namespace gmlake::test {
 namespace {
 
-constexpr std::uint64_t kLoanBytes = 2 * kChunkBytes;
+constexpr std::uint64_t kLoanBytes = 2 * kPageBytes;
 
 volatile std::sig_atomic_t g_stop = 0;
 extern "C" void set_stop(int) { g_stop = 1; }
@@ -36,7 +36,7 @@ class LakeServeTest : public ::testing::Test {
   ~LakeServeTest() override { sigaction(SIGUSR1, &previous_, nullptr); }
   struct sigaction previous_ {};
   LakeAddress address_ = lake_address(::testing::UnitTest::GetInstance()->current_test_info()->name());
-  HostBackend backend_{kChunkBytes};
+  HostBackend backend_{kPageBytes};
   std::vector<std::string> lines_;
   LakeLender lender_{backend_, address_, 0, {}, [this](const std::string& l) { lines_.push_back(l); }};
 };
@@ -45,7 +45,7 @@ TEST_F(LakeServeTest, AStopRecallsEveryLoanAndEndsOnceAllCameBack) {
   const LakeAddress address = address_;
   const pid_t server = ::getpid();
   ForkedChild child([=](int up, int) {
-    HostBackend backend(kChunkBytes);
+    HostBackend backend(kPageBytes);
     LakeBorrower borrower(backend, address);
     const Loan a = borrower.borrow(kLoanBytes), b = borrower.borrow(kLoanBytes);
     ::kill(server, SIGUSR1);  // stop, with two loans out
@@ -86,7 +86,7 @@ TEST_F(LakeServeTest, ABorrowerThatKeepsItsLoanPastTheRecallTimeIsCutOffAndRepor
   const LakeAddress address = address_;
   const pid_t server = ::getpid();
   ForkedChild child([=](int, int down) {
-    HostBackend backend(kChunkBytes);
+    HostBackend backend(kPageBytes);
     LakeBorrower borrower(backend, address);
     borrower.borrow(kLoanBytes);
     ::kill(server, SIGUSR1);

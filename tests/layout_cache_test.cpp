@@ -89,21 +89,21 @@ TEST(LayoutCacheTest, PastTheEntryBoundTheLeastRecentlyReleasedBlocksAreGivenBac
 
 TEST(LayoutCacheTest, PastTheByteBoundTheLeastRecentlyReleasedBlocksAreGivenBackAndTooLargeOnesAtOnce) {
   SimBackend backend;
-  LayoutCache cache(backend, {.max_cached_bytes = 3 * kChunkBytes, .max_cached_entries = 100});
-  void* small1 = cache.allocate({kChunkBytes});
-  void* small2 = cache.allocate({kChunkBytes});
-  void* big = cache.allocate({2 * kChunkBytes});
-  void* huge = cache.allocate({4 * kChunkBytes});
+  LayoutCache cache(backend, {.max_cached_bytes = 3 * kPageBytes, .max_cached_entries = 100});
+  void* small1 = cache.allocate({kPageBytes});
+  void* small2 = cache.allocate({kPageBytes});
+  void* big = cache.allocate({2 * kPageBytes});
+  void* huge = cache.allocate({4 * kPageBytes});
   cache.release(huge);  // larger than the whole bound: given back at once
   EXPECT_EQ(cache.stats().cached_entries, 0u);
   EXPECT_EQ(cache.stats().pool.evictions, 0u);
   cache.release(small1);
   cache.release(small2);
   cache.release(big);  // 4 chunks cached > 3: small1 goes
-  EXPECT_EQ(cache.stats().cached_bytes, 3 * kChunkBytes);
+  EXPECT_EQ(cache.stats().cached_bytes, 3 * kPageBytes);
   EXPECT_EQ(cache.stats().pool.evictions, 1u);
-  EXPECT_EQ(backend.live_chunk_bytes(), 3 * kChunkBytes);
-  EXPECT_EQ(cache.allocate({kChunkBytes}), small2);
+  EXPECT_EQ(backend.live_chunk_bytes(), 3 * kPageBytes);
+  EXPECT_EQ(cache.allocate({kPageBytes}), small2);
   cache.check_invariants();
 }
 
@@ -150,7 +150,7 @@ TEST(LayoutCacheTest, BadLayoutsDevicesAndDeviceListsAreInvalidArguments) {
   SimBackend backend;
   LayoutCache cache(backend);
   test::expect_error([&] { cache.allocate({64, 3}); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
-  test::expect_error([&] { cache.allocate({64, 2 * kChunkBytes}); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
+  test::expect_error([&] { cache.allocate({64, 2 * kPageBytes}); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
   test::expect_error([&] { cache.allocate({~std::uint64_t{0}, 64}); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
   test::expect_error([&] { cache.allocate({64}, 1); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
   test::expect_error([&] { cache.release(nullptr, 7); }, ErrorCode::kInvalidArgument, "LayoutCache: ");
@@ -180,31 +180,31 @@ TEST(LayoutCacheTest, EachDeviceHasItsOwnCacheAndItsOwnPointers) {
   test::expect_error([&] { cache.release(p0, 0); }, ErrorCode::kInvalidPointer, "is not a live block of this device");
   EXPECT_EQ(cache.stats(0).cached_entries, 1u);
   EXPECT_EQ(cache.stats(1).cached_entries, 0u);
-  EXPECT_EQ(cache.allocate({kMiB}, 1), reinterpret_cast<void*>(addr(p1) + kChunkBytes));  // a miss on gpu1
+  EXPECT_EQ(cache.allocate({kMiB}, 1), reinterpret_cast<void*>(addr(p1) + kPageBytes));  // a miss on gpu1
   cache.check_invariants();
 }
 
 TEST(LayoutCacheTest, WhenTheBackendIsOutOfMemoryTheCacheIsGivenBackAndTheAllocationRetried) {
-  SimBackend backend(kChunkBytes, 4 * kChunkBytes);
+  SimBackend backend(kPageBytes, 4 * kPageBytes);
   LayoutCache cache(backend);
-  void* a = cache.allocate({kChunkBytes});
-  void* b = cache.allocate({2 * kChunkBytes});
+  void* a = cache.allocate({kPageBytes});
+  void* b = cache.allocate({2 * kPageBytes});
   cache.release(b);
-  void* c = cache.allocate({3 * kChunkBytes});  // only fits once b's cached region is given back
+  void* c = cache.allocate({3 * kPageBytes});  // only fits once b's cached region is given back
   EXPECT_NE(c, nullptr);
   EXPECT_EQ(cache.stats().pool.num_alloc_retries, 1u);
   EXPECT_EQ(cache.stats().cached_entries, 0u);
   try {
-    cache.allocate({kChunkBytes});
+    cache.allocate({kPageBytes});
     FAIL() << "expected OutOfMemoryError";
   } catch (const OutOfMemoryError& e) {
-    EXPECT_EQ(e.requested_bytes(), kChunkBytes);
-    EXPECT_EQ(e.reserved_bytes(), 4 * kChunkBytes);
-    EXPECT_EQ(e.allocated_bytes(), 4 * kChunkBytes);
+    EXPECT_EQ(e.requested_bytes(), kPageBytes);
+    EXPECT_EQ(e.reserved_bytes(), 4 * kPageBytes);
+    EXPECT_EQ(e.allocated_bytes(), 4 * kPageBytes);
   }
   EXPECT_EQ(cache.stats().pool.num_ooms, 1u);
   cache.release(a);
-  EXPECT_EQ(cache.allocate({kChunkBytes}), a);  // usable afterwards
+  EXPECT_EQ(cache.allocate({kPageBytes}), a);  // usable afterwards
   cache.check_invariants();
 }
 

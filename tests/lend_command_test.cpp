@@ -21,7 +21,7 @@
 namespace gmlake::test {
 namespace {
 
-constexpr std::uint64_t kLoanBytes = 2 * kChunkBytes;
+constexpr std::uint64_t kLoanBytes = 2 * kPageBytes;
 
 // `gmlake lend ARGS...` started with its stderr on a pipe this test reads line by line.
 class LendProcess {
@@ -98,7 +98,7 @@ TEST(LendCommand, LendsLogsAndOnSigtermRecallsEveryLoanThenStopsCleanly) {
   LendProcess lend({"--backend", "host", "--socket", address, "--budget", "8M", "--recall-ms", "20000"});
   ASSERT_TRUE(lend.wait_for("ready")) << lend.all();
   EXPECT_EQ(lend.count("lending up to 8388608 bytes of host at " + address), 1) << lend.all();
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   {
     LakeBorrower borrower(backend, address);
     const Loan a = borrower.borrow(kLoanBytes), b = borrower.borrow(kLoanBytes);
@@ -130,7 +130,7 @@ TEST(LendCommand, ALoanKeptPastTheRecallTimeMakesTheStopExitOne) {
   const LakeAddress address = lake_address("lend-command-kept");
   LendProcess lend({"--backend", "host", "--socket", address, "--budget", "0", "--recall-ms", "100"});
   ASSERT_TRUE(lend.wait_for("ready")) << lend.all();
-  HostBackend backend(kChunkBytes);
+  HostBackend backend(kPageBytes);
   LakeBorrower borrower(backend, address);
   const Loan loan = borrower.borrow(kLoanBytes);
   ASSERT_TRUE(lend.wait_for("lent loan")) << lend.all();

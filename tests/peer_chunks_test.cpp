@@ -27,7 +27,7 @@ class PeerChunksTest : public ::testing::Test {
  protected:
   // Device 0 (own): 8 MiB of HBM; device 1 (peer): 64 MiB over NVLink.
   PeerChunksTest()
-      : backend_(kChunkBytes, {SimDevice{8 * kMiB, kH100HbmBytesPerS}, SimDevice{64 * kMiB, kH100NvlinkBytesPerS}}) {}
+      : backend_(kPageBytes, {SimDevice{8 * kMiB, kH100HbmBytesPerS}, SimDevice{64 * kMiB, kH100NvlinkBytesPerS}}) {}
   StitchingAllocator& make(const std::string& conf) {
     alloc_ = std::make_unique<StitchingAllocator>(parse_config(kBase + "," + conf), backend_);
     return *alloc_;
@@ -240,7 +240,7 @@ TEST_F(PeerChunksTest, PeerDevicesThatAreNotPeersAreRefusedAtConstruction) {
 
 TEST(PeerChunksOnHost, BlocksOnPeerChunksKeepTheirBytesWhileTheEngineMovesMemoryAround) {
   // Two host nodes: 8 MiB own, 64 MiB peer; real memory, so every block's bytes are checked.
-  HostBackend backend(kChunkBytes, std::vector<std::uint64_t>{8 * kMiB, 64 * kMiB});
+  HostBackend backend(kPageBytes, std::vector<std::uint64_t>{8 * kMiB, 64 * kMiB});
   StitchingAllocator a(parse_config(kBase + ",peer_devices:1"), backend);
   std::vector<std::pair<unsigned char*, std::uint64_t>> live;
   auto allocate = [&](std::uint64_t size, unsigned char value) {
@@ -276,7 +276,7 @@ TEST(PeerChunksOnHost, BlocksOnPeerChunksKeepTheirBytesWhileTheEngineMovesMemory
 }
 
 TEST(PeerChunks, RoomIsTheBudgetLeftOrUnboundedWithoutOne) {
-  SimBackend backend(kChunkBytes, {SimDevice{}, SimDevice{}});
+  SimBackend backend(kPageBytes, {SimDevice{}, SimDevice{}});
   EXPECT_EQ(PeerChunks(backend, {1}, 0).room_bytes(123 * kMiB), UINT64_MAX);
   EXPECT_EQ(PeerChunks(backend, {1}, 8 * kMiB).room_bytes(6 * kMiB), 2 * kMiB);
   EXPECT_EQ(PeerChunks(backend, {1}, 8 * kMiB).room_bytes(10 * kMiB), 0u);

@@ -18,7 +18,7 @@ namespace {
 TEST(PeerSourceTest, WithoutPeersOrLenderTheSourceIsNeverEnabled) {
   SimBackend sim;
   Stats stats;
-  ChunkPool pool(sim, kChunkBytes, stats);
+  ChunkPool pool(sim, kPageBytes, stats);
   const auto source = make_peer_source(Config{}, sim, pool);
   EXPECT_FALSE(source->enabled());
   EXPECT_EQ(source->room_bytes(0), 0u);
@@ -29,9 +29,9 @@ TEST(PeerSourceTest, WithoutPeersOrLenderTheSourceIsNeverEnabled) {
 }
 
 TEST(PeerSourceTest, PeerDevicesGiveTheDirectSourceWhosePoolReleasesPeerChunksThroughIt) {
-  HostBackend host(kChunkBytes, {4 * kMiB, 4 * kMiB});
+  HostBackend host(kPageBytes, {4 * kMiB, 4 * kMiB});
   Stats stats;
-  ChunkPool pool(host, kChunkBytes, stats);
+  ChunkPool pool(host, kPageBytes, stats);
   const auto source = make_peer_source(parse_config("peer_devices:1,peer_budget_bytes:2M"), host, pool);
   ASSERT_NE(dynamic_cast<PeerChunks*>(source.get()), nullptr);
   EXPECT_TRUE(source->enabled());
@@ -48,10 +48,10 @@ TEST(PeerSourceTest, PeerDevicesGiveTheDirectSourceWhosePoolReleasesPeerChunksTh
 }
 
 TEST(PeerSourceTest, AGivenLakeGivesTheProvidedSourceOverIt) {
-  HostBackend host(kChunkBytes);
+  HostBackend host(kPageBytes);
   test::FakeChunkProvider lake(host, 0);
   Stats stats;
-  ChunkPool pool(host, kChunkBytes, stats);
+  ChunkPool pool(host, kPageBytes, stats);
   const auto source = make_peer_source(parse_config("peer_budget_bytes:8M"), host, pool, &lake);
   ASSERT_NE(dynamic_cast<ProvidedChunks*>(source.get()), nullptr);
   EXPECT_TRUE(source->enabled());
@@ -61,17 +61,17 @@ TEST(PeerSourceTest, AGivenLakeGivesTheProvidedSourceOverIt) {
   std::uint64_t retries = 0;
   const ChunkId id = source->borrow(pool, 1, retries);
   ASSERT_NE(id, kNoChunk);
-  EXPECT_EQ(source->imported_bytes(), kChunkBytes);
+  EXPECT_EQ(source->imported_bytes(), kPageBytes);
   pool.release(id);  // through the lake
   EXPECT_TRUE(lake.lent().empty());
   EXPECT_EQ(host.live_chunks(), 0u);
 }
 
 TEST(PeerSourceTest, ALakeSocketWithNoLakeGivenOrALakeBesidePeerDevicesIsAConfigError) {
-  HostBackend host(kChunkBytes, {4 * kMiB, 4 * kMiB});
+  HostBackend host(kPageBytes, {4 * kMiB, 4 * kMiB});
   test::FakeChunkProvider lake(host, 0);
   Stats stats;
-  ChunkPool pool(host, kChunkBytes, stats);
+  ChunkPool pool(host, kPageBytes, stats);
   test::expect_error([&] { make_peer_source(parse_config("lake_socket:@nobody"), host, pool); }, ErrorCode::kConfig,
                      "lake_socket: set, but the engine was given no lake");
   test::expect_error([&] { make_peer_source(parse_config("peer_devices:1"), host, pool, &lake); }, ErrorCode::kConfig,

@@ -80,7 +80,7 @@ TEST(PmrAdapterTest, AVectorOfStringsGrowsInAnArenaAndTheArenaFreesItAllAtOnce) 
 
 TEST(PmrAdapterTest, AContainerOutgrowingItsArenaGetsTheArenasOutOfMemoryError) {
   HostBackend backend;
-  ArenaPool arena(backend, kChunkBytes);
+  ArenaPool arena(backend, kPageBytes);
   ArenaResource<ArenaPool> resource(arena);
   std::pmr::vector<char> bytes(&resource);
   EXPECT_THROW(bytes.resize(3 * kMiB), OutOfMemoryError);
@@ -129,7 +129,7 @@ TEST(PmrAdapterTest, AdaptersOverTheSamePoolAreEqualAndOverAnotherAreNot) {
   BlockPoolResource<BlockPool> a1(a), a2(a), b1(b);
   EXPECT_TRUE(a1.is_equal(a2));
   EXPECT_FALSE(a1.is_equal(b1));
-  ConcurrentArenaPool arena(backend, kChunkBytes);
+  ConcurrentArenaPool arena(backend, kPageBytes);
   ArenaResource<ConcurrentArenaPool> r1(arena), r2(arena);
   EXPECT_TRUE(r1.is_equal(r2));
   EXPECT_FALSE(r1.is_equal(a1));
@@ -140,7 +140,7 @@ TEST(PmrAdapterTest, AdaptersOverTheSamePoolAreEqualAndOverAnotherAreNot) {
 TEST(PmrAdapterTest, PoolsOverMemoryTheCpuCannotTouchAreRejected) {
   SimBackend backend;
   BlockPool pool(backend, {.block_bytes = 64});
-  ArenaPool arena(backend, kChunkBytes);
+  ArenaPool arena(backend, kPageBytes);
   LayoutCache cache(backend);
   test::expect_error([&] { BlockPoolResource<BlockPool> r(pool); }, ErrorCode::kInvalidArgument, "");
   test::expect_error([&] { ArenaResource<ArenaPool> r(arena); }, ErrorCode::kInvalidArgument, "");

@@ -160,7 +160,7 @@ TEST_P(PolicyFaultsTest, AnUnmapFailingWhileAnAllocationPastTheCapIsUndoneLeaves
   // Found by fuzz/allocator_fuzzer: gmlake maps a block's pages one by one and meets the cap half way; undoing
   // them, an unmap fails: the page must still end up an ordinary (accessible) idle page.
   std::vector<void*> blocks = allocate_some();
-  allocator_->set_cap_bytes(static_cast<std::uint64_t>(reserved()) + 2 * kChunkBytes);
+  allocator_->set_cap_bytes(static_cast<std::uint64_t>(reserved()) + 2 * kPageBytes);
   fault_->arm({BackendCall::kUnmap, 1, 1, FaultError::kBackendError});
   EXPECT_THROW(allocator_->allocate(64 * kMiB, 0), OutOfMemoryError);
   fault_->disarm_all();

@@ -102,7 +102,7 @@ TEST_P(PoolTest, SetCapBytesReachesThePolicyAndTheConfig) {
 }
 
 TEST_P(PoolTest, ABorrowedBackendGetsEveryChunkBackWhenThePoolGoes) {
-  SimBackend backend(kChunkBytes);
+  SimBackend backend(kPageBytes);
   {
     Pool pool(config(""), backend);
     EXPECT_EQ(&pool.backend(), &backend);
@@ -142,7 +142,7 @@ TEST(PoolConfigTest, AnUnknownBackendOrABadConfigMakesNoPool) {
   bad_backend.backend = "gpu";
   EXPECT_THROW(Pool{bad_backend}, Error);
   Config bad;
-  bad.chunk_bytes = 3;  // not a power of two
+  bad.page_bytes = 3;  // not a power of two
   try {
     Pool pool(bad);
     FAIL() << "an invalid config made a pool";

@@ -41,7 +41,7 @@ struct LiveBlock {
 class PropertyTest : public ::testing::TestWithParam<Combo> {
  protected:
   void SetUp() override {
-    backend_ = make_backend(GetParam().backend, kChunkBytes);
+    backend_ = make_backend(GetParam().backend, kPageBytes);
     Config config;
     config.policy = GetParam().policy;
     allocator_ = make_allocator(config, *backend_);

@@ -23,10 +23,10 @@ namespace {
 using test::FakeChunkProvider;
 
 TEST(ProvidedChunksTest, ASizeTheProviderHasNoRoomForIsHalvedAndTheChunkGoesBackThroughIt) {
-  HostBackend host(kChunkBytes);
+  HostBackend host(kPageBytes);
   FakeChunkProvider provider(host, 4 * kMiB);
   Stats stats;
-  ChunkPool pool(host, kChunkBytes, stats);
+  ChunkPool pool(host, kPageBytes, stats);
   ProvidedChunks source(provider, 0);
   pool.set_peer_source(&source);
   EXPECT_TRUE(source.enabled());
@@ -50,10 +50,10 @@ TEST(ProvidedChunksTest, ASizeTheProviderHasNoRoomForIsHalvedAndTheChunkGoesBack
 }
 
 TEST(ProvidedChunksTest, TheBudgetBoundsWhatIsAskedAndAProviderGoneIsNotAsked) {
-  HostBackend host(kChunkBytes);
+  HostBackend host(kPageBytes);
   FakeChunkProvider provider(host, 0);
   Stats stats;
-  ChunkPool pool(host, kChunkBytes, stats);
+  ChunkPool pool(host, kPageBytes, stats);
   ProvidedChunks source(provider, 2 * kMiB);
   pool.set_peer_source(&source);
   std::uint64_t retries = 0;
@@ -79,7 +79,7 @@ TEST(ProvidedChunksTest, TheBudgetBoundsWhatIsAskedAndAProviderGoneIsNotAsked) {
 // The engine given the provider: past its own device it borrows; a recalled chunk under a live block takes no
 // new block and goes back at the free of that block.
 TEST(ProvidedChunksTest, TheEngineBorrowsPastItsDeviceAndGivesARecalledChunkBackOnceNoBlockUsesIt) {
-  HostBackend host(kChunkBytes, 8 * kMiB);
+  HostBackend host(kPageBytes, 8 * kMiB);
   FakeChunkProvider provider(host, 0);
   {
     StitchingAllocator a(parse_config("max_chunk_bytes:2M,grow_bytes:2M,headroom_permille:0"), host, nullptr, nullptr,
@@ -106,7 +106,7 @@ TEST(ProvidedChunksTest, TheEngineBorrowsPastItsDeviceAndGivesARecalledChunkBack
 }
 
 TEST(ProvidedChunksTest, ALakeBesidePeerDevicesOrALakeSocketWithNoLakeIsAConfigError) {
-  HostBackend host(kChunkBytes, {4 * kMiB, 4 * kMiB});
+  HostBackend host(kPageBytes, {4 * kMiB, 4 * kMiB});
   FakeChunkProvider provider(host, 0);
   test::expect_error([&] { StitchingAllocator(parse_config("peer_devices:1"), host, nullptr, nullptr, &provider); },
                      ErrorCode::kConfig, "peer_devices: cannot be combined with a lake");

@@ -20,20 +20,20 @@ TEST(SimBackendTest, AddressesAreHighIncreasingAndNeverReused) {
   SimBackend b;
   EXPECT_FALSE(b.host_accessible());
   EXPECT_EQ(b.name(), "sim");
-  const std::uintptr_t first = b.reserve(2 * kChunkBytes);
+  const std::uintptr_t first = b.reserve(2 * kPageBytes);
   EXPECT_GE(first, kSimBaseAddress);
-  b.address_free(first, 2 * kChunkBytes);
-  const std::uintptr_t second = b.reserve(kChunkBytes);
-  EXPECT_GE(second, first + 2 * kChunkBytes);  // the freed range is not handed out again
-  const std::uintptr_t third = b.reserve(kChunkBytes);
-  EXPECT_GE(third, second + kChunkBytes);
+  b.address_free(first, 2 * kPageBytes);
+  const std::uintptr_t second = b.reserve(kPageBytes);
+  EXPECT_GE(second, first + 2 * kPageBytes);  // the freed range is not handed out again
+  const std::uintptr_t third = b.reserve(kPageBytes);
+  EXPECT_GE(third, second + kPageBytes);
 }
 
 TEST(SimBackendTest, HandlesAreIncreasingAndNeverReused) {
   SimBackend b;
-  const ChunkHandle first = b.create(kChunkBytes);
+  const ChunkHandle first = b.create(kPageBytes);
   b.release(first);
-  const ChunkHandle second = b.create(kChunkBytes);
+  const ChunkHandle second = b.create(kPageBytes);
   EXPECT_GT(second.value, first.value);
 }
 
@@ -52,22 +52,22 @@ TEST(SimBackendTest, ReservingPastTheEndOfTheAddressSpaceThrowsBackendErrorAndCh
   EXPECT_THROW(b.reserve(half_bytes), BackendError);
   EXPECT_EQ(b.live_reservations(), 1u);
   b.address_free(addr, half_bytes);
-  EXPECT_NO_THROW(b.reserve(kChunkBytes));  // what is left of the address space is still usable
+  EXPECT_NO_THROW(b.reserve(kPageBytes));  // what is left of the address space is still usable
 }
 
 TEST(SimBackendTest, APhysicalLimitCountsLiveChunkBytesOnly) {
-  SimBackend b(kChunkBytes, 4 * kChunkBytes);
-  EXPECT_EQ(b.physical_limit_bytes(), 4 * kChunkBytes);
-  const std::uintptr_t addr = b.reserve(64 * kChunkBytes);  // address space does not count
-  const ChunkHandle chunk = b.create(4 * kChunkBytes);
-  EXPECT_THROW(b.create(kChunkBytes), OutOfMemoryError);
+  SimBackend b(kPageBytes, 4 * kPageBytes);
+  EXPECT_EQ(b.physical_limit_bytes(), 4 * kPageBytes);
+  const std::uintptr_t addr = b.reserve(64 * kPageBytes);  // address space does not count
+  const ChunkHandle chunk = b.create(4 * kPageBytes);
+  EXPECT_THROW(b.create(kPageBytes), OutOfMemoryError);
   b.release(chunk);
-  EXPECT_NO_THROW(b.create(4 * kChunkBytes));
-  b.address_free(addr, 64 * kChunkBytes);
+  EXPECT_NO_THROW(b.create(4 * kPageBytes));
+  b.address_free(addr, 64 * kPageBytes);
 }
 
 TEST(SimBackendTest, SeveralDevicesEachEnforceTheirOwnCapacityAndCountTheirOwnBytes) {
-  SimBackend b(kChunkBytes, {SimDevice{4 * kMiB, kH100HbmBytesPerS}, SimDevice{2 * kMiB, kH100NvlinkBytesPerS}});
+  SimBackend b(kPageBytes, {SimDevice{4 * kMiB, kH100HbmBytesPerS}, SimDevice{2 * kMiB, kH100NvlinkBytesPerS}});
   EXPECT_EQ(b.device_count(), 2u);
   EXPECT_EQ(b.device(), 0);
   const ChunkHandle own = b.create(4 * kMiB);
@@ -96,41 +96,41 @@ TEST(SimBackendTest, SeveralDevicesEachEnforceTheirOwnCapacityAndCountTheirOwnBy
 }
 
 TEST(SimBackendTest, AccessCostFollowsEachDevicesLinkBandwidth) {
-  SimBackend b(kChunkBytes, {SimDevice{0, kH100HbmBytesPerS}, SimDevice{0, kH100NvlinkBytesPerS}, SimDevice{}});
+  SimBackend b(kPageBytes, {SimDevice{0, kH100HbmBytesPerS}, SimDevice{0, kH100NvlinkBytesPerS}, SimDevice{}});
   EXPECT_EQ(b.access_ns(0, 3'350'000'000), 1'000'000u) << "3.35 GB at 3.35 TB/s: 1 ms";
   EXPECT_EQ(b.access_ns(1, 450'000'000), 1'000'000u) << "450 MB over NVLink: 1 ms";
   EXPECT_GT(b.access_ns(1, kGiB), 7 * b.access_ns(0, kGiB));
   EXPECT_EQ(b.access_ns(2, kGiB), 0u) << "not modelled";
   EXPECT_THROW(b.access_ns(3, kGiB), Error);
-  EXPECT_THROW(SimBackend(kChunkBytes, std::vector<SimDevice>{}), Error);
+  EXPECT_THROW(SimBackend(kPageBytes, std::vector<SimDevice>{}), Error);
 }
 
 // With a cost model and several devices, cuMemSetAccess over a run charges each own chunk its table's time and
 // the peer chunks in it one peer call plus a cost per chunk (measured on two H200s: VmmCostModel).
 TEST(SimBackendTest, ModelledSetAccessChargesPeerChunksThePeerCallAndOwnChunksTheirTable) {
   const VmmCostModel model = *vmm_cost_model("h100");
-  SimBackend b(kChunkBytes, {SimDevice{}, SimDevice{}}, model);
+  SimBackend b(kPageBytes, {SimDevice{}, SimDevice{}}, model);
   EXPECT_EQ(b.name(), "sim:h100");
-  const std::uintptr_t va = b.reserve(3 * kChunkBytes);
-  b.map(va, kChunkBytes, b.create(kChunkBytes));
-  b.map(va + kChunkBytes, kChunkBytes, b.create(kChunkBytes, 1));
-  b.map(va + 2 * kChunkBytes, kChunkBytes, b.create(kChunkBytes, 1));
+  const std::uintptr_t va = b.reserve(3 * kPageBytes);
+  b.map(va, kPageBytes, b.create(kPageBytes));
+  b.map(va + kPageBytes, kPageBytes, b.create(kPageBytes, 1));
+  b.map(va + 2 * kPageBytes, kPageBytes, b.create(kPageBytes, 1));
   const std::uint64_t before = b.counters().time_ns_of(BackendCall::kSetAccess);
-  b.set_access(va, 3 * kChunkBytes);
+  b.set_access(va, 3 * kPageBytes);
   EXPECT_EQ(b.counters().time_ns_of(BackendCall::kSetAccess) - before,
-            model.ns(BackendCall::kSetAccess, kChunkBytes) + model.peer_set_access_call_ns +
+            model.ns(BackendCall::kSetAccess, kPageBytes) + model.peer_set_access_call_ns +
                 2 * model.peer_set_access_chunk_ns);
   const std::uint64_t middle = b.counters().time_ns_of(BackendCall::kSetAccess);
-  b.set_access(va, kChunkBytes);  // the own chunk alone: its table's time only
-  EXPECT_EQ(b.counters().time_ns_of(BackendCall::kSetAccess) - middle, model.ns(BackendCall::kSetAccess, kChunkBytes));
-  EXPECT_GT(model.peer_set_access_call_ns, 10 * model.ns(BackendCall::kSetAccess, kChunkBytes));
+  b.set_access(va, kPageBytes);  // the own chunk alone: its table's time only
+  EXPECT_EQ(b.counters().time_ns_of(BackendCall::kSetAccess) - middle, model.ns(BackendCall::kSetAccess, kPageBytes));
+  EXPECT_GT(model.peer_set_access_call_ns, 10 * model.ns(BackendCall::kSetAccess, kPageBytes));
 }
 
 TEST(SimBackendTest, CreateOnADeviceItDoesNotHaveIsRefusedUncounted) {
-  SimBackend one(kChunkBytes);
+  SimBackend one(kPageBytes);
   EXPECT_EQ(one.device_count(), 1u);
-  EXPECT_THROW(one.create(kChunkBytes, 1), Error);
-  EXPECT_THROW(one.create(kChunkBytes, -1), Error);
+  EXPECT_THROW(one.create(kPageBytes, 1), Error);
+  EXPECT_THROW(one.create(kPageBytes, -1), Error);
   EXPECT_EQ(one.counters()[BackendCall::kCreate], 0u);
   EXPECT_EQ(one.live_chunk_bytes(5), 0u);
 }

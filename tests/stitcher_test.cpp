@@ -17,16 +17,16 @@ namespace {
 TEST(StitcherTest, ARunOfTwoChunksTakesTwoMapsAndOneSetAccess) {
   SimBackend sim;
   Stats stats;
-  ChunkPool pool(sim, kChunkBytes, stats);
+  ChunkPool pool(sim, kPageBytes, stats);
   Stitcher stitcher(sim, pool, 21);
-  Arena arena(0, 0, sim.reserve(64 * kChunkBytes), 64 * kChunkBytes);
+  Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
   const ChunkId a = pool.create(3), b = pool.create(2);
   stitcher.map(arena, 4, a);
   stitcher.map(arena, 7, b);
   stitcher.grant(arena, 4, 5);
   EXPECT_EQ(sim.counters()[BackendCall::kMap], 2u);
   EXPECT_EQ(sim.counters()[BackendCall::kSetAccess], 1u);
-  EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, 4), 5 * kChunkBytes));
+  EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, 4), 5 * kPageBytes));
   EXPECT_EQ(arena.pages.unmapped_pages(4, 8), 0u);
   EXPECT_EQ(pool[b].first_page, 7u);
   stitcher.unmap(arena, a);
@@ -43,9 +43,9 @@ TEST(StitcherTest, AFailedMapOrUnmapChangesNothing) {
   SimBackend sim;
   FaultBackend fault(sim);
   Stats stats;
-  ChunkPool pool(fault, kChunkBytes, stats);
+  ChunkPool pool(fault, kPageBytes, stats);
   Stitcher stitcher(fault, pool, 21);
-  Arena arena(0, 0, fault.reserve(16 * kChunkBytes), 16 * kChunkBytes);
+  Arena arena(0, 0, fault.reserve(16 * kPageBytes), 16 * kPageBytes);
   const ChunkId a = pool.create(2);
   fault.arm({BackendCall::kMap, 1, 1, FaultError::kBackendError});
   EXPECT_THROW(stitcher.map(arena, 0, a), BackendError);
@@ -63,30 +63,30 @@ TEST(StitcherTest, AFailedMapOrUnmapChangesNothing) {
 }
 
 TEST(SimCostModelTest, ModelledBackendsChargeEachCallItsMeasuredCostAndSumOverMappings) {
-  const std::unique_ptr<Backend> plain = make_backend("sim", kChunkBytes);
+  const std::unique_ptr<Backend> plain = make_backend("sim", kPageBytes);
   EXPECT_FALSE(plain->time_is_modelled());
-  const std::unique_ptr<Backend> h100 = make_backend("sim:h100", kChunkBytes);
+  const std::unique_ptr<Backend> h100 = make_backend("sim:h100", kPageBytes);
   ASSERT_TRUE(h100->time_is_modelled());
   EXPECT_EQ(h100->name(), "sim:h100");
-  const std::uintptr_t base = h100->reserve(64 * kChunkBytes);
-  const ChunkHandle small = h100->create(kChunkBytes);
-  const ChunkHandle big = h100->create(32 * kChunkBytes);
+  const std::uintptr_t base = h100->reserve(64 * kPageBytes);
+  const ChunkHandle small = h100->create(kPageBytes);
+  const ChunkHandle big = h100->create(32 * kPageBytes);
   const std::uint64_t create_small = h100->counters().time_ns_of(BackendCall::kCreate);
   EXPECT_GT(create_small, 0u);
-  h100->map(base, kChunkBytes, small);
-  h100->map(base + kChunkBytes, 32 * kChunkBytes, big);
+  h100->map(base, kPageBytes, small);
+  h100->map(base + kPageBytes, 32 * kPageBytes, big);
   const std::uint64_t before = h100->counters().time_ns_of(BackendCall::kSetAccess);
-  h100->set_access(base, kChunkBytes);
+  h100->set_access(base, kPageBytes);
   const std::uint64_t one = h100->counters().time_ns_of(BackendCall::kSetAccess) - before;
-  h100->set_access(base, 33 * kChunkBytes);  // both mappings: charged for each
+  h100->set_access(base, 33 * kPageBytes);  // both mappings: charged for each
   const std::uint64_t both = h100->counters().time_ns_of(BackendCall::kSetAccess) - before - one;
   EXPECT_GT(both, one);
   EXPECT_LT(both, 33 * one) << "a large chunk costs less than its size in small ones";
-  h100->unmap(base, 33 * kChunkBytes);
+  h100->unmap(base, 33 * kPageBytes);
   h100->release(small);
   h100->release(big);
-  h100->address_free(base, 64 * kChunkBytes);
-  EXPECT_THROW(make_backend("sim:h999", kChunkBytes), Error);
+  h100->address_free(base, 64 * kPageBytes);
+  EXPECT_THROW(make_backend("sim:h999", kPageBytes), Error);
 }
 
 
@@ -100,9 +100,9 @@ bool active_in_map(const Arena& arena, std::uint64_t page) {
 TEST(StitcherTest, AChunkMovedToStandbyStaysMappedAndCanBeActivatedAgainWithNoBackendCall) {
   SimBackend sim;
   Stats stats;
-  ChunkPool pool(sim, kChunkBytes, stats);
+  ChunkPool pool(sim, kPageBytes, stats);
   Stitcher stitcher(sim, pool, 21);
-  Arena arena(0, 0, sim.reserve(64 * kChunkBytes), 64 * kChunkBytes);
+  Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
   const ChunkId a = pool.create(2);
   stitcher.map(arena, 4, a);
   stitcher.grant(arena, 4, 2);
@@ -126,7 +126,7 @@ TEST(StitcherTest, AChunkMovedToStandbyStaysMappedAndCanBeActivatedAgainWithNoBa
   EXPECT_EQ(pool[a].standby[0].first_page, 10u) << "the old active place became the standby one";
   EXPECT_TRUE(active_in_map(arena, 4));
   EXPECT_FALSE(active_in_map(arena, 11)) << "and the page map says so on all its pages";
-  EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, 4), 2 * kChunkBytes)) << "access stays with the mapping";
+  EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, 4), 2 * kPageBytes)) << "access stays with the mapping";
   EXPECT_THROW(stitcher.activate(arena, 20, a, &arena), std::logic_error) << "no mapping there";
   stitcher.unmap_standby(arena, 10, a);
   EXPECT_TRUE(pool[a].standby.empty());
@@ -141,9 +141,9 @@ TEST(StitcherTest, AFailedUnmapOfAStandbyMappingChangesNothing) {
   SimBackend sim;
   FaultBackend fault(sim);
   Stats stats;
-  ChunkPool pool(fault, kChunkBytes, stats);
+  ChunkPool pool(fault, kPageBytes, stats);
   Stitcher stitcher(fault, pool, 21);
-  Arena arena(0, 0, fault.reserve(16 * kChunkBytes), 16 * kChunkBytes);
+  Arena arena(0, 0, fault.reserve(16 * kPageBytes), 16 * kPageBytes);
   const ChunkId a = pool.create(1);
   stitcher.map(arena, 3, a);
   stitcher.to_standby(arena, a);
@@ -169,9 +169,9 @@ TEST(StitcherTest, TheObserverSeesActivePlacesOnlyNotStandbyMappings) {
   SimBackend sim;
   sim.set_observer(&recorder);
   Stats stats;
-  ChunkPool pool(sim, kChunkBytes, stats);
+  ChunkPool pool(sim, kPageBytes, stats);
   Stitcher stitcher(sim, pool, 21);
-  Arena arena(0, 0, sim.reserve(64 * kChunkBytes), 64 * kChunkBytes);
+  Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
   const std::uintptr_t at4 = stitcher.address(arena, 4), at10 = stitcher.address(arena, 10);
   const ChunkId a = pool.create(1);
   stitcher.map(arena, 4, a);

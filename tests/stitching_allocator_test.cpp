@@ -19,7 +19,8 @@ const std::string kPageGranular = "max_chunk_bytes:2M,grow_bytes:2M,move_share_p
 
 class StitchingAllocatorTest : public ::testing::Test {
  protected:
-  explicit StitchingAllocatorTest(std::uint64_t physical_limit_bytes = 0) : backend_(kChunkBytes, physical_limit_bytes) {}
+  explicit StitchingAllocatorTest(std::uint64_t physical_limit_bytes = 0)
+      : backend_(kPageBytes, physical_limit_bytes) {}
   StitchingAllocator& make(const std::string& conf = "") {
     alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf.empty() ? kPageGranular : kPageGranular + "," + conf), backend_);
     return *alloc_;
@@ -233,7 +234,7 @@ TEST_F(StitchingAllocatorTest, EmptyCacheReturnsEveryFreeChunk) {
   for (void* p : ps) a.deallocate(p);
   a.empty_cache();
   a.check_invariants();
-  EXPECT_EQ(reserved(), 2 * kChunkBytes);  // the pages `keep` touches
+  EXPECT_EQ(reserved(), 2 * kPageBytes);  // the pages `keep` touches
   a.deallocate(keep);
   a.empty_cache();
   EXPECT_EQ(reserved(), 0u);

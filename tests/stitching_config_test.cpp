@@ -11,7 +11,7 @@ namespace {
 TEST(StitchingConfigTest, AnInvalidConfigIsRefusedByTheConstructor) {
   SimBackend sim;
   Config zero_chunk;
-  zero_chunk.chunk_bytes = 0;
+  zero_chunk.page_bytes = 0;
   EXPECT_THROW(StitchingAllocator(zero_chunk, sim), Error);
   Config odd_max;
   odd_max.max_chunk_bytes = 3 * kMiB;  // not a multiple of chunk_bytes

@@ -124,7 +124,7 @@ INSTANTIATE_TEST_SUITE_P(EveryPolicy, TracingPoolTest,
                          [](const auto& info) { return std::string(to_string(info.param)); });
 
 TEST(TracingAllocatorTest, ThePoolsTeardownIsNotTracedAndLeavesNoObserverBehind) {
-  SimBackend backend(kChunkBytes);
+  SimBackend backend(kPageBytes);
   {
     Pool pool(parse_config(""), backend);
     pool.set_tracing(10);

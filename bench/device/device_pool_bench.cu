@@ -125,7 +125,7 @@ int main(int argc, char** argv) {
   int driver = 0, runtime = 0;
   cudaDriverGetVersion(&driver);
   cudaRuntimeGetVersion(&runtime);
-  auto backend = gmlake::make_backend("cuda", gmlake::kChunkBytes);
+  auto backend = gmlake::make_backend("cuda", gmlake::kPageBytes);
   gmlake::device::DevicePool pool(*backend, {.initial_bytes = heap_bytes, .max_bytes = heap_bytes});
   const std::uint32_t all = static_cast<std::uint32_t>(prop.multiProcessorCount) * 2048;  // every thread slot
   const std::vector<std::uint32_t> thread_counts = {1, 32, 1024, 32768, all};

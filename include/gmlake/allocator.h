@@ -130,7 +130,7 @@ class Allocator {
 
 // The policy named by config.policy over `backend`, which must outlive the allocator. `events` (null for host
 // and sim) makes the policy safe for asynchronous streams (see stream_events.h); only `gmlake` supports it yet.
-// Throws Error(kConfig) when config.validate() fails, chunk_bytes is not a multiple of the backend's
+// Throws Error(kConfig) when config.validate() fails, page_bytes is not a multiple of the backend's
 // granularity, the policy cannot take `events`, or the policy is `async` and the backend has no stream-ordered
 // pool (Backend::make_stream_ordered_pool: host and sim have none; src/policies/async/async_allocator.h).
 // `clock` (null: the steady clock) is where `gmlake` reads wall time for its move budget

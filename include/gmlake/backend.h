@@ -118,7 +118,7 @@ class Backend {
 
   // "host", "sim", "cuda", or a wrapper's name.
   virtual std::string_view name() const = 0;
-  // The size every chunk and reservation is a multiple of (2 MiB on CUDA devices, kChunkBytes by default).
+  // The size every chunk and reservation is a multiple of (2 MiB on CUDA devices, kPageBytes by default).
   std::uint64_t granularity_bytes() const { return granularity_bytes_; }
   // True when mapped addresses may be read and written by this process's CPU (host backend).
   virtual bool host_accessible() const = 0;

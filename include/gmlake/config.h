@@ -36,8 +36,11 @@ namespace gmlake {
     "plain chunks, no error); host chunks are always exportable")                                               \
   X(u64, cap_bytes, 0, "bytes",                                                                                  \
     "memory cap: reserved bytes never exceed it, as PyTorch's per_process_memory_fraction; 0 = no cap")          \
-  X(u64, chunk_bytes, kChunkBytes, "bytes",                                                                      \
-    "physical chunk size, a multiple of the backend granularity (2 MiB on CUDA: cuMemGetAllocationGranularity)") \
+  X(u64, page_bytes, kPageBytes, "bytes",                                                                       \
+    "the engine's page: the unit its arenas are cut into and its chunks are made of (a chunk is 1..N pages), a "  \
+    "power-of-two multiple of the backend granularity (2 MiB on CUDA: cuMemGetAllocationGranularity); the "       \
+    "caching and expandable policies create their backends at it too. Also accepted as chunk_bytes, its older "   \
+    "name (giving both with different values is an error)")                                                        \
   X(u64, small_request_max_bytes, 1 * kMiB, "bytes",                                                             \
     "requests up to this size are served from the small pool (PyTorch kSmallSize)")                               \
   X(u64, arena_virtual_bytes, 1 * kTiB, "bytes",                                                                 \
@@ -48,16 +51,16 @@ namespace gmlake {
   X(u64, fit_candidates, 8, "count",                                                                             \
     "gmlake: free ranges examined, best fit first, for one that is already mapped before stitching")             \
   X(u64, lag_grow_chunks, 64, "count",                                                                            \
-    "gmlake, asynchronous streams: memory created in a row, in units of chunk_bytes, instead of waiting when "   \
+    "gmlake, asynchronous streams: memory created in a row, in pages (page_bytes), instead of waiting when "   \
     "the oldest idle chunk's stream work is not known finished (the device lags); beyond it the allocator "     \
     "waits. Bounds how much the device's lag can raise the peak (64 x 2 MiB = 128 MiB)")                                                      \
   X(u64, max_chunk_bytes, 4 * kMiB, "bytes",                                                                     \
-    "gmlake: largest physical chunk, a multiple of chunk_bytes; a run of unmapped pages gets chunks of its own "  \
+    "gmlake: largest physical chunk, a multiple of page_bytes; a run of unmapped pages gets chunks of its own "  \
     "size up to this and up to the block's share (chunks_per_block); a block above 4096 x this gets chunks of "  \
     "1/4096 of it, so that no block maps more than about 4096 new chunks. Small chunks strand nothing and need no "    \
     "re-cut; with standby mappings a repeating step moves nothing once formed, so the extra calls are paid once "\
     "(docs/benchmarks.md). Larger chunks cost fewer calls per byte (the driver charges per call and per chunk: "  \
-    "bench/cuda/vmm_costs_h100.json); chunk_bytes = one size, page-granular moves")                              \
+    "bench/cuda/vmm_costs_h100.json); page_bytes = one size, page-granular moves")                              \
   X(u64, chunks_per_block, 32, "count",                                                                          \
     "gmlake: a block's unmapped pages get chunks of at most 1/chunks_per_block of the block's size (at least "    \
     "one page): a chunk that a smaller block later covers in part then strands little, and a block of GBs still " \
@@ -75,7 +78,7 @@ namespace gmlake {
   X(u64, grow_bytes, 2 * kMiB, "bytes",                                                                        \
     "gmlake: a large-pool stitch that ends a block's range and is followed by unmapped pages backs at least "    \
     "this much at once (as PyTorch gives requests under 10 MiB a 20 MiB segment), so the pool grows by few "     \
-    "large chunks; chunk_bytes = back only what the block needs")                                               \
+    "large chunks; page_bytes = back only what the block needs")                                               \
   X(bool, memory_first_under_cap, true, "",                                                                    \
     "gmlake: with cap_bytes set, page-sized chunks and no grow-ahead, so nothing is stranded in a partly used "  \
     "chunk and an allocation fails only where the page-granular engine would (docs/benchmarks.md), at many "     \
@@ -157,9 +160,10 @@ struct Config {
 #undef GMLAKE_CONFIG_DECLARE
 
   // Applies "key:value,key:value" on top of this config (empty text: no change). Throws Error(kConfig)
-  // naming the key for an unknown key, a bad value, or a value out of range; then *this is unchanged.
+  // naming the key for an unknown key, a bad value, a value out of range, or page_bytes and its alias
+  // chunk_bytes given different values in the same text; then *this is unchanged.
   void apply(std::string_view text);
-  // Checks relations between fields (chunk_bytes a power-of-two multiple of 512 B, ...). Throws Error(kConfig).
+  // Checks relations between fields (page_bytes a power of two of at least 64 KiB, ...). Throws Error(kConfig).
   void validate() const;
   // "key:value,..." for every field, in table order; parse(to_string()) gives back the same config.
   std::string to_string() const;

@@ -325,7 +325,7 @@ const char* gmlake_last_error(void);
 
 /* --- IPC: sharing a block with another process (torch.multiprocessing does it through the PyTorch extension).
  * Protocol, lifetime and failures: include/gmlake/ipc.h. Both processes run gmlake with the same backend and
- * chunk_bytes; the importer takes the exporter's file descriptors with pidfd_getfd(2) (Linux >= 5.6, ptrace
+ * page_bytes; the importer takes the exporter's file descriptors with pidfd_getfd(2) (Linux >= 5.6, ptrace
  * access to the exporter: same user, kernel.yama.ptrace_scope 0 or CAP_SYS_PTRACE). On cuda the chunks must be
  * exportable (ipc_handles:1, the default, on a device with POSIX file descriptor handles).
  * Thread safety: as every function here (exports under the device's lock; imports under a lock of their own). */

@@ -65,7 +65,7 @@ class HostBackend final : public Backend {
   // granularity_bytes: a power of two, at least the page size (else Error(kInvalidArgument)).
   // physical_limit_bytes: the most chunk bytes live at once, 0 for no limit. Throws BackendError when
   // memfd_create fails.
-  explicit HostBackend(std::uint64_t granularity_bytes = kChunkBytes, std::uint64_t physical_limit_bytes = 0);
+  explicit HostBackend(std::uint64_t granularity_bytes = kPageBytes, std::uint64_t physical_limit_bytes = 0);
   // Frees everything still live (every reservation, with whatever is mapped in it, and the memfd with every
   // chunk). Never throws.
   // `node_limit_bytes.size()` nodes (>= 1, else Error(kInvalidArgument)), node i holding at most

@@ -47,7 +47,7 @@ class SimBackend final : public Backend {
  public:
   // granularity_bytes: a power of two (else Error(kInvalidArgument)). physical_limit_bytes: the most physical
   // memory live at once, 0 for no limit.
-  explicit SimBackend(std::uint64_t granularity_bytes = kChunkBytes, std::uint64_t physical_limit_bytes = 0);
+  explicit SimBackend(std::uint64_t granularity_bytes = kPageBytes, std::uint64_t physical_limit_bytes = 0);
   // The same, charging each call the cost `model` gives it (see backends/sim/vmm_cost_model.h).
   SimBackend(std::uint64_t granularity_bytes, std::uint64_t physical_limit_bytes, const struct VmmCostModel& model);
   // Several devices, device 0 the own one (devices.size() >= 1, else Error(kInvalidArgument)).

@@ -17,8 +17,8 @@ inline constexpr std::uint64_t kTiB = 1024 * kGiB;
 // 2 MiB: the allocation granularity (minimum and recommended) that cuMemGetAllocationGranularity reports on
 // H100 and H200 (measured: docs/benchmarks.md, "Reference: CUDA VMM call costs") and the page size of PyTorch's
 // expandable segments' small pool.
-inline constexpr unsigned kChunkShift = 21;
-inline constexpr std::uint64_t kChunkBytes = std::uint64_t{1} << kChunkShift;
+inline constexpr unsigned kPageShift = 21;
+inline constexpr std::uint64_t kPageBytes = std::uint64_t{1} << kPageShift;
 
 // 512 B: PyTorch's kMinBlockSize; every request is rounded up to a multiple of it (CUDACachingAllocator).
 inline constexpr std::uint64_t kRoundBytes = 512;

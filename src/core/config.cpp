@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "gmlake/error.h"
@@ -74,6 +75,9 @@ std::string format_value(bool v) { return v ? "true" : "false"; }
 std::string format_value(Policy v) { return to_string(v); }
 std::string format_value(const std::string& v) { return v; }
 
+// The older name of page_bytes, still accepted by apply().
+constexpr std::string_view kPageBytesAlias = "chunk_bytes";
+
 bool is_cuda(std::string_view backend) { return backend.substr(0, backend.find(':')) == "cuda"; }
 
 }  // namespace
@@ -101,6 +105,9 @@ Policy parse_policy(std::string_view text) {
 void Config::apply(std::string_view text) {
   Config next = *this;  // parse into a copy: a bad entry leaves *this unchanged
   bool sets_cross_stream_reuse = false;
+  // page_bytes and its older name chunk_bytes, as given in this text (the last of each), to refuse a conflict.
+  std::optional<u64> page_bytes_given;
+  std::optional<u64> chunk_bytes_given;
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
     std::string_view entry = trim(text.substr(0, comma));
@@ -111,6 +118,11 @@ void Config::apply(std::string_view text) {
     const std::string_view key = trim(entry.substr(0, colon));
     const std::string_view value = trim(entry.substr(colon + 1));
     bool known = false;
+    if (key == kPageBytesAlias) {
+      parse_value(key, value, &next.page_bytes);
+      chunk_bytes_given = next.page_bytes;
+      known = true;
+    }
 #define GMLAKE_CONFIG_PARSE(type, name, def, unit, desc) \
   if (key == #name) {                                    \
     parse_value(key, value, &next.name);                 \
@@ -120,6 +132,11 @@ void Config::apply(std::string_view text) {
 #undef GMLAKE_CONFIG_PARSE
     if (!known) fail(key, "unknown key (`gmlake conf` lists the keys)");
     if (key == "cross_stream_reuse") sets_cross_stream_reuse = true;
+    if (key == "page_bytes") page_bytes_given = next.page_bytes;
+  }
+  if (page_bytes_given && chunk_bytes_given && *page_bytes_given != *chunk_bytes_given) {
+    fail("page_bytes", "given as " + std::to_string(*page_bytes_given) + " and as chunk_bytes (its older name) " +
+                           std::to_string(*chunk_bytes_given) + ": give one of them");
   }
   // A device backend runs streams asynchronously: each stream keeps its own arenas (stream_events.h).
   if (is_cuda(next.backend) && !is_cuda(backend) && !sets_cross_stream_reuse) next.cross_stream_reuse = false;
@@ -188,14 +205,14 @@ void Config::validate() const {
   auto need = [](bool ok, std::string_view key, const std::string& why) {
     if (!ok) fail(key, why);
   };
-  need(is_pow2(chunk_bytes) && chunk_bytes >= 64 * kKiB, "chunk_bytes", "must be a power of two of at least 64 KiB");
-  need(small_request_max_bytes >= kRoundBytes && small_request_max_bytes < chunk_bytes, "small_request_max_bytes",
-       "must be at least 512 and below chunk_bytes");
-  need(arena_virtual_bytes % chunk_bytes == 0 && arena_virtual_bytes >= 64 * chunk_bytes, "arena_virtual_bytes",
-       "must be a multiple of chunk_bytes and at least 64 chunks");
+  need(is_pow2(page_bytes) && page_bytes >= 64 * kKiB, "page_bytes", "must be a power of two of at least 64 KiB");
+  need(small_request_max_bytes >= kRoundBytes && small_request_max_bytes < page_bytes, "small_request_max_bytes",
+       "must be at least 512 and below page_bytes");
+  need(arena_virtual_bytes % page_bytes == 0 && arena_virtual_bytes >= 64 * page_bytes, "arena_virtual_bytes",
+       "must be a multiple of page_bytes and at least 64 pages");
   need(fit_candidates >= 1 && fit_candidates <= 1024, "fit_candidates", "must be 1..1024");
-  need(max_chunk_bytes >= chunk_bytes && max_chunk_bytes % chunk_bytes == 0 && max_chunk_bytes <= arena_virtual_bytes,
-       "max_chunk_bytes", "must be a multiple of chunk_bytes, at most arena_virtual_bytes");
+  need(max_chunk_bytes >= page_bytes && max_chunk_bytes % page_bytes == 0 && max_chunk_bytes <= arena_virtual_bytes,
+       "max_chunk_bytes", "must be a multiple of page_bytes, at most arena_virtual_bytes");
   need(chunks_per_block <= 4096, "chunks_per_block", "must be 0..4096");
   need(move_share_permille <= 1000, "move_share_permille", "must be 0..1000");
   need(move_burst_ms <= 3'600'000, "move_burst_ms", "must be at most 3600000 (an hour)");
@@ -208,7 +225,7 @@ void Config::validate() const {
        "must be a power of two of at least 512");
   need(!debug || backend == "host", "debug", "needs backend:host (only its memory is real and CPU-readable)");
   parse_peer_devices(peer_devices);  // throws naming peer_devices
-  need(peer_budget_bytes % chunk_bytes == 0, "peer_budget_bytes", "must be a multiple of chunk_bytes");
+  need(peer_budget_bytes % page_bytes == 0, "peer_budget_bytes", "must be a multiple of page_bytes");
   check_lake_socket(lake_socket);
   parse_lake_allowed_uids(lake_allowed_uids);  // throws naming lake_allowed_uids
   need(lake_socket == "none" || parse_peer_devices(peer_devices).empty(), "lake_socket",

@@ -62,7 +62,7 @@ std::optional<ChunkHandle> LakePeers::create(std::uint64_t size_bytes) {
     return std::nullopt;  // no new loans; the held ones stay valid
   } catch (const Error& e) {
     if (e.code() != ErrorCode::kInvalidArgument) throw;
-    throw BackendError("lake", std::string(e.what()) + ": the lender's granularity does not divide chunk_bytes");
+    throw BackendError("lake", std::string(e.what()) + ": the lender's granularity does not divide page_bytes");
   }
   try {
     loans_.emplace(loan.chunk.value, loan.id);

@@ -12,12 +12,12 @@ void* IpcImportTable::open(int device, const Config& config, std::string_view ha
   DeviceImports& entry = devices_[static_cast<std::size_t>(device)];
   MutexLock lock(&entry.mutex);
   if (!entry.imports || (entry.imports->open_count() == 0 &&
-                         (entry.backend_name != name || entry.granularity_bytes != config.chunk_bytes))) {
+                         (entry.backend_name != name || entry.granularity_bytes != config.page_bytes))) {
     entry.imports.reset();
-    entry.backend = make_backend(name, config.chunk_bytes);
+    entry.backend = make_backend(name, config.page_bytes);
     entry.imports = std::make_unique<IpcImports>(*entry.backend);
     entry.backend_name = name;
-    entry.granularity_bytes = config.chunk_bytes;
+    entry.granularity_bytes = config.page_bytes;
   }
   return entry.imports->open(handle);
 }

@@ -1,6 +1,6 @@
 // IpcImportTable: the blocks other processes exported (include/gmlake/ipc.h) that this process mapped, per
 // device. Imports live apart from the pools: each device's behind a lock of its own, through a backend of their
-// own (made like a pool's from the session's backend and chunk_bytes, since a pool's backend would fail the
+// own (made like a pool's from the session's backend and page_bytes, since a pool's backend would fail the
 // policy's invariants, which count its mappings), and they outlive the session: an import stays mapped until
 // closed, gmlake_shutdown included.
 //
@@ -28,7 +28,7 @@ class IpcImportTable {
   IpcImportTable& operator=(const IpcImportTable&) = delete;
 
   // Maps the block `handle` describes on `device` (0 .. devices - 1: the caller checks it) through a backend
-  // made from `config` (its backend for `device`, and chunk_bytes; made anew when they changed and nothing is
+  // made from `config` (its backend for `device`, and page_bytes; made anew when they changed and nothing is
   // open) and returns its start. Throws what make_backend and IpcImports::open throw (ipc.h), nothing left open.
   void* open(int device, const Config& config, std::string_view handle);
   // Unmaps an import open returned on `device`. Throws Error(kInvalidPointer) when nothing was ever imported on

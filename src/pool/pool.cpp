@@ -64,7 +64,7 @@ void check_restorable(const std::vector<BlockInfo>& wanted, const std::vector<Se
 Pool::Pool(const Config& config, int device, bool stream_events)
     : config_(validated_for_own_backend(config)),
       owned_backend_(
-          make_backend(backend_for_device(config_.backend, device), config_.chunk_bytes, config_.ipc_handles)),
+          make_backend(backend_for_device(config_.backend, device), config_.page_bytes, config_.ipc_handles)),
       backend_(owned_backend_.get()),
       owned_events_(stream_events ? make_stream_events(*backend_) : nullptr),
       events_(owned_events_.get()) {

@@ -290,7 +290,7 @@ void* IpcImports::open(std::string_view handle_bytes) {
       throw Error(ErrorCode::kInvalidArgument,
                   "gmlake ipc: a chunk of " + std::to_string(chunk.size_bytes) +
                       " bytes is not a multiple of this backend's granularity " +
-                      std::to_string(backend_.granularity_bytes()) + " (both processes need the same chunk_bytes)");
+                      std::to_string(backend_.granularity_bytes()) + " (both processes need the same page_bytes)");
     }
     span_bytes += chunk.size_bytes;
   }

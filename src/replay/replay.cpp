@@ -267,7 +267,7 @@ std::uint64_t lower_bound_bytes(const DeviceTrace& device) { return compile(devi
 
 ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options) {
   // A sim backend gets the peer devices the config names (the lake), unbounded: `--cap` bounds the own one.
-  std::unique_ptr<Backend> backend = make_backend(options.backend, options.config.chunk_bytes, false,
+  std::unique_ptr<Backend> backend = make_backend(options.backend, options.config.page_bytes, false,
                                                   sim_devices_for(options.config.peer_devices));
   return replay(trace, device, options, *backend);
 }

@@ -31,7 +31,7 @@ using gpu_test::fill_words;
 using gpu_test::read_bytes;
 using gpu_test::synchronize;
 
-constexpr std::uint64_t kGranule = kChunkBytes;
+constexpr std::uint64_t kGranule = kPageBytes;
 
 class CudaBackendTest : public gpu_test::CudaTest {};
 
@@ -55,10 +55,10 @@ TEST_F(CudaBackendTest, IsNamedCudaIsNotHostAccessibleAndIsMadeByName) {
   EXPECT_EQ(backend.name(), "cuda");
   EXPECT_FALSE(backend.host_accessible());
   EXPECT_EQ(backend.device(), 0);
-  EXPECT_EQ(backend.granularity_bytes(), kChunkBytes);
-  EXPECT_EQ(kChunkBytes % backend.device_granularity_bytes(), 0u);
+  EXPECT_EQ(backend.granularity_bytes(), kPageBytes);
+  EXPECT_EQ(kPageBytes % backend.device_granularity_bytes(), 0u);
   for (const char* name : {"cuda", "cuda:0"}) {
-    const std::unique_ptr<Backend> made = make_backend(name, kChunkBytes);
+    const std::unique_ptr<Backend> made = make_backend(name, kPageBytes);
     EXPECT_EQ(made->name(), "cuda");
   }
 }

@@ -57,8 +57,8 @@ template <typename F>
 void for_each_piece(std::uintptr_t addr, std::uint64_t size_bytes, F&& f) {
   const std::uintptr_t end = addr + size_bytes;
   for (std::uintptr_t start = addr; start < end;) {
-    const std::uintptr_t next = std::min<std::uintptr_t>(end, round_down(start, kChunkBytes) + kChunkBytes);
-    f(start, next - start, start / kChunkBytes);
+    const std::uintptr_t next = std::min<std::uintptr_t>(end, round_down(start, kPageBytes) + kPageBytes);
+    f(start, next - start, start / kPageBytes);
     start = next;
   }
 }
@@ -227,7 +227,7 @@ class Workload {
   }
 
   void try_oversized() {
-    EXPECT_THROW(allocator_.allocate(cap_bytes_ + kChunkBytes, 0), OutOfMemoryError);
+    EXPECT_THROW(allocator_.allocate(cap_bytes_ + kPageBytes, 0), OutOfMemoryError);
   }
 
   void try_bad_free() {
@@ -339,11 +339,11 @@ class DeviceHog {
  public:
   explicit DeviceHog(std::uint64_t left_bytes) {
     constexpr std::uint64_t kBigBytes = kGiB;
-    const std::uint64_t max_chunks = gpu_test::device_memory().total_bytes / kChunkBytes + 1;
+    const std::uint64_t max_chunks = gpu_test::device_memory().total_bytes / kPageBytes + 1;
     for (std::uint64_t i = 0; i < max_chunks; ++i) {
       const std::uint64_t free_bytes = gpu_test::device_memory().free_bytes;
       if (free_bytes <= left_bytes) return;
-      const std::uint64_t size = free_bytes - left_bytes >= kBigBytes ? kBigBytes : kChunkBytes;
+      const std::uint64_t size = free_bytes - left_bytes >= kBigBytes ? kBigBytes : kPageBytes;
       chunks_.push_back(backend_.create(size));
     }
   }

@@ -116,7 +116,7 @@ TEST_F(PoolsOnCudaTest, AGrowableBufferKeepsItsAddressAndItsBytesAsItGrowsAndGiv
   EXPECT_EQ(backend.live_chunks(), 2u);  // one chunk per growth
   buffer.resize(kMiB);
   buffer.shrink_to_fit();
-  EXPECT_EQ(backend.live_chunk_bytes(), kChunkBytes);
+  EXPECT_EQ(backend.live_chunk_bytes(), kPageBytes);
   EXPECT_TRUE(holds(data, 0x5A, kMiB));
   buffer.check_invariants();
 }

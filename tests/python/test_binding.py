@@ -107,7 +107,8 @@ def main():
     check(gauges[:2] == ["allocated_bytes", "reserved_bytes"] and "stitches" in counters, f"stat names {gauges}")
     check(ctypes.sizeof(gt._stats_struct()) == 16 * len(gauges) + 8 * len(counters), "stats struct size")
     keys = [row["name"] for row in gt.config_table()]
-    check(keys[:3] == ["policy", "backend", "debug"] and "cap_bytes" in keys, f"config keys {keys[:4]}")
+    check(keys[:3] == ["policy", "backend", "debug"] and "cap_bytes" in keys and "page_bytes" in keys,
+          f"config keys {keys[:4]}")
     check(all(row["description"] for row in gt.config_table()), "a config key without a description")
 
     # gmlake_init_defaults (what enable(None) uses): the defaults, then GMLAKE_CONF on top, read by the library.

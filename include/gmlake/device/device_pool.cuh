@@ -1,10 +1,10 @@
 // DevicePool: the host side of allocation inside kernels. It makes a device pool out of gmlake-managed memory
-// (two GrowableBuffers over a Backend that gives device memory, e.g. make_backend("cuda", kChunkBytes): one
+// (two GrowableBuffers over a Backend that gives device memory, e.g. make_backend("cuda", kPageBytes): one
 // for the data slabs, one for the metadata), grows it between launches without moving a byte, and reads its
 // statistics. Kernels allocate from it through view() (pool.cuh). Include from CUDA sources (nvcc); link the
 // CUDA runtime and gmlake_pools, and for dynamic parallelism build with -rdc=true and link cudadevrt.
 //
-//   auto backend = gmlake::make_backend("cuda", gmlake::kChunkBytes);
+//   auto backend = gmlake::make_backend("cuda", gmlake::kPageBytes);
 //   gmlake::device::DevicePool pool(*backend, {.initial_bytes = 256 * gmlake::kMiB, .max_bytes = 4 * gmlake::kGiB});
 //   my_kernel<<<blocks, threads>>>(pool.view());
 //   cudaDeviceSynchronize();

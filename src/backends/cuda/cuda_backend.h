@@ -52,7 +52,7 @@ namespace gmlake {
 
 struct CudaBackendOptions {
   int device = 0;                          // the device ordinal (cuDeviceGet)
-  std::uint64_t chunk_bytes = kChunkBytes;  // granularity_bytes(): a power-of-two multiple of the device's
+  std::uint64_t chunk_bytes = kPageBytes;  // granularity_bytes(): a power-of-two multiple of the device's
                                            // recommended allocation granularity (2 MiB on H100/H200)
   bool exportable = false;                 // chunks exportable as POSIX file descriptors (IPC, ipc.h) when the
                                            // device supports them; else (attribute 0, or cuMemCreate answers

@@ -194,7 +194,7 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
   // the device's primary context alive between the replays (each makes its own backend).
   std::unique_ptr<gmlake::Backend> probe;
   try {
-    probe = gmlake::make_backend(backend, config.chunk_bytes, false, gmlake::sim_devices_for(config.peer_devices));
+    probe = gmlake::make_backend(backend, config.page_bytes, false, gmlake::sim_devices_for(config.peer_devices));
   } catch (const gmlake::Error& e) {
     die(e.what());
   }

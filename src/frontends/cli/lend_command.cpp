@@ -42,9 +42,9 @@ int run_lend(const LendOptions& options) {
     bad_option(std::string(e.what()) + (options.socket == "none" ? "" : " (--socket, --budget)"));
   }
   if (options.socket == "none") bad_option("--socket: expected an absolute path or @name");
-  if (budget_bytes % kChunkBytes != 0) {
+  if (budget_bytes % kPageBytes != 0) {
     bad_option("--budget: " + std::to_string(budget_bytes) + " bytes is not a multiple of the chunk size " +
-               std::to_string(kChunkBytes));
+               std::to_string(kPageBytes));
   }
   if (options.backend != "cuda" && options.backend != "host") bad_option("--backend: expected cuda or host");
   if (options.device < 0) bad_option("--device: expected a device ordinal 0, 1, ...");
@@ -52,7 +52,7 @@ int run_lend(const LendOptions& options) {
   const std::string backend_name = options.backend == "cuda" ? "cuda:" + std::to_string(options.device) : "host";
   std::unique_ptr<Backend> backend;
   try {
-    backend = make_backend(backend_name, kChunkBytes, /*exportable=*/true);
+    backend = make_backend(backend_name, kPageBytes, /*exportable=*/true);
   } catch (const Error& e) {
     bad_option(std::string("--backend ") + backend_name + ": " + e.what());
   }

@@ -88,7 +88,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
         break;
       case ObtainAction::kCreateForLag:
         // The oldest idle chunk is uncovered: only draining its stream would tell, so grow instead, up to
-        // lag_grow_chunks x chunk_bytes in a row (the device's lag raises the peak by a bounded amount).
+        // lag_grow_chunks x page_bytes in a row (the device's lag raises the peak by a bounded amount).
         try {
           const ChunkId created = pool_.create(want);
           lag_grown_pages_ += want;

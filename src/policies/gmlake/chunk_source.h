@@ -55,7 +55,7 @@ class ChunkSource {
   // chunks keep the run's size under a cap too: what the own device would strand, the peer absorbs.
   enum class OverBudget : std::uint8_t { kOwnDevice, kPeer };
 
-  // `page_shift`: log2 of Config::chunk_bytes. Reads cap_bytes, max_chunk_bytes, chunks_per_block, max_strand_bytes,
+  // `page_shift`: log2 of Config::page_bytes. Reads cap_bytes, max_chunk_bytes, chunks_per_block, max_strand_bytes,
   // headroom_permille, memory_first_under_cap, lag_grow_chunks, move_share_permille, move_burst_ms,
   // move_headroom_permille and move_budget_ns_per_op from `config`.
   ChunkSource(const Config& config, unsigned page_shift, Parts parts);

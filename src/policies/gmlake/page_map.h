@@ -1,6 +1,6 @@
 // PageMap: which chunk backs which pages of one arena.
 //
-// An arena's virtual space is cut into pages of chunk_bytes (the backend granularity, 2 MiB on CUDA). A chunk of
+// An arena's virtual space is cut into pages of page_bytes (the backend granularity, 2 MiB on CUDA). A chunk of
 // n pages is always mapped whole (cuMemMap maps a handle whole), so it backs n consecutive pages.
 //
 // Structure: a two-level page table, as a CPU's: the page index picks a leaf of kLeafPages slots (made on first

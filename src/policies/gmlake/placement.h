@@ -41,7 +41,7 @@ class Placer {
     Cost cost;
   };
 
-  // `page_shift`: log2 of the page size (Config::chunk_bytes); `fit_candidates`: free ranges weighed at most
+  // `page_shift`: log2 of the page size (Config::page_bytes); `fit_candidates`: free ranges weighed at most
   // (Config::fit_candidates, >= 1). `pool` must outlive the Placer.
   Placer(const ChunkPool& pool, unsigned page_shift, std::uint64_t fit_candidates)
       : pool_(pool), page_shift_(page_shift), fit_candidates_(fit_candidates) {}

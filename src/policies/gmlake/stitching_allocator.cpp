@@ -24,9 +24,9 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
                                        ChunkProvider* lake)
     : config_(validated(config)),
       backend_(backend),
-      page_shift_(static_cast<unsigned>(std::countr_zero(config.chunk_bytes))),
-      grow_pages_(std::max<std::uint64_t>(1, std::min(config.grow_bytes, config.max_chunk_bytes) / config.chunk_bytes)),
-      pool_(backend, config.chunk_bytes, stats_),
+      page_shift_(static_cast<unsigned>(std::countr_zero(config.page_bytes))),
+      grow_pages_(std::max<std::uint64_t>(1, std::min(config.grow_bytes, config.max_chunk_bytes) / config.page_bytes)),
+      pool_(backend, config.page_bytes, stats_),
       peers_(make_peer_source(config_, backend, pool_, lake)),
       stitcher_(backend, pool_, page_shift_),
       placer_(pool_, page_shift_, config_.fit_candidates),
@@ -43,8 +43,8 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
                 "gmlake config: cross_stream_reuse: must be false with asynchronous streams (each stream keeps its "
                 "own arenas; chunks move between streams once the freeing stream's work has finished)");
   }
-  if (config_.chunk_bytes % backend.granularity_bytes() != 0) {
-    throw Error(ErrorCode::kConfig, "gmlake config: chunk_bytes: " + std::to_string(config_.chunk_bytes) +
+  if (config_.page_bytes % backend.granularity_bytes() != 0) {
+    throw Error(ErrorCode::kConfig, "gmlake config: page_bytes: " + std::to_string(config_.page_bytes) +
                                         " is not a multiple of the backend granularity " +
                                         std::to_string(backend.granularity_bytes()));
   }

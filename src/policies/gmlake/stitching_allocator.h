@@ -4,7 +4,7 @@
 //   - Each pool (small: requests <= small_request_max_bytes; large: the rest) has an arena (ArenaSet,
 //     arena_set.h), one large reserved virtual range (per stream too when cross_stream_reuse is off). Blocks are
 //     placed at 512 B granularity in its free ranges (FreeIndex), split and coalesced as in PyTorch's allocator.
-//   - Physical memory is a set of chunks of several sizes (ChunkPool): 1 to max_chunk_bytes / chunk_bytes pages.
+//   - Physical memory is a set of chunks of several sizes (ChunkPool): 1 to max_chunk_bytes / page_bytes pages.
 //     A chunk is mapped whole at a run of pages (PageMap) and backs them while any block overlaps it (ChunkUse,
 //     chunk_use.h: users, the idle queue, the page counts).
 //   - Placement (Placer, placement.h) weighs the best-fitting free ranges (fit_candidates of them, each at its
@@ -44,7 +44,7 @@
 //   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
 //     only by its own stream (safe in stream order); a chunk leaves its place only once a StreamFence says the
 //     freeing stream's queued work has finished. When the oldest idle chunk is not known finished, a new chunk
-//     is created instead, up to lag_grow_chunks x chunk_bytes in a row, else the allocator waits (fence_waits).
+//     is created instead, up to lag_grow_chunks x page_bytes in a row, else the allocator waits (fence_waits).
 //
 // Invariants (check_invariants, after every step in the tests), for every arena A, chunk c and block b; each part
 // checks its own first (ChunkPool, ArenaSet, FreeIndex, PageMap, ChunkUse: the equations in their headers), then
@@ -55,7 +55,7 @@
 //   every page of a block lies in an active mapping;  every PageMap entry is its chunk's active place or one
 //   of its standby ones, and each standby place of a chunk is a PageMap entry; peer chunks have none
 //   used_pages = sum of c.pages over mapped c with users > 0;  idle_pages = same with users == 0
-//   reserved_bytes = sum of c.pages x chunk_bytes over all chunks = backend.live_chunk_bytes()
+//   reserved_bytes = sum of c.pages x page_bytes over all chunks = backend.live_chunk_bytes()
 //   peer_reserved_bytes = same over chunks on peers = sum over peer devices d of backend.live_chunk_bytes(d)
 //                       + the lent chunks' bytes (<= backend.live_imported_bytes())
 //                       <= peer_budget_bytes (when set);  reserved_bytes - peer_reserved_bytes =
@@ -63,7 +63,7 @@
 //   backend.live_mappings() = #mapped chunks + #standby mappings;   idle c  <=>  IdleChunks holds c at c.idle_since
 //   allocated / active / requested bytes = the sums over live (and pending, for active) blocks (the live
 //   table's own equations: BlockTable, block_table.h)
-//   inactive_split_bytes = used_pages x chunk_bytes - active_bytes
+//   inactive_split_bytes = used_pages x page_bytes - active_bytes
 // Failure atomicity: if a stitch fails (cap, backend out of memory, backend error), the block is not placed;
 // chunks mapped with access for it stay mapped as idle chunks (usable later), a chunk mapped without access is
 // unmapped and kept free, and the error propagates; the allocator stays consistent and usable.
@@ -94,7 +94,7 @@ class StitchingAllocator final : public Allocator {
   // `events` (may be null: host, sim) tells when queued stream work has finished; with it, each stream has its
   // own arenas (cross_stream_reuse must be false) and an idle chunk moves only once the work queued on its
   // stream before it turned idle has finished. Both must outlive the allocator. Throws Error(kConfig) when the
-  // config does not suit the backend (chunk_bytes not a multiple of its granularity) or the events.
+  // config does not suit the backend (page_bytes not a multiple of its granularity) or the events.
   // `clock`: where the move budget reads wall time (null: the steady clock); must outlive the allocator.
   // `lake` (null: none): where chunks are borrowed from once the own device is full (make_peer_source: needed
   // when config.lake_socket is set, else Error(kConfig)); must outlive the allocator.

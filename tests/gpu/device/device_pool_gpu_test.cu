@@ -26,7 +26,7 @@ class DevicePoolTest : public ::testing::Test {
  protected:
   void SetUp() override {
     if (const std::string why = test::cuda_unavailable(); !why.empty()) GTEST_SKIP() << why;
-    backend_ = make_backend("cuda", kChunkBytes);
+    backend_ = make_backend("cuda", kPageBytes);
   }
   std::unique_ptr<Backend> backend_;
 };
@@ -356,7 +356,7 @@ TEST_F(DevicePoolTest, ChildKernelsAllocateAndFreeBesideTheirParentsWithoutOverl
 }
 
 TEST_F(DevicePoolTest, AHostBackendIsRefused) {
-  auto host_backend = make_backend("host", kChunkBytes);
+  auto host_backend = make_backend("host", kPageBytes);
   EXPECT_THROW(DevicePool(*host_backend, {.initial_bytes = 2 * kMiB, .max_bytes = 2 * kMiB}), Error);
 }
 
