@@ -19,7 +19,7 @@ class ChunkSourceTest : public ::testing::Test {
  protected:
   ChunkSourceTest()
       : pool_(sim_, kPageBytes, stats_),
-        stitcher_(sim_, pool_, kShift),
+        stitcher_(sim_, pool_, kGeometry),
         use_(pool_),
         fence_(nullptr),
         arenas_(sim_, 64 * kGiB, false, [](Arena&) { return true; }, [] {}) {}
@@ -39,7 +39,7 @@ class ChunkSourceTest : public ::testing::Test {
 
   // Chunks up to 256 MiB (these tests pin down how runs of several sizes are served; the default is 4 MiB).
   void make_source(const std::string& config) {
-    source_ = std::make_unique<ChunkSource>(parse_config("max_chunk_bytes:256M," + config), kShift,
+    source_ = std::make_unique<ChunkSource>(parse_config("max_chunk_bytes:256M," + config), kGeometry,
                                             ChunkSource::Parts{sim_, pool_, use_, fence_, arenas_, stitcher_, stats_, clock_});
   }
   // A chunk of `pages` pages mapped at `first_page` of the large arena, with access, and idle.
@@ -55,7 +55,7 @@ class ChunkSourceTest : public ::testing::Test {
   // A chunk `obtain` returned goes back to the free index (the test maps nothing).
   void give_back(ChunkId id) { pool_.add_free(id); }
 
-  static constexpr unsigned kShift = 21;
+  static constexpr PageGeometry kGeometry = PageGeometry::from_shift(21);  // 2 MiB pages
   ManualClock clock_;
   SimBackend sim_;
   Stats stats_;
@@ -89,7 +89,7 @@ TEST_F(ChunkSourceTest, ABlocksChunksAreItsShareUpToMaxChunkBytesUnlessItWouldNe
   };
   for (const Row& row : rows) {
     // The configuration as given (make_source sets max_chunk_bytes 256 MiB).
-    const ChunkSource source(parse_config(row.config), kShift,
+    const ChunkSource source(parse_config(row.config), kGeometry,
                              ChunkSource::Parts{sim_, pool_, use_, fence_, arenas_, stitcher_, stats_, clock_});
     EXPECT_EQ(source.chunk_limit(row.block_pages), row.limit) << row.config << " " << row.block_pages;
     // Never more than about kMaxChunksPerBlock chunks for the block, never 0 pages.

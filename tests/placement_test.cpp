@@ -14,8 +14,8 @@
 namespace gmlake::engine {
 namespace {
 
-constexpr unsigned kShift = 21;  // 2 MiB pages
-constexpr std::uint64_t kPage = std::uint64_t{1} << kShift;
+constexpr PageGeometry kGeometry = PageGeometry::from_shift(21);  // 2 MiB pages
+constexpr std::uint64_t kPage = kGeometry.bytes();
 
 class PlacementTest : public ::testing::Test {
  protected:
@@ -57,7 +57,7 @@ class PlacementTest : public ::testing::Test {
 TEST_F(PlacementTest, CostCountsUnmappedPagesAndTheIdlePagesABlockWouldPin) {
   mapped(0, 4, /*users=*/0);  // idle, pages 0-3
   mapped(4, 2, /*users=*/1);  // used, pages 4-5
-  const Placer placer(pool_, kShift, 8);
+  const Placer placer(pool_, kGeometry, 8);
   // Pages 2..7: 2 of the idle chunk (2 more pinned), 2 of the used one (none pinned: it is in use), 2 unmapped.
   const Placer::Cost c = placer.cost_of(arena_, 2, 7);
   EXPECT_EQ(c.unmapped, 2u);
@@ -74,7 +74,7 @@ TEST_F(PlacementTest, AMappedPlaceWinsOverAnUnmappedOneOfTheSameFit) {
   occupy(12 * kPage, 8 * kPage);
   occupy(24 * kPage, 40 * kPage);
   mapped(20, 4, /*users=*/0);
-  const Placer placer(pool_, kShift, 8);
+  const Placer placer(pool_, kGeometry, 8);
   const Placer::Placement p = choose(placer, 3 * kPage);
   EXPECT_EQ(p.range.offset, 20 * kPage);
   EXPECT_EQ(p.cost.unmapped, 0u);
@@ -88,7 +88,7 @@ TEST_F(PlacementTest, TheEndOfARangeIsTakenWhenItsMappedPartLiesThere) {
   // One free range [0, 16): its last 4 pages are mapped, idle.
   occupy(16 * kPage, 48 * kPage);
   mapped(12, 4, /*users=*/0);
-  const Placer placer(pool_, kShift, 8);
+  const Placer placer(pool_, kGeometry, 8);
   const Placer::Placement p = choose(placer, 4 * kPage);
   EXPECT_EQ(p.offset, 12 * kPage);
   EXPECT_EQ(p.cost.total(), 0u);
@@ -105,7 +105,7 @@ TEST_F(PlacementTest, ARecalledChunkIsNeverChosenAndNothingLargeEnoughGivesAnEmp
   pool_[lent].first_page = 0;
   arena_.pages.insert(0, lent, 4);
   pool_.recall(lent);
-  const Placer placer(pool_, kShift, 8);
+  const Placer placer(pool_, kGeometry, 8);
   EXPECT_EQ(placer.cost_of(arena_, 0, 1).unmapped, UINT64_MAX);
   const Placer::Placement p = choose(placer, 2 * kPage);
   EXPECT_EQ(p.range.offset, 8 * kPage);
@@ -120,18 +120,18 @@ TEST_F(PlacementTest, OnlyFitCandidatesRangesAreWeighed) {
   occupy(10 * kPage, 54 * kPage);
   mapped(8, 2, /*users=*/0);
   // With one candidate the first range of the good-fit order is taken, whatever it costs.
-  const Placer one(pool_, kShift, 1);
+  const Placer one(pool_, kGeometry, 1);
   const Placer::Placement first = choose(one, 2 * kPage);
   EXPECT_EQ(first.cost.unmapped, first.range.offset == 8 * kPage ? 0u : 2u);
   // With all three weighed, the mapped one wins.
-  const Placer three(pool_, kShift, 3);
+  const Placer three(pool_, kGeometry, 3);
   EXPECT_EQ(choose(three, 2 * kPage).range.offset, 8 * kPage);
 }
 
 TEST_F(PlacementTest, APlaceOutsideItsRangeOrWithAnotherCostFailsTheCheck) {
   occupy(8 * kPage, 56 * kPage);  // one free range: [0, 8) pages
   mapped(0, 2, /*users=*/0);
-  const Placer placer(pool_, kShift, 8);
+  const Placer placer(pool_, kGeometry, 8);
   const Placer::Placement good = choose(placer, 2 * kPage);
   EXPECT_EQ(good.offset, 0u);
   Placer::Placement p = good;
@@ -150,7 +150,7 @@ TEST_F(PlacementTest, APlaceOutsideItsRangeOrWithAnotherCostFailsTheCheck) {
 TEST_F(PlacementTest, AWalkPastItsBoundIsCutShortAndNeverWins) {
   // Pages 0-1 unmapped, 2-3 an idle chunk, 4-7 unmapped: 6 of the 8 pages unmapped.
   mapped(2, 2, /*users=*/0);
-  const Placer placer(pool_, kShift, 8);
+  const Placer placer(pool_, kGeometry, 8);
   EXPECT_EQ(placer.cost_of(arena_, 0, 7).unmapped, 6u);
   EXPECT_EQ(placer.cost_of(arena_, 0, 7, /*unmapped_bound=*/6).unmapped, 6u);  // at the bound: exact
   // Below it: the gap before the chunk already exceeds a bound of 1, so the walk stops at the chunk.
@@ -176,7 +176,7 @@ TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
     for (std::uint64_t k = 0; k < pages; ++k) owner[p + k] = id;
     p += pages;
   }
-  const Placer placer(pool_, kShift, 8);
+  const Placer placer(pool_, kGeometry, 8);
   for (std::uint64_t first = 4050; first < 4150; ++first) {
     for (std::uint64_t last = first; last < 4150; last += 1 + last % 3) {
       std::uint64_t unmapped = 0, pinned = 0, before_last_mapped = 0, gap = 0;
@@ -222,7 +222,7 @@ TEST_F(PlacementTest, StandbyMappingsInThePagesAreCountedEitherKind) {
   arena_.pages.insert(4, used, 2);
   arena_.pages.set_active(4, false);
   pool_[used].standby.push_back({arena_.id, 4});
-  const Placer placer(pool_, kShift, 8);
+  const Placer placer(pool_, kGeometry, 8);
   const Placer::Cost c = placer.cost_of(arena_, 0, 5);
   EXPECT_EQ(c.standby, 2u);
   EXPECT_EQ(c.unmapped, 2u);

@@ -18,7 +18,7 @@ TEST(StitcherTest, ARunOfTwoChunksTakesTwoMapsAndOneSetAccess) {
   SimBackend sim;
   Stats stats;
   ChunkPool pool(sim, kPageBytes, stats);
-  Stitcher stitcher(sim, pool, 21);
+  Stitcher stitcher(sim, pool, PageGeometry::from_shift(21));
   Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
   const ChunkId a = pool.create(3), b = pool.create(2);
   stitcher.map(arena, 4, a);
@@ -44,7 +44,7 @@ TEST(StitcherTest, AFailedMapOrUnmapChangesNothing) {
   FaultBackend fault(sim);
   Stats stats;
   ChunkPool pool(fault, kPageBytes, stats);
-  Stitcher stitcher(fault, pool, 21);
+  Stitcher stitcher(fault, pool, PageGeometry::from_shift(21));
   Arena arena(0, 0, fault.reserve(16 * kPageBytes), 16 * kPageBytes);
   const ChunkId a = pool.create(2);
   fault.arm({BackendCall::kMap, 1, 1, FaultError::kBackendError});
@@ -101,7 +101,7 @@ TEST(StitcherTest, AChunkMovedToStandbyStaysMappedAndCanBeActivatedAgainWithNoBa
   SimBackend sim;
   Stats stats;
   ChunkPool pool(sim, kPageBytes, stats);
-  Stitcher stitcher(sim, pool, 21);
+  Stitcher stitcher(sim, pool, PageGeometry::from_shift(21));
   Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
   const ChunkId a = pool.create(2);
   stitcher.map(arena, 4, a);
@@ -142,7 +142,7 @@ TEST(StitcherTest, AFailedUnmapOfAStandbyMappingChangesNothing) {
   FaultBackend fault(sim);
   Stats stats;
   ChunkPool pool(fault, kPageBytes, stats);
-  Stitcher stitcher(fault, pool, 21);
+  Stitcher stitcher(fault, pool, PageGeometry::from_shift(21));
   Arena arena(0, 0, fault.reserve(16 * kPageBytes), 16 * kPageBytes);
   const ChunkId a = pool.create(1);
   stitcher.map(arena, 3, a);
@@ -170,7 +170,7 @@ TEST(StitcherTest, TheObserverSeesActivePlacesOnlyNotStandbyMappings) {
   sim.set_observer(&recorder);
   Stats stats;
   ChunkPool pool(sim, kPageBytes, stats);
-  Stitcher stitcher(sim, pool, 21);
+  Stitcher stitcher(sim, pool, PageGeometry::from_shift(21));
   Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
   const std::uintptr_t at4 = stitcher.address(arena, 4), at10 = stitcher.address(arena, 10);
   const ChunkId a = pool.create(1);

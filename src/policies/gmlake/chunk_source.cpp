@@ -8,7 +8,7 @@
 
 namespace gmlake::engine {
 
-ChunkSource::ChunkSource(const Config& config, unsigned page_shift, Parts parts)
+ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
     : backend_(parts.backend),
       pool_(parts.pool),
       use_(parts.use),
@@ -16,15 +16,15 @@ ChunkSource::ChunkSource(const Config& config, unsigned page_shift, Parts parts)
       arenas_(parts.arenas),
       stitcher_(parts.stitcher),
       stats_(parts.stats),
-      page_shift_(page_shift),
-      max_chunk_pages_(config.max_chunk_bytes >> page_shift),
+      page_(page),
+      max_chunk_pages_(page.pages_in(config.max_chunk_bytes)),
       chunks_per_block_(config.chunks_per_block),
       headroom_permille_(config.headroom_permille),
       lag_grow_chunks_(config.lag_grow_chunks),
       memory_first_under_cap_(config.memory_first_under_cap),
       cap_bytes_(config.cap_bytes),
       clock_(parts.clock),
-      max_strand_pages_(config.max_strand_bytes >> page_shift),
+      max_strand_pages_(page.pages_in(config.max_strand_bytes)),
       standby_limit_(config.max_idle_mapped_bytes != 0 ? 0 : config.standby_mappings),
       move_headroom_permille_(config.move_headroom_permille),
       moves_({config.move_budget_ns_per_op, config.move_share_permille, config.move_burst_ms * 1'000'000}) {}
@@ -54,7 +54,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
     s.within_headroom = within_headroom(want);
     s.within_move_headroom = within_move_headroom(want);
     s.cap_allows_want = cap_allows(want);
-    s.room_made = reserved_now() + (want << page_shift_) <= reserved_at_start && s.cap_allows_want;
+    s.room_made = reserved_now() + page_.bytes_of(want) <= reserved_at_start && s.cap_allows_want;
     s.device_found_full = headroom_exhausted_;
     // Asked only where it matters (a fence query or a clock read): with nothing to move, no move is weighed.
     s.moves_allowed = (s.free_chunks == 0 && s.idle_chunks == 0) || moves_allowed();
@@ -115,7 +115,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
         std::uint64_t n = want;
         if (cap_bytes_ != 0) {
           const std::uint64_t reserved = reserved_now();
-          n = std::min(n, reserved >= cap_bytes_ ? 0 : (cap_bytes_ - reserved) >> page_shift_);
+          n = std::min(n, reserved >= cap_bytes_ ? 0 : page_.pages_in(cap_bytes_ - reserved));
         }
         if (n == 0) throw_oom(requested, "the cap would be exceeded");
         for (;;) {
@@ -244,7 +244,7 @@ std::uint64_t ChunkSource::device_free_bytes() {
 
 bool ChunkSource::near_cap(std::uint64_t pages) {
   const std::uint64_t reserved = reserved_now();
-  const std::uint64_t bytes = pages << page_shift_;
+  const std::uint64_t bytes = page_.bytes_of(pages);
   if (cap_bytes_ != 0 && (memory_first_under_cap_ || reserved + bytes > cap_bytes_ / 10 * 9)) return true;
   const std::uint64_t free_bytes = device_free_bytes();
   if (free_bytes == UINT64_MAX) return false;
@@ -253,13 +253,13 @@ bool ChunkSource::near_cap(std::uint64_t pages) {
 }
 
 bool ChunkSource::cap_allows(std::uint64_t pages) const {
-  return cap_bytes_ == 0 || reserved_now() + (pages << page_shift_) <= cap_bytes_;
+  return cap_bytes_ == 0 || reserved_now() + page_.bytes_of(pages) <= cap_bytes_;
 }
 
 bool ChunkSource::within_permille_of_high(std::uint64_t pages, std::uint64_t permille) const {
   if (!cap_allows(pages)) return false;
   const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * permille;
-  return reserved_now() + (pages << page_shift_) <= target_bytes;
+  return reserved_now() + page_.bytes_of(pages) <= target_bytes;
 }
 
 bool ChunkSource::within_headroom(std::uint64_t pages) const {

@@ -28,6 +28,7 @@
 #include "gmlake/clock.h"
 #include "obtain_decision.h"
 #include "chunk_pool.h"
+#include "page_geometry.h"
 #include "chunk_use.h"
 #include "move_budget.h"
 #include "stitcher.h"
@@ -55,10 +56,10 @@ class ChunkSource {
   // chunks keep the run's size under a cap too: what the own device would strand, the peer absorbs.
   enum class OverBudget : std::uint8_t { kOwnDevice, kPeer };
 
-  // `page_shift`: log2 of Config::page_bytes. Reads cap_bytes, max_chunk_bytes, chunks_per_block, max_strand_bytes,
+  // `page`: the engine's page (Config::page_bytes). Reads cap_bytes, max_chunk_bytes, chunks_per_block, max_strand_bytes,
   // headroom_permille, memory_first_under_cap, lag_grow_chunks, move_share_permille, move_burst_ms,
   // move_headroom_permille and move_budget_ns_per_op from `config`.
-  ChunkSource(const Config& config, unsigned page_shift, Parts parts);
+  ChunkSource(const Config& config, PageGeometry page, Parts parts);
 
   // An allocation begins: what obtain() and recut() learn of the device (its free bytes) is asked at most once
   // until the next begin().
@@ -142,7 +143,7 @@ class ChunkSource {
   ArenaSet& arenas_;
   Stitcher& stitcher_;
   Stats& stats_;
-  unsigned page_shift_;
+  PageGeometry page_;
   std::uint64_t max_chunk_pages_;
   std::uint64_t chunks_per_block_;
   std::uint64_t headroom_permille_;

@@ -77,7 +77,7 @@ Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes
   auto weigh = [&](const FreeRange& r) {
     const std::uint64_t end_offset = r.offset + r.size_bytes - rounded_bytes;
     for (const std::uint64_t offset : {r.offset, end_offset}) {
-      const Cost c = cost_of(arena, offset >> page_shift_, (offset + rounded_bytes - 1) >> page_shift_,
+      const Cost c = cost_of(arena, page_.first_page(offset), page_.last_page(offset, rounded_bytes),
                              best.cost.unmapped);
       if (c.unmapped < best.cost.unmapped ||
           (c.unmapped == best.cost.unmapped && c.pinned_waste < best.cost.pinned_waste)) {
@@ -101,7 +101,7 @@ void Placer::check_invariants(const Arena& arena, std::uint64_t rounded_bytes, c
   if (p.offset % kRoundBytes != 0) broken("a placement at offset " + std::to_string(p.offset) + " is not 512 B aligned");
   if (p.offset < p.range.offset || p.offset + rounded_bytes > p.range.offset + p.range.size_bytes)
     broken("a placement at offset " + std::to_string(p.offset) + " leaves its free range");
-  const Cost c = cost_of(arena, p.offset >> page_shift_, (p.offset + rounded_bytes - 1) >> page_shift_);
+  const Cost c = cost_of(arena, page_.first_page(p.offset), page_.last_page(p.offset, rounded_bytes));
   if (c.unmapped != p.cost.unmapped || c.pinned_waste != p.cost.pinned_waste)
     broken("a placement's cost differs from the cost of its pages");
 }

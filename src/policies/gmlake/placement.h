@@ -21,6 +21,7 @@
 
 #include "arena.h"
 #include "chunk_pool.h"
+#include "page_geometry.h"
 
 namespace gmlake::engine {
 
@@ -41,10 +42,10 @@ class Placer {
     Cost cost;
   };
 
-  // `page_shift`: log2 of the page size (Config::page_bytes); `fit_candidates`: free ranges weighed at most
+  // `page`: the engine's page (Config::page_bytes); `fit_candidates`: free ranges weighed at most
   // (Config::fit_candidates, >= 1). `pool` must outlive the Placer.
-  Placer(const ChunkPool& pool, unsigned page_shift, std::uint64_t fit_candidates)
-      : pool_(pool), page_shift_(page_shift), fit_candidates_(fit_candidates) {}
+  Placer(const ChunkPool& pool, PageGeometry page, std::uint64_t fit_candidates)
+      : pool_(pool), page_(page), fit_candidates_(fit_candidates) {}
 
   // The cost of pages [first, last] of `arena` (first <= last); unmapped == UINT64_MAX when a recalled chunk
   // backs any of them, or when more than `unmapped_bound` of the pages are found unmapped (the walk stops
@@ -68,7 +69,7 @@ class Placer {
                             const PageMap::Summary& sum) const;
 
   const ChunkPool& pool_;
-  unsigned page_shift_;
+  PageGeometry page_;
   std::uint64_t fit_candidates_;
 };
 

@@ -10,7 +10,7 @@ namespace gmlake::engine {
 void Stitcher::map(Arena& arena, std::uint64_t first_page, ChunkId id) {
   Chunk& c = pool_[id];
   GMLAKE_DCHECK(c.pages != 0 && !c.mapped(), "mapping a chunk that is not free");
-  backend_.map(address(arena, first_page), c.pages << page_shift_, c.handle);  // throws: nothing changed
+  backend_.map(address(arena, first_page), page_.bytes_of(c.pages), c.handle);  // throws: nothing changed
   c.arena = arena.id;
   c.first_page = first_page;
   c.users = 0;
@@ -18,12 +18,12 @@ void Stitcher::map(Arena& arena, std::uint64_t first_page, ChunkId id) {
 }
 
 void Stitcher::grant(Arena& arena, std::uint64_t first_page, std::uint64_t pages) {
-  backend_.set_access(address(arena, first_page), pages << page_shift_);
+  backend_.set_access(address(arena, first_page), page_.bytes_of(pages));
 }
 
 void Stitcher::unmap(Arena& arena, ChunkId id) {
   Chunk& c = pool_[id];
-  backend_.unmap(address(arena, c.first_page), c.pages << page_shift_);  // throws: nothing changed
+  backend_.unmap(address(arena, c.first_page), page_.bytes_of(c.pages));  // throws: nothing changed
   arena.pages.erase(c.first_page);
   c.arena = Chunk::kUnmapped;
   c.users = 0;
@@ -33,7 +33,7 @@ void Stitcher::to_standby(Arena& active_arena, ChunkId id) {
   Chunk& c = pool_[id];
   c.standby.push_back({c.arena, c.first_page, c.idle_since});  // throws bad_alloc: nothing changed
   active_arena.pages.set_active(c.first_page, false);
-  if (BackendObserver* o = backend_.observer()) o->on_unmap(address(active_arena, c.first_page), c.pages << page_shift_);
+  if (BackendObserver* o = backend_.observer()) o->on_unmap(address(active_arena, c.first_page), page_.bytes_of(c.pages));
   c.arena = Chunk::kUnmapped;
   c.users = 0;
 }
@@ -47,7 +47,7 @@ void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, Aren
     if (active_arena == nullptr) {
       throw std::logic_error("gmlake invariant broken: activating a chunk mapped elsewhere, its arena not given");
     }
-    if (o != nullptr) o->on_unmap(address(*active_arena, c.first_page), c.pages << page_shift_);
+    if (o != nullptr) o->on_unmap(address(*active_arena, c.first_page), page_.bytes_of(c.pages));
     active_arena->pages.set_active(c.first_page, false);
     // The active place becomes a standby one, in the slot of the one activated: the stream's work before the
     // chunk's idle tick may still touch it.
@@ -59,14 +59,14 @@ void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, Aren
   c.arena = arena.id;
   c.first_page = first_page;
   arena.pages.set_active(first_page, true);
-  if (o != nullptr) o->on_map(address(arena, first_page), c.pages << page_shift_);
+  if (o != nullptr) o->on_map(address(arena, first_page), page_.bytes_of(c.pages));
 }
 
 void Stitcher::unmap_standby(Arena& arena, std::uint64_t first_page, ChunkId id) {
   Chunk& c = pool_[id];
   const auto it = c.standby_at(arena.id, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: unmapping a mapping a chunk lacks");
-  unmap_unobserved(address(arena, first_page), c.pages << page_shift_);  // throws: nothing changed
+  unmap_unobserved(address(arena, first_page), page_.bytes_of(c.pages));  // throws: nothing changed
   arena.pages.erase(first_page);
   c.standby.erase(it);
 }

@@ -20,16 +20,17 @@
 
 #include "arena.h"
 #include "chunk_pool.h"
+#include "page_geometry.h"
 #include "gmlake/backend.h"
 
 namespace gmlake::engine {
 
 class Stitcher {
  public:
-  Stitcher(Backend& backend, ChunkPool& pool, unsigned page_shift)
-      : backend_(backend), pool_(pool), page_shift_(page_shift) {}
+  // `page`: the engine's page (Config::page_bytes). `backend` and `pool` must outlive the Stitcher.
+  Stitcher(Backend& backend, ChunkPool& pool, PageGeometry page) : backend_(backend), pool_(pool), page_(page) {}
 
-  std::uintptr_t address(const Arena& arena, std::uint64_t page) const { return arena.base + (page << page_shift_); }
+  std::uintptr_t address(const Arena& arena, std::uint64_t page) const { return arena.base + page_.bytes_of(page); }
   // Maps free chunk `id` (not in the free index) whole at `first_page` of `arena`; its pages must be unmapped.
   // The chunk has no access until grant() covers it. Throws BackendError: nothing changed.
   void map(Arena& arena, std::uint64_t first_page, ChunkId id);
@@ -57,7 +58,7 @@ class Stitcher {
  private:
   Backend& backend_;
   ChunkPool& pool_;
-  unsigned page_shift_;
+  PageGeometry page_;
 };
 
 }  // namespace gmlake::engine

@@ -1,7 +1,6 @@
 #include "stitching_allocator.h"
 
 #include <algorithm>
-#include <bit>
 #include <cstdio>
 #include <string>
 
@@ -24,18 +23,18 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
                                        ChunkProvider* lake)
     : config_(validated(config)),
       backend_(backend),
-      page_shift_(static_cast<unsigned>(std::countr_zero(config.page_bytes))),
-      grow_pages_(std::max<std::uint64_t>(1, std::min(config.grow_bytes, config.max_chunk_bytes) / config.page_bytes)),
+      page_(config.page_bytes),
+      grow_pages_(std::max<std::uint64_t>(1, page_.pages_in(std::min(config.grow_bytes, config.max_chunk_bytes)))),
       pool_(backend, config.page_bytes, stats_),
       peers_(make_peer_source(config_, backend, pool_, lake)),
-      stitcher_(backend, pool_, page_shift_),
-      placer_(pool_, page_shift_, config_.fit_candidates),
+      stitcher_(backend, pool_, page_),
+      placer_(pool_, page_, config_.fit_candidates),
       use_(pool_),
       fence_(events),
       arenas_(backend, config.arena_virtual_bytes, !config.cross_stream_reuse,
               [this](Arena& arena) { return unmap_arena(arena); },
               [this] { fence_.wait_all(use_.next_tick()); }),
-      source_(config_, page_shift_,
+      source_(config_, page_,
               {backend, pool_, use_, fence_, arenas_, stitcher_, stats_, clock != nullptr ? *clock : steady_clock()}),
       blocks_(policy::InvalidFreeWords::engine(), stats_) {
   if (events != nullptr && config_.cross_stream_reuse) {
@@ -64,12 +63,12 @@ StitchingAllocator::~StitchingAllocator() {
     bool unmapped = true;
     for (const ChunkPlace& place : c.standby) {
       const std::uintptr_t address = stitcher_.address(arenas_[place.arena], place.first_page);
-      unmapped = attempt_twice([&] { stitcher_.unmap_unobserved(address, c.pages << page_shift_); }) && unmapped;
+      unmapped = attempt_twice([&] { stitcher_.unmap_unobserved(address, page_.bytes_of(c.pages)); }) && unmapped;
     }
     if (c.mapped()) {
       Arena& arena = arenas_[c.arena];
       const std::uintptr_t address = stitcher_.address(arena, c.first_page);
-      unmapped = attempt_twice([&] { backend_.unmap(address, c.pages << page_shift_); }) && unmapped;
+      unmapped = attempt_twice([&] { backend_.unmap(address, page_.bytes_of(c.pages)); }) && unmapped;
     }
     if (!unmapped) continue;
     attempt_twice([&] { pool_.release(id); });  // a peer chunk goes back through its source
@@ -103,7 +102,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   // A request the cap can never hold (its new pages plus the pages blocks use now exceed it) fails before any
   // memory is created or moved for it, so it leaves nothing behind.
   if (source_.cap_bytes() != 0 &&
-      at.cost.unmapped + use_.used_pages() > (source_.cap_bytes() >> page_shift_) + peer_room_pages()) {
+      at.cost.unmapped + use_.used_pages() > page_.pages_in(source_.cap_bytes()) + peer_room_pages()) {
     ++stats_.num_ooms;
     source_.throw_oom(size_bytes, "the cap would be exceeded");
   }
@@ -167,7 +166,7 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
   const auto [run_first, run_pages] = runs_.back();
   std::uint64_t grown_pages = run_pages;
   if (run_first + run_pages - 1 == last && run_pages < grow_pages) {
-    const std::uint64_t arena_pages = arena.virtual_bytes >> page_shift_;
+    const std::uint64_t arena_pages = page_.pages_in(arena.virtual_bytes);
     const std::uint64_t limit = std::min(arena.pages.next_mapped_after(last, run_first + grow_pages), arena_pages);
     const std::uint64_t candidate = std::min(grow_pages, limit - run_first);
     if (source_.cap_allows(candidate) && !source_.near_cap(candidate) && pool_.peer_bytes() == 0) grown_pages = candidate;
@@ -319,7 +318,7 @@ void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {
   // Best effort, since a free must not fail once its block is released: a chunk whose unmap fails stays idle
   // and queued, and the next free trims again. Only chunks no queued work can touch are evicted.
   try {
-    while (use_.idle_chunks() != 0 && (use_.idle_pages() << page_shift_) > max_idle_bytes) {
+    while (use_.idle_chunks() != 0 && page_.bytes_of(use_.idle_pages()) > max_idle_bytes) {
       const ChunkId oldest = use_.oldest_idle();
       if (!source_.safe_to_evict(oldest)) break;
       source_.evict(oldest);
@@ -345,7 +344,7 @@ void StitchingAllocator::set_cap_bytes(std::uint64_t cap_bytes) { source_.set_ca
 
 void StitchingAllocator::update_inactive_split() {
   Gauge& g = stats_.inactive_split_bytes;
-  g.current = static_cast<std::int64_t>(use_.used_pages() << page_shift_) - stats_.active_bytes.current;
+  g.current = static_cast<std::int64_t>(page_.bytes_of(use_.used_pages())) - stats_.active_bytes.current;
   g.peak = std::max(g.peak, g.current);
 }
 

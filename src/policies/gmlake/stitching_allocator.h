@@ -78,6 +78,7 @@
 #include "arena_set.h"
 #include "chunk_pool.h"
 #include "chunk_use.h"
+#include "page_geometry.h"
 #include "peer_source.h"
 #include "placement.h"
 #include "chunk_source.h"
@@ -122,7 +123,7 @@ class StitchingAllocator final : public Allocator {
   std::uint64_t live_chunks() const { return pool_.live_chunks(); }
   std::uint64_t free_chunks() const { return pool_.free_chunks(); }
   // Reserved bytes in chunks mapped nowhere: stats().reserved_bytes less the segments' sizes.
-  std::uint64_t free_chunk_bytes() const { return pool_.free_pages() << page_shift_; }
+  std::uint64_t free_chunk_bytes() const { return page_.bytes_of(pool_.free_pages()); }
 
  private:
   // Where a live block lies: the live table's record of it (its size, request, stream and pending free are
@@ -134,8 +135,8 @@ class StitchingAllocator final : public Allocator {
   };
   using LiveTable = policy::BlockTable<BlockPlace>;
   using Block = LiveTable::Block;
-  std::uint64_t first_page(std::uint64_t offset) const { return offset >> page_shift_; }
-  std::uint64_t last_page(std::uint64_t offset, std::uint64_t size) const { return (offset + size - 1) >> page_shift_; }
+  std::uint64_t first_page(std::uint64_t offset) const { return page_.first_page(offset); }
+  std::uint64_t last_page(std::uint64_t offset, std::uint64_t size) const { return page_.last_page(offset, size); }
   // Tells the stream fence that chunks of `arena` turned idle at `tick` (0: none did).
   void noted(const Arena& arena, std::uint64_t tick) {
     if (tick != 0) fence_.note_idle(arena.stream, tick);
@@ -184,7 +185,7 @@ class StitchingAllocator final : public Allocator {
 
   Config config_;
   Backend& backend_;
-  unsigned page_shift_;
+  PageGeometry page_;             // the engine's page, handed to every part
   std::uint64_t grow_pages_;      // Config::grow_bytes in pages
   Stats stats_;
   ChunkPool pool_;

@@ -102,19 +102,19 @@ void StitchingAllocator::check_invariants() const {
     if (c.users != expect) broken("chunk users differ from the recount");
     if (c.users != 0) {
       const Arena& arena = arenas_[c.arena];
-      if (!backend_.is_accessible(stitcher_.address(arena, c.first_page), c.pages << page_shift_))
+      if (!backend_.is_accessible(stitcher_.address(arena, c.first_page), page_.bytes_of(c.pages)))
         broken("a used chunk has no access at " + hex(stitcher_.address(arena, c.first_page)));
     }
   });
   if (mapped_chunks != mapped) broken("mapped chunks differ from the page map entries");
   if (backend_.live_mappings() != mapped + standby)
     broken("backend live mappings differ from the mapped chunks and standby mappings");
-  const auto reserved = static_cast<std::int64_t>(live_pages << page_shift_);
+  const auto reserved = static_cast<std::int64_t>(page_.bytes_of(live_pages));
   if (stats_.reserved_bytes.current != reserved) broken("reserved_bytes differs from the recount");
   if (backend_.live_chunk_bytes() != static_cast<std::uint64_t>(reserved))
     broken("backend live chunk bytes differ from reserved_bytes");
   // active_bytes: recounted by the live table (blocks_.check_invariants above).
-  const std::int64_t used_bytes = static_cast<std::int64_t>(use_.used_pages() << page_shift_);
+  const std::int64_t used_bytes = static_cast<std::int64_t>(page_.bytes_of(use_.used_pages()));
   if (stats_.inactive_split_bytes.current != used_bytes - stats_.active_bytes.current)
     broken("inactive_split_bytes differs from the recount");
   check_lake_invariants();

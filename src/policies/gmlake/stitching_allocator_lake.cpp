@@ -34,14 +34,14 @@ ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t 
   } catch (const OutOfMemoryError&) {
     // Nothing idle or free, and the own device or the cap refuses: the peer's turn.
   }
-  const std::uint64_t max_loan_pages = std::max<std::uint64_t>(1, kMaxLoanBytes >> page_shift_);
+  const std::uint64_t max_loan_pages = std::max<std::uint64_t>(1, page_.pages_in(kMaxLoanBytes));
   const ChunkId id = peers_->borrow(pool_, std::min({pages, block_pages, max_loan_pages}), stats_.num_alloc_retries);
   if (id != kNoChunk) return id;
   return source_.obtain(own_pages, requested);  // the peers refused: memory first on the own device, or its OutOfMemoryError
 }
 
 std::uint64_t StitchingAllocator::peer_room_pages() const {
-  return peers_->room_bytes(pool_.peer_bytes()) >> page_shift_;
+  return page_.pages_in(peers_->room_bytes(pool_.peer_bytes()));
 }
 
 void StitchingAllocator::serve_recalls() noexcept {

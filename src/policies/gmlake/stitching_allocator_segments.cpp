@@ -52,14 +52,14 @@ std::vector<SegmentInfo> StitchingAllocator::segments() const {
       if (!pool_[e.chunk].active_at(arena.id, first_page)) return;  // standby: no memory of its own to show
       if (open_index == kNone || first_page != run_end_page) {
         close();
-        out.push_back(SegmentInfo{arena.base + (first_page << page_shift_), 0, arena.stream,
+        out.push_back(SegmentInfo{arena.base + page_.bytes_of(first_page), 0, arena.stream,
                                   arena.small ? SegmentType::kSmall : SegmentType::kLarge,
                                   /*is_expandable=*/true, {}, {}});
         open_index = out.size() - 1;
       }
       SegmentInfo* open = &out[open_index];
-      open->chunks.push_back({pool_[e.chunk].handle.value, open->size_bytes, e.pages << page_shift_});
-      open->size_bytes += e.pages << page_shift_;
+      open->chunks.push_back({pool_[e.chunk].handle.value, open->size_bytes, page_.bytes_of(e.pages)});
+      open->size_bytes += page_.bytes_of(e.pages);
       run_end_page = first_page + e.pages;
     });
     close();
