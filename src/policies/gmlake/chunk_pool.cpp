@@ -99,7 +99,7 @@ bool ChunkPool::release_quietly(ChunkId id) {
 }
 
 ChunkId ChunkPool::largest_free_at_most(std::uint64_t pages) const {
-  auto it = free_.upper_bound(pages);
+  auto it = free_.upper_bound(FreeKey{pages, UINT64_MAX});
   if (it == free_.begin()) return kNoChunk;
   return std::prev(it)->second;
 }
@@ -109,15 +109,11 @@ void ChunkPool::take_free(ChunkId id) {
 }
 
 bool ChunkPool::erase_free(ChunkId id) {
-  auto [lo, hi] = free_.equal_range(chunks_[id].pages);
-  for (auto it = lo; it != hi; ++it) {
-    if (it->second == id) {
-      free_.erase(it);
-      free_pages_ -= chunks_[id].pages;
-      return true;
-    }
-  }
-  return false;
+  const auto it = free_.find(FreeKey{chunks_[id].pages, chunks_[id].free_seq});
+  if (it == free_.end() || it->second != id) return false;
+  free_.erase(it);
+  free_pages_ -= chunks_[id].pages;
+  return true;
 }
 
 void ChunkPool::release_all_free() {
@@ -133,9 +129,11 @@ void ChunkPool::release_all_free() {
 void ChunkPool::check_invariants() const {
   auto broken = [](const std::string& what) { throw std::logic_error("gmlake invariant broken: " + what); };
   std::uint64_t pages = 0;
-  for (const auto& [size, id] : free_) {
+  for (const auto& [key, id] : free_) {
     const Chunk& c = chunks_.at(id);
+    const std::uint64_t size = key.first;
     if (c.pages != size) broken("a free chunk is indexed under another size");
+    if (c.free_seq != key.second) broken("a free chunk is indexed under another entry than its own");
     if (c.mapped() || c.users != 0) broken("a free chunk is mapped or used");
     if (c.recalled) broken("a recalled chunk is in the free index");
     pages += size;

@@ -38,6 +38,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "absl/container/btree_map.h"
@@ -73,6 +74,7 @@ struct Chunk {
   bool on_peer = false;               // made on a peer device or lent by another process (the lake)
   bool recalled = false;              // its lender wants it back: no new block on it (ChunkPool::recall)
   absl::InlinedVector<ChunkPlace, 2> standby;  // standby mappings, oldest first (none on peer chunks)
+  std::uint64_t free_seq = 0;         // its key in the free index while free (ChunkPool::add_free)
   bool mapped() const { return arena != kUnmapped; }
   // Its standby mapping at page `page` of arena `in_arena`, or standby.end() when it has none there.
   auto standby_at(std::uint32_t in_arena, std::uint64_t page) {
@@ -120,7 +122,8 @@ class ChunkPool {
   void add_free(ChunkId id) {
     if (chunks_[id].on_peer && release_quietly(id)) return;
     if (chunks_[id].recalled) return;
-    free_.emplace(chunks_[id].pages, id);
+    chunks_[id].free_seq = ++free_seq_;
+    free_.emplace(FreeKey{chunks_[id].pages, chunks_[id].free_seq}, id);
     free_pages_ += chunks_[id].pages;
   }
   // The largest free chunk of at most `pages` pages, or kNoChunk; it stays in the index.
@@ -165,7 +168,11 @@ class ChunkPool {
   std::vector<ChunkId> recalled_;
   std::vector<Chunk> chunks_;
   std::vector<ChunkId> spare_;                    // unused records
-  absl::btree_multimap<std::uint64_t, ChunkId> free_;  // pages -> free chunk
+  // The free index: (pages, order of entry) -> free chunk. Among chunks of one size the latest entered is the
+  // last, and each chunk is found by its own key (Chunk::free_seq) in O(log f), however many share its size.
+  using FreeKey = std::pair<std::uint64_t, std::uint64_t>;
+  absl::btree_map<FreeKey, ChunkId> free_;
+  std::uint64_t free_seq_ = 0;  // entries made into the free index
   std::uint64_t free_pages_ = 0;
 };
 
