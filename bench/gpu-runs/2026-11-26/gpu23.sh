@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run 23: the long fuzz run of issue 25 on the fuzzers of the commit in .dev/fuzz/BUILD_INFO, all 16 cores.
+# Run 23 and 25: the long fuzz run of issue 25 on the fuzzers of the commit in .dev/fuzz/BUILD_INFO, all 16 cores.
 set -uo pipefail
 mkdir -p $OUT/r23
 FUZZ_PREVIOUS_TOTAL=${PREV:-0} scripts/fuzz-device.sh $OUT/r23/fz 545 .dev/fuzz > $OUT/r23/fuzz.log 2>&1; echo "fuzz rc $?"
