@@ -3,9 +3,8 @@
 // A chunk is one physical allocation (cuMemCreate) of `pages` x page_bytes, 1 <= pages <= the chunk limit of the
 // block it was made for (ChunkSource::chunk_limit). The pool creates and releases them through the backend and
 // keeps every chunk's record; the chunks that are mapped nowhere ("free") are indexed by size, so the largest
-// free chunk of at most n pages is found in O(log f). Which
-// pages a chunk backs is the business of the arenas' PageMaps and of the Stitcher, which fill in `arena`,
-// `first_page` and `users`.
+// free chunk of at most n pages is found in O(log f). Which pages a chunk backs is the business of the arenas'
+// PageMaps and of the Stitcher, which fill in `arena`, `first_page` and `users`.
 //
 // States of a chunk (the allocator moves them; the Stitcher is the only one that maps and unmaps):
 //   free    arena == kUnmapped, users == 0, in the free index

@@ -190,10 +190,10 @@ class PageMap {
   }
 
   // The equations of the header comment; throws std::logic_error naming the first one broken. O(leaves + mapped
-  // pages): every chunk's slots are read from its first page; the leaves' counts must then add up to them, so no
-  // slot outside a chunk is mapped.
+  // pages): every chunk's slots, and their bits, are read from its first page; the leaves' counts and the
+  // popcounts of their bitmaps must then add up to them, so no slot or bit outside a chunk is set.
   void check_invariants() const {
-    std::vector<std::uint64_t> per_leaf(leaves_.size(), 0);
+    std::vector<std::uint64_t> per_leaf(leaves_.size(), 0), active_per_leaf(leaves_.size(), 0);
     std::uint64_t starts = 0;
     for_all([&](std::uint64_t first, const Entry& e) {
       ++starts;
@@ -203,7 +203,14 @@ class PageMap {
           broken("page map slot " + std::to_string(first + k) + " disagrees with the chunk at page " +
                  std::to_string(first) + " (chunks overlap there)");
         }
-        ++per_leaf[(first + k) >> kLeafShift];
+        const std::uint64_t page = first + k, i = page >> kLeafShift, w = (page & kLeafMask) >> 6;
+        const Leaf& leaf = *leaves_[i];
+        if (!((leaf.mapped_bits[w] >> (page & 63)) & 1) || ((leaf.active_bits[w] >> (page & 63)) & 1) != e.active) {
+          broken("page map leaf " + std::to_string(i) + "'s bitmaps differ from its slots at page " +
+                 std::to_string(page));
+        }
+        ++per_leaf[i];
+        active_per_leaf[i] += e.active ? 1 : 0;
       }
     });
     for (std::uint64_t i = 0; i < leaves_.size(); ++i) {
@@ -211,14 +218,13 @@ class PageMap {
         broken("page map leaf " + std::to_string(i) + " has mapped slots outside every chunk");
       }
       if (!leaves_[i]) continue;
-      const Leaf& leaf = *leaves_[i];
-      for (std::uint64_t k = 0; k < kLeafPages; ++k) {
-        const bool mapped = (leaf.mapped_bits[k >> 6] >> (k & 63)) & 1;
-        const bool active = (leaf.active_bits[k >> 6] >> (k & 63)) & 1;
-        if (mapped != (leaf.slots[k].chunk != kNoChunk) || active != (mapped && leaf.slots[k].active)) {
-          broken("page map leaf " + std::to_string(i) + "'s bitmaps differ from its slots at page " +
-                 std::to_string((i << kLeafShift) + k));
-        }
+      std::uint64_t mapped_bits = 0, active_bits = 0;
+      for (std::uint64_t w = 0; w < kLeafPages / 64; ++w) {
+        mapped_bits += static_cast<std::uint64_t>(__builtin_popcountll(leaves_[i]->mapped_bits[w]));
+        active_bits += static_cast<std::uint64_t>(__builtin_popcountll(leaves_[i]->active_bits[w]));
+      }
+      if (mapped_bits != per_leaf[i] || active_bits != active_per_leaf[i]) {
+        broken("page map leaf " + std::to_string(i) + "'s bitmaps have bits set outside every chunk");
       }
     }
     if (starts != chunks_) broken("the page map's chunk count");
