@@ -23,9 +23,12 @@ class ManualEvents final : public StreamEvents {
     ++queries;
     return !unfinished.count(t);
   }
+  // Waiting for an event finishes it and, as a stream runs in order, every event recorded before it on its stream.
   void wait(Token t) override {
     ++waits;
-    unfinished.erase(t);
+    const auto it = stream_of.find(t);
+    if (it == stream_of.end()) return;
+    std::erase_if(unfinished, [&](Token u) { return u <= t && stream_of[u] == it->second; });
   }
   void release(Token t) override {
     unfinished.erase(t);

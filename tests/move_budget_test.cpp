@@ -67,6 +67,29 @@ TEST(MoveBudgetTest, TheWallTimeShareAccruesAfterTheBurst) {
   EXPECT_FALSE(b.allows_move(0)) << "a clock read earlier than the start counts as no time passed";
 }
 
+// Random earnings, charges and questions under each kind of bound: the budget's equations hold after every step.
+TEST(MoveBudgetTest, InvariantsHoldAfterEveryStep) {
+  for (const Limits limits : {Limits{}, Limits{100, 0, 0}, Limits{0, 5, 100'000}, Limits{50, 10, 1'000'000},
+                              Limits{UINT64_MAX, UINT64_MAX, UINT64_MAX}}) {
+    MoveBudget b(limits);
+    std::mt19937_64 rng(11);
+    std::int64_t now_ns = 1'000;
+    for (int step = 0; step < 5000; ++step) {
+      switch (rng() % 4) {
+        case 0: b.earn(); break;
+        case 1: b.charge_eviction(); break;
+        case 2: b.charge_release(); break;
+        default:
+          now_ns += static_cast<std::int64_t>(rng() % 100'000);
+          (void)b.allows_move(now_ns);
+          break;
+      }
+      ASSERT_NO_THROW(b.check_invariants()) << "limits " << limits.budget_ns_per_op << "/" << limits.share_permille
+                                            << ", step " << step;
+    }
+  }
+}
+
 // Shapes that keep changing over a small working set: without a bound the policy keeps moving idle chunks
 // (evictions) to stay at its peak; with one, the charged moves stay within what the bound allows.
 struct Outcome {

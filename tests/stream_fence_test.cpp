@@ -2,6 +2,9 @@
 // work its stream queued has finished, and same-stream reuse never waits.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <map>
+#include <random>
 #include <set>
 #include <vector>
 
@@ -19,6 +22,65 @@ namespace {
 const std::string kPageGranular = "max_chunk_bytes:2M,grow_bytes:2M,move_share_permille:0";
 
 using test::ManualEvents;
+
+// StreamFence on its own under random traffic on three streams: its invariants hold after every step, a tick
+// once safe stays safe, wait_safe makes its tick safe, and wait_all makes every tick handed out safe.
+TEST(StreamFenceAloneTest, InvariantsHoldAfterEveryStepOfRandomTraffic) {
+  ManualEvents events;
+  StreamFence fence(&events);
+  std::mt19937_64 rng(7);
+  std::uint64_t tick = 0;
+  std::map<StreamId, std::uint64_t> safe_seen;  // highest tick seen safe per stream
+  for (int step = 0; step < 20000; ++step) {
+    const StreamId stream = static_cast<StreamId>(rng() % 3);
+    switch (rng() % 7) {
+      case 0:
+      case 1:
+        fence.note_idle(stream, ++tick);
+        break;
+      case 2: {
+        const std::uint64_t t = tick == 0 ? 0 : 1 + rng() % tick;
+        if (fence.safe(stream, t)) safe_seen[stream] = std::max(safe_seen[stream], t);
+        break;
+      }
+      case 3:
+        if (tick != 0) {
+          const std::uint64_t t = 1 + rng() % tick;
+          fence.wait_safe(stream, t, ++tick);
+          ASSERT_TRUE(fence.safe(stream, t)) << "step " << step;
+          safe_seen[stream] = std::max(safe_seen[stream], t);
+        }
+        break;
+      case 4:
+        if (tick != 0) {
+          const std::uint64_t t = 1 + rng() % tick;
+          fence.cover(stream, t, ++tick);
+        }
+        break;
+      case 5:
+        events.finish(stream);
+        break;
+      default:
+        if (rng() % 50 == 0) {
+          fence.wait_all(++tick);
+          for (StreamId s = 0; s < 3; ++s) ASSERT_TRUE(fence.safe(s, tick));
+        }
+        break;
+    }
+    ASSERT_NO_THROW(fence.check_invariants()) << "step " << step;
+    for (const auto& [s, t] : safe_seen) ASSERT_TRUE(fence.safe(s, t)) << "a safe tick turned unsafe, step " << step;
+  }
+  EXPECT_GT(events.recorded(), 100) << "the traffic recorded marks";
+}
+
+TEST(StreamFenceAloneTest, WithoutEventsEveryTickIsSafeAndNoStreamIsKept) {
+  StreamFence fence(nullptr);
+  fence.note_idle(1, 5);
+  fence.cover(1, 5, 6);
+  fence.wait_safe(2, 7, 8);
+  EXPECT_TRUE(fence.safe(1, 100));
+  EXPECT_NO_THROW(fence.check_invariants());
+}
 
 class StreamFenceTest : public ::testing::Test {
  protected:

@@ -4,6 +4,7 @@
 #include <stdexcept>
 #include <vector>
 
+#include "engine_checks.h"
 #include "gmlake/error.h"
 
 namespace gmlake::engine {
@@ -269,6 +270,14 @@ bool ChunkSource::within_headroom(std::uint64_t pages) const {
 void ChunkSource::throw_oom(std::uint64_t requested, const std::string& reason) const {
   throw OutOfMemoryError(requested, static_cast<std::uint64_t>(stats_.reserved_bytes.current),
                          static_cast<std::uint64_t>(stats_.allocated_bytes.current), cap_bytes_, reason);
+}
+
+void ChunkSource::check_invariants() const {
+  moves_.check_invariants();
+  if (stats_.allocated_bytes.current > 0 &&
+      static_cast<std::uint64_t>(stats_.allocated_bytes.current) > allocated_high_bytes_) {
+    broken("the highest allocated bytes the headroom follows are below the allocated bytes");
+  }
 }
 
 }  // namespace gmlake::engine

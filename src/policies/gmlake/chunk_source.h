@@ -132,6 +132,10 @@ class ChunkSource {
   bool near_cap(std::uint64_t pages);
   // True when `pages` more stay within headroom_permille of the highest allocated bytes (and the cap).
   bool within_headroom(std::uint64_t pages) const;
+  // Checks its own state: the move budget's equations (move_budget.h), and that the highest allocated bytes it
+  // follows are at least the allocated bytes now. The parts it works on (pool, use, fence, arenas) are checked
+  // by their own check_invariants. Throws std::logic_error (engine_checks.h). O(1).
+  void check_invariants() const;
   // Throws OutOfMemoryError for a request of `requested` bytes, with the pool's figures and `reason`.
   [[noreturn]] void throw_oom(std::uint64_t requested, const std::string& reason) const;
 

@@ -19,11 +19,17 @@
 // eviction is charged one cuMemUnmap plus the cuMemMap and cuMemSetAccess of the chunk mapped in its place; a
 // release to remake a chunk one cuMemRelease plus the cuMemCreate that follows. The figures are the H100's
 // medians per call in bench/cuda/vmm_costs_h100.json; docs/design.md ("Move budget") derives them.
+// Invariants (check_invariants):
+//   budget_ns_per_op = 0  =>  credit_ns = 0;   credit_ns <= budget_ns_per_op x kBurstOps
+//   share_permille = 0    =>  charged_ns = 0;  charged_ns >= 0
+//   the wall time has not started  =>  start_ns = 0
 // Thread safety: none (the policy's lock).
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+
+#include "engine_checks.h"
 
 namespace gmlake::engine {
 
@@ -69,6 +75,14 @@ class MoveBudget {
   std::int64_t credit_ns() const { return credit_ns_; }
   // Move time charged against the wall-time share so far.
   std::int64_t charged_ns() const { return charged_ns_; }
+  // Checks the invariants above; throws std::logic_error (engine_checks.h). O(1).
+  void check_invariants() const {
+    if (budget_ns_ == 0 ? credit_ns_ != 0 : credit_ns_ > budget_ns_ * kBurstOps) {
+      broken("the move credit is past its bound");
+    }
+    if (share_permille_ == 0 ? charged_ns_ != 0 : charged_ns_ < 0) broken("the move time charged is off");
+    if (!started_ && start_ns_ != 0) broken("the move budget's wall time has a start but never started");
+  }
 
  private:
   static constexpr std::uint64_t kMaxBudgetNs = 1'000'000'000;  // keeps budget x kBurstOps within int64

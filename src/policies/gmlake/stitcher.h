@@ -13,6 +13,8 @@
 // places only, so that what a trace shows mapped is what the pool holds: a chunk turned standby is told as an
 // unmap, a standby mapping activated as a map (no backend call in either), and a standby mapping's own unmap is
 // not told.
+// It keeps no state of its own (the page maps and chunk records it writes are checked by PageMap's and
+// ChunkPool's check_invariants, their agreement by StitchingAllocator's), so it has no check_invariants.
 // Thread safety: none.
 #pragma once
 

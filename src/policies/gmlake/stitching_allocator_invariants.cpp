@@ -1,6 +1,7 @@
 // StitchingAllocator::check_invariants: each part's own check (ChunkPool, ArenaSet, each arena's FreeIndex and
-// PageMap, ChunkUse, the live table), then the equations of stitching_allocator.h's header comment that span
-// parts, recounted from the blocks, the page maps and the chunk pool (tests call it after every step).
+// PageMap, ChunkUse, the live table, the StreamFence, the ChunkSource and its MoveBudget), then the equations of
+// stitching_allocator.h's header comment that span parts, recounted from the blocks, the page maps and the chunk
+// pool (tests call it after every step).
 #include <algorithm>
 #include <string>
 
@@ -21,6 +22,8 @@ void StitchingAllocator::check_invariants() const {
   }
   use_.check_invariants();
   blocks_.check_invariants();
+  fence_.check_invariants();
+  source_.check_invariants();
   // Each arena is tiled exactly by its free ranges and its live and pending blocks.
   std::vector<std::vector<FreeRange>> tiles(arenas_.size());
   for (std::size_t a = 0; a < arenas_.size(); ++a) {

@@ -1,5 +1,7 @@
 #include "stream_fence.h"
 
+#include "engine_checks.h"
+
 namespace gmlake::engine {
 
 StreamFence::~StreamFence() {
@@ -74,6 +76,19 @@ void StreamFence::wait_all(std::uint64_t now_tick) {
     for (const Mark& m : s.marks) events_->release(m.token);
     s.marks.clear();
     s.safe_tick = now_tick;
+  }
+}
+
+void StreamFence::check_invariants() const {
+  if (!events_ && !streams_.empty()) broken("the stream fence keeps streams without StreamEvents");
+  for (const auto& [id, s] : streams_) {
+    if (!s.marked && (!s.marks.empty() || s.last_mark_tick != 0)) broken("a stream never marked holds marks");
+    if (s.marks.empty()) continue;
+    if (s.marks.front().tick < s.safe_tick) broken("a stream's unfinished mark is older than its safe tick");
+    if (s.marks.back().tick != s.last_mark_tick) broken("a stream's last mark is not its newest");
+    for (std::size_t i = 1; i < s.marks.size(); ++i) {
+      if (s.marks[i].tick < s.marks[i - 1].tick) broken("a stream's marks go back in ticks");
+    }
   }
 }
 

@@ -15,6 +15,12 @@
 //   uncovered  otherwise: only recording a mark now and waiting for it would tell, which drains the stream.
 //
 // Without StreamEvents (host, sim: nothing runs asynchronously) every tick is safe at once.
+//
+// Invariants (check_invariants), per stream s:
+//   s.marks' ticks never decrease, front to back, and s.safe_tick <= s.marks.front().tick
+//   s.marks non-empty  =>  s.marks.back().tick = s.last_mark_tick     (marks are appended, finished from the front)
+//   not s.marked  =>  s.marks empty and s.last_mark_tick = 0
+// and without StreamEvents no stream is kept at all.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +59,10 @@ class StreamFence {
   void cover(StreamId stream, std::uint64_t tick, std::uint64_t now_tick);
   // Blocks until all work queued so far on every stream has finished: every tick up to `now_tick` is safe.
   void wait_all(std::uint64_t now_tick);
+
+  // Checks the invariants above; throws std::logic_error (engine_checks.h). O(streams + marks); asks the
+  // driver nothing.
+  void check_invariants() const;
 
  private:
   struct Mark {
