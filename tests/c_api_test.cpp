@@ -65,6 +65,34 @@ TEST_F(CApiTest, MallocAndFreeWorkOnEveryDeviceWithOnePoolPerDevice) {
   EXPECT_EQ(stats(0).reserved_bytes.peak, 0);
 }
 
+TEST_F(CApiTest, TheCapReadsBackAsConfiguredThenAsSetAndIsForgottenByANewSession) {
+  auto cap = [](int device) {
+    std::uint64_t bytes = 12345;
+    EXPECT_EQ(gmlake_get_cap_bytes(device, &bytes), GMLAKE_OK) << gmlake_last_error();
+    return bytes;
+  };
+  EXPECT_EQ(cap(0), 0u) << "no cap configured";
+  ASSERT_EQ(gmlake_set_cap_bytes(2, 64 * kMiB), GMLAKE_OK);
+  EXPECT_EQ(cap(2), 64 * kMiB) << "set before device 2 has a pool";
+  void* p = gmlake_malloc(kMiB, 2, 0);
+  ASSERT_NE(p, nullptr) << gmlake_last_error();
+  EXPECT_EQ(cap(2), 64 * kMiB) << "the pool made later has it";
+  EXPECT_EQ(cap(0), 0u) << "other devices keep theirs";
+  ASSERT_EQ(gmlake_set_cap_bytes(2, 0), GMLAKE_OK);
+  EXPECT_EQ(cap(2), 0u) << "lifted";
+  gmlake_free(p, 0, 2, 0);
+  EXPECT_EQ(gmlake_get_cap_bytes(GMLAKE_MAX_DEVICES, nullptr), GMLAKE_ERROR_INVALID_ARGUMENT);
+  std::uint64_t bytes = 0;
+  EXPECT_EQ(gmlake_get_cap_bytes(-1, &bytes), GMLAKE_ERROR_INVALID_ARGUMENT);
+  expect_error(GMLAKE_ERROR_INVALID_ARGUMENT, "invalid device id");
+  EXPECT_EQ(gmlake_get_cap_bytes(0, nullptr), GMLAKE_ERROR_INVALID_ARGUMENT);
+  expect_error(GMLAKE_ERROR_INVALID_ARGUMENT, "cap_bytes is NULL");
+  gmlake_shutdown();
+  EXPECT_EQ(gmlake_get_cap_bytes(0, &bytes), GMLAKE_ERROR_SHUT_DOWN);
+  start("backend:sim,cap_bytes:32M");
+  EXPECT_EQ(cap(2), 32 * kMiB) << "the new session's configured cap, the old set_cap_bytes forgotten";
+}
+
 TEST_F(CApiTest, ACapSetAtRunTimeBoundsReservedBytesAppliesToAPoolMadeLaterAndCanBeLifted) {
   // Device 1 has no pool yet: the cap waits for it.
   ASSERT_EQ(gmlake_set_cap_bytes(1, 64 * kMiB), GMLAKE_OK) << gmlake_last_error();

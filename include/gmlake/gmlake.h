@@ -161,6 +161,13 @@ int gmlake_reset_peak_stats(int device);
  * capped. Thread-safe. Returns GMLAKE_OK, GMLAKE_ERROR_INVALID_ARGUMENT (bad device id), GMLAKE_ERROR_SHUT_DOWN. */
 int gmlake_set_cap_bytes(int device, uint64_t cap_bytes);
 
+/* Sets *cap_bytes to the device's memory cap in bytes, 0 for none (as torch.cuda.get_per_process_memory_fraction
+ * reads PyTorch's): what gmlake_set_cap_bytes last set, else the configuration's cap_bytes, which the device's
+ * main pool has or will be made with. Starts gmlake from GMLAKE_CONF first if no gmlake_init came before, as
+ * gmlake_malloc does. Returns GMLAKE_OK; GMLAKE_ERROR_INVALID_ARGUMENT (bad device id, NULL cap_bytes);
+ * GMLAKE_ERROR_CONFIG (GMLAKE_CONF is bad); GMLAKE_ERROR_SHUT_DOWN. */
+int gmlake_get_cap_bytes(int device, uint64_t* cap_bytes);
+
 /* Gives every pool's memory back to its backend, blocks still live included (their pointers become invalid),
  * and refuses later calls until gmlake_init. Calls running concurrently on other threads finish first. Calling
  * it again, or before any initialization, does nothing. Never fails. */
@@ -373,6 +380,7 @@ int gmlake_ipc_close(void* ptr, int device);
   X(gmlake_get_stats)          \
   X(gmlake_reset_peak_stats)   \
   X(gmlake_set_cap_bytes)      \
+  X(gmlake_get_cap_bytes)      \
   X(gmlake_shutdown)           \
   X(gmlake_get_backend_time)   \
   X(gmlake_ignored_frees)      \

@@ -87,6 +87,11 @@ void DevicePools::reset_peak_stats(int device) {
             [&](DeviceSlot& slot) { slot.for_each_pool([](Pool& pool, PoolId) { pool.reset_peak_stats(); }); });
 }
 
+std::uint64_t DevicePools::cap_bytes(int device) {
+  return with_slot(device, BeforeStart::kStartFromEnvironment,
+                   [&](DeviceSlot& slot) { return slot.cap_bytes(sessions_.current()->config.cap_bytes); });
+}
+
 void DevicePools::set_cap_bytes(int device, std::uint64_t cap_bytes) {
   with_slot(device, BeforeStart::kRunOnEmptySlot, [&](DeviceSlot& slot) { slot.set_cap_bytes(cap_bytes); });
 }

@@ -80,6 +80,8 @@ class DevicePools {
   void reset_peak_stats(int device);
   // The main pool's cap from now on, kept for a main pool made later, until shut_down (DeviceSlot).
   void set_cap_bytes(int device, std::uint64_t cap_bytes);
+  // The main pool's cap (DeviceSlot::cap_bytes), the session started from the environment first if none is.
+  std::uint64_t cap_bytes(int device);
   // The main pool's backend calls and the time inside them; zero without a main pool.
   BackendTime backend_time(int device);
   // Tracing for every pool of the device, those made later included (DeviceSlot::set_tracing).

@@ -86,6 +86,13 @@ class DeviceSlot {
   }
   // The main pool's cap, now and for a main pool made later (Pool::set_cap_bytes); private pools are not capped.
   void set_cap_bytes(std::uint64_t cap_bytes);
+  // The main pool's cap: what set_cap_bytes set, else the cap of the main pool made, else `configured` (the
+  // session's cap_bytes, which a main pool made now gets).
+  std::uint64_t cap_bytes(std::uint64_t configured) {
+    mutex_.AssertHeld();
+    if (cap_bytes_) return *cap_bytes_;
+    return main_ ? main_->config().cap_bytes : configured;
+  }
 
   // Destroys every pool (blocks still live included) and forgets the settings. Never throws (teardown.h).
   void tear_down();

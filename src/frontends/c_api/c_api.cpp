@@ -66,6 +66,13 @@ int gmlake_set_cap_bytes(int device, uint64_t cap_bytes) {
   return guarded_status([&] { pools().set_cap_bytes(device, cap_bytes); });
 }
 
+int gmlake_get_cap_bytes(int device, uint64_t* cap_bytes) {
+  return guarded_status([&] {
+    require(cap_bytes != nullptr, "gmlake_get_cap_bytes: cap_bytes is NULL");
+    *cap_bytes = pools().cap_bytes(device);
+  });
+}
+
 int gmlake_get_backend_time(int device, uint64_t* calls, uint64_t* time_ns) {
   return guarded_status([&] {
     require(calls != nullptr && time_ns != nullptr, "gmlake_get_backend_time: calls or time_ns is NULL");
