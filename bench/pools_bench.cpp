@@ -29,13 +29,13 @@
 #include <vector>
 
 #include "gmlake/backend_factory.h"
-#include "gmlake/pools/arena_pool.h"
-#include "gmlake/pools/block_pool.h"
-#include "gmlake/pools/concurrent_arena_pool.h"
-#include "gmlake/pools/concurrent_block_pool.h"
-#include "gmlake/pools/growable_buffer.h"
-#include "gmlake/pools/layout_cache.h"
-#include "gmlake/pools/vmm_range.h"
+#include "gmlake/classic/arena_pool.h"
+#include "gmlake/classic/block_pool.h"
+#include "gmlake/classic/concurrent_arena_pool.h"
+#include "gmlake/classic/concurrent_block_pool.h"
+#include "gmlake/classic/growable_buffer.h"
+#include "gmlake/classic/layout_cache.h"
+#include "gmlake/classic/vmm_range.h"
 #include "gmlake/units.h"
 
 namespace {
@@ -90,26 +90,26 @@ void run_block_batches(benchmark::State& state, bool touch_blocks, Allocate&& al
   set_per_op(state, 2 * kBatch);
 }
 
-gmlake::pools::BlockPoolOptions batch_pool_options(std::uint64_t block_bytes, int threads) {
+gmlake::classic::BlockPoolOptions batch_pool_options(std::uint64_t block_bytes, int threads) {
   return {.block_bytes = block_bytes, .region_bytes = block_bytes * kBatch * static_cast<std::uint64_t>(threads)};
 }
 
 void BM_BlockPool(benchmark::State& state) {
   const auto size = static_cast<std::uint64_t>(state.range(0));
   const auto backend = make_pool_backend();
-  gmlake::pools::BlockPool pool(*backend, batch_pool_options(size, 1));
+  gmlake::classic::BlockPool pool(*backend, batch_pool_options(size, 1));
   run_block_batches(
       state, backend->host_accessible(), [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
 }
 
 std::unique_ptr<gmlake::Backend> shared_backend;
-std::unique_ptr<gmlake::pools::ConcurrentBlockPool> shared_block_pool;
+std::unique_ptr<gmlake::classic::ConcurrentBlockPool> shared_block_pool;
 
 void BM_ConcurrentBlockPool(benchmark::State& state) {
   const auto size = static_cast<std::uint64_t>(state.range(0));
   if (state.thread_index() == 0) {
     shared_backend = make_pool_backend();
-    shared_block_pool = std::make_unique<gmlake::pools::ConcurrentBlockPool>(*shared_backend,
+    shared_block_pool = std::make_unique<gmlake::classic::ConcurrentBlockPool>(*shared_backend,
                                                                              batch_pool_options(size, state.threads()));
   }
   run_block_batches(
@@ -165,13 +165,13 @@ void run_arena(benchmark::State& state, Arena& arena) {
 
 void BM_Arena(benchmark::State& state) {
   const auto backend = make_pool_backend();
-  gmlake::pools::ArenaPool arena(*backend, kMiB);
+  gmlake::classic::ArenaPool arena(*backend, kMiB);
   run_arena(state, arena);
 }
 
 void BM_ConcurrentArena(benchmark::State& state) {
   const auto backend = make_pool_backend();
-  gmlake::pools::ConcurrentArenaPool arena(*backend, kMiB);
+  gmlake::classic::ConcurrentArenaPool arena(*backend, kMiB);
   run_arena(state, arena);
 }
 
@@ -195,7 +195,7 @@ BENCHMARK(BM_MallocObjects)->MinTime(kShortRunSeconds);
 // Grows 1 MiB -> final_bytes, doubling; `fill` writes the bytes each step added.
 void grow_buffer(gmlake::Backend& backend, std::uint64_t final_bytes, std::uint64_t step_factor_or_add, bool doubling,
                  bool fill) {
-  gmlake::pools::GrowableBuffer buffer(backend, {.max_bytes = final_bytes});
+  gmlake::classic::GrowableBuffer buffer(backend, {.max_bytes = final_bytes});
   auto* const data = static_cast<char*>(buffer.data());
   std::uint64_t size = 0;
   for (std::uint64_t next = kMiB; next <= final_bytes;
@@ -301,13 +301,13 @@ void run_layout_batches(benchmark::State& state, bool touch_buffers, Allocate&& 
   set_per_op(state, 2 * kLayoutBatch);
 }
 
-std::unique_ptr<gmlake::pools::LayoutCache> shared_cache;
+std::unique_ptr<gmlake::classic::LayoutCache> shared_cache;
 
 void BM_LayoutCache(benchmark::State& state) {
-  const gmlake::pools::Layout layout{static_cast<std::uint64_t>(state.range(0)), 256};
+  const gmlake::classic::Layout layout{static_cast<std::uint64_t>(state.range(0)), 256};
   if (state.thread_index() == 0) {
     shared_backend = make_pool_backend();
-    shared_cache = std::make_unique<gmlake::pools::LayoutCache>(*shared_backend);
+    shared_cache = std::make_unique<gmlake::classic::LayoutCache>(*shared_backend);
   }
   run_layout_batches(
       state, pool_memory_is_host(), [&] { return shared_cache->allocate(layout); },
@@ -329,7 +329,7 @@ void BM_MallocLayouts(benchmark::State& state) {
 void BM_UncachedBackend(benchmark::State& state) {
   const auto size = static_cast<std::uint64_t>(state.range(0));
   const auto backend = make_pool_backend();
-  std::vector<gmlake::pools::VmmRange> ranges;
+  std::vector<gmlake::classic::VmmRange> ranges;
   ranges.reserve(kLayoutBatch);
   for (auto _ : state) {
     for (int i = 0; i < kLayoutBatch; ++i) {

@@ -2,7 +2,7 @@
 // nested scopes inside the frame.
 //
 // Build and run: cmake --build build && build/examples/example_arena_pool
-#include "gmlake/pools/arena_pool.h"
+#include "gmlake/classic/arena_pool.h"
 
 #include <cstdio>
 #include <cstring>
@@ -13,7 +13,7 @@
 
 int main() {
   gmlake::HostBackend backend;
-  gmlake::pools::ArenaPool arena(backend, 8 * gmlake::kMiB);  // one 8 MiB region, mapped once
+  gmlake::classic::ArenaPool arena(backend, 8 * gmlake::kMiB);  // one 8 MiB region, mapped once
 
   for (int frame = 0; frame < 3; ++frame) {
     // Allocation is a pointer bump: any size, any power-of-two alignment.
@@ -21,7 +21,7 @@ int main() {
     for (int i = 0; i < 1000; ++i) positions[i] = static_cast<float>(frame * i);
 
     // A nested scope: everything allocated after the marker goes away at rollback.
-    const gmlake::pools::ArenaPool::Marker scope = arena.mark();
+    const gmlake::classic::ArenaPool::Marker scope = arena.mark();
     char* text = static_cast<char*>(arena.allocate(64 * gmlake::kKiB));
     std::snprintf(text, 64, "frame %d, position[999] = %.0f", frame, positions[999]);
     std::printf("%s (arena used: %llu bytes)\n", text, static_cast<unsigned long long>(arena.used_bytes()));

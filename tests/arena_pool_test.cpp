@@ -1,6 +1,6 @@
 // ArenaPool (bump allocation, reset, markers) and ConcurrentArenaPool (lock-free bump) on the host and sim
 // backends, including exhaustion, misuse and several threads.
-#include "gmlake/pools/arena_pool.h"
+#include "gmlake/classic/arena_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -14,12 +14,12 @@
 #include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
-#include "gmlake/pools/concurrent_arena_pool.h"
+#include "gmlake/classic/concurrent_arena_pool.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
-#include "pool_test_support.h"
+#include "classic_test_support.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 using testing::addr;
@@ -252,4 +252,4 @@ TEST(ConcurrentArenaPoolTest, BadAlignmentIsAnInvalidArgumentAndChangesNothing) 
 }
 
 }  // namespace
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -1,6 +1,6 @@
 // The std::pmr adapters: std::pmr containers running on a block pool, an arena and a layout cache over the
 // host backend, with the pools' own accounting showing the containers' memory.
-#include "gmlake/pools/pmr_adapter.h"
+#include "gmlake/classic/pmr_adapter.h"
 
 #include <gtest/gtest.h>
 
@@ -13,15 +13,15 @@
 #include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
-#include "gmlake/pools/arena_pool.h"
-#include "gmlake/pools/block_pool.h"
-#include "gmlake/pools/concurrent_arena_pool.h"
-#include "gmlake/pools/concurrent_block_pool.h"
+#include "gmlake/classic/arena_pool.h"
+#include "gmlake/classic/block_pool.h"
+#include "gmlake/classic/concurrent_arena_pool.h"
+#include "gmlake/classic/concurrent_block_pool.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
-#include "pool_test_support.h"
+#include "classic_test_support.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 // Counts what reaches it, so a test can tell which requests left the pool.
@@ -149,4 +149,4 @@ TEST(PmrAdapterTest, PoolsOverMemoryTheCpuCannotTouchAreRejected) {
 }
 
 }  // namespace
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -28,10 +28,10 @@
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_backend.h"
 #include "gmlake/error.h"
-#include "gmlake/pools/arena_pool.h"
-#include "gmlake/pools/block_pool.h"
-#include "gmlake/pools/growable_buffer.h"
-#include "gmlake/pools/layout_cache.h"
+#include "gmlake/classic/arena_pool.h"
+#include "gmlake/classic/block_pool.h"
+#include "gmlake/classic/growable_buffer.h"
+#include "gmlake/classic/layout_cache.h"
 #include "gmlake/units.h"
 
 namespace {
@@ -113,7 +113,7 @@ void BM_CudaBlockPool(benchmark::State& state) {
   on_device(state, [&] {
     gmlake::CudaBackend backend;
     const std::uint64_t size = arg_bytes(state);
-    gmlake::pools::BlockPool pool(
+    gmlake::classic::BlockPool pool(
         backend, {.block_bytes = size, .alignment_bytes = kAlignmentBytes, .region_bytes = size * kBatch});
     std::array<void*, kBatch> blocks{};
     for (auto _ : state) {
@@ -128,7 +128,7 @@ void BM_CudaArena(benchmark::State& state) {
   on_device(state, [&] {
     gmlake::CudaBackend backend;
     const std::uint64_t size = arg_bytes(state);
-    gmlake::pools::ArenaPool arena(backend, gmlake::round_up(size, kAlignmentBytes) * kBatch);
+    gmlake::classic::ArenaPool arena(backend, gmlake::round_up(size, kAlignmentBytes) * kBatch);
     for (auto _ : state) {
       for (int i = 0; i < kBatch; ++i) benchmark::DoNotOptimize(arena.allocate(size, kAlignmentBytes));
       arena.reset();
@@ -162,7 +162,7 @@ BENCHMARK(BM_CuMemAllocFree)->Apply(block_sizes);
 
 // One growth from start_bytes to end_bytes, doubling, in a buffer that never moves.
 void grow_buffer(gmlake::Backend& backend, std::uint64_t start_bytes, std::uint64_t end_bytes) {
-  gmlake::pools::GrowableBuffer buffer(backend, {.max_bytes = end_bytes});
+  gmlake::classic::GrowableBuffer buffer(backend, {.max_bytes = end_bytes});
   for (std::uint64_t size = start_bytes; size <= end_bytes; size *= 2) buffer.resize(size);
   benchmark::DoNotOptimize(buffer.data());
   synchronize();
@@ -218,9 +218,9 @@ BENCHMARK(BM_CuMemAllocCopyFree_Grow)
 void BM_CudaLayoutCache(benchmark::State& state) {
   on_device(state, [&] {
     gmlake::CudaBackend backend;
-    const gmlake::pools::Layout layout{arg_bytes(state), kAlignmentBytes};
+    const gmlake::classic::Layout layout{arg_bytes(state), kAlignmentBytes};
     // Room for the whole batch, whatever the size: every iteration after the first hits the cache.
-    gmlake::pools::LayoutCache cache(backend, {.max_cached_bytes = 2 * kLayoutBatch * layout.size_bytes});
+    gmlake::classic::LayoutCache cache(backend, {.max_cached_bytes = 2 * kLayoutBatch * layout.size_bytes});
     std::array<void*, kLayoutBatch> buffers{};
     for (auto _ : state) {
       for (void*& p : buffers) p = cache.allocate(layout);

@@ -10,16 +10,16 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "gmlake/error.h"
-#include "gmlake/pools/arena_pool.h"
-#include "gmlake/pools/block_pool.h"
-#include "gmlake/pools/concurrent_block_pool.h"
-#include "gmlake/pools/growable_buffer.h"
-#include "gmlake/pools/layout_cache.h"
-#include "gmlake/pools/pmr_adapter.h"
+#include "gmlake/classic/arena_pool.h"
+#include "gmlake/classic/block_pool.h"
+#include "gmlake/classic/concurrent_block_pool.h"
+#include "gmlake/classic/growable_buffer.h"
+#include "gmlake/classic/layout_cache.h"
+#include "gmlake/classic/pmr_adapter.h"
 #include "gmlake/units.h"
 #include "gpu/cuda_test_support.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 using gpu_test::fill_bytes;
@@ -148,4 +148,4 @@ TEST_F(PoolsOnCudaTest, ThePmrAdaptersRefuseDeviceMemory) {
 }
 
 }  // namespace
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

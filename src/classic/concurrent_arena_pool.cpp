@@ -3,7 +3,7 @@
 // Each thread keeps, in thread-local storage, up to kThreadSlots buffers {arena id, epoch, next, end}, one per
 // arena it allocates from. They hold only numbers, never a pointer to the arena, so an arena's death leaves
 // nothing dangling: its id is never reused, so its slots simply never match again and are replaced.
-#include "gmlake/pools/concurrent_arena_pool.h"
+#include "gmlake/classic/concurrent_arena_pool.h"
 
 #include <algorithm>
 #include <array>
@@ -11,7 +11,7 @@
 
 #include "gmlake/error.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 constexpr std::uint64_t kBufferAlignBytes = 64;  // buffers start on their own cache line
@@ -160,4 +160,4 @@ Stats ConcurrentArenaPool::stats() const {
   return s;
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -27,11 +27,11 @@
 #include <cstdint>
 
 #include "gmlake/backend.h"
-#include "gmlake/pools/vmm_range.h"
+#include "gmlake/classic/vmm_range.h"
 #include "gmlake/stats.h"
 #include "gmlake/units.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
 class ConcurrentArenaPool {
  public:
@@ -84,4 +84,4 @@ class ConcurrentArenaPool {
   alignas(64) std::atomic<std::uint64_t> offset_bytes_{0};
 };
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

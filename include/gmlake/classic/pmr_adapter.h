@@ -30,9 +30,9 @@
 #include <memory_resource>
 
 #include "gmlake/backend.h"
-#include "gmlake/pools/layout_cache.h"
+#include "gmlake/classic/layout_cache.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
 // Throws Error(kInvalidArgument) naming `adapter` unless `backend` is host-accessible.
 void require_host_memory(const Backend& backend, const char* adapter);
@@ -113,4 +113,4 @@ class LayoutCacheResource final : public std::pmr::memory_resource {
   LayoutCache::DeviceIndex device_;
 };
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

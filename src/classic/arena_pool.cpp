@@ -1,11 +1,11 @@
 // ArenaPool: the slow path (validation, exhaustion), reset, rollback and stats. The fast path is inline.
-#include "gmlake/pools/arena_pool.h"
+#include "gmlake/classic/arena_pool.h"
 
 #include <string>
 
 #include "gmlake/error.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 [[noreturn]] void invalid(const std::string& why) { throw Error(ErrorCode::kInvalidArgument, "ArenaPool: " + why); }
@@ -73,4 +73,4 @@ Stats ArenaPool::stats() const {
   return s;
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -28,11 +28,11 @@
 #include <cstdint>
 
 #include "gmlake/backend.h"
-#include "gmlake/pools/vmm_range.h"
+#include "gmlake/classic/vmm_range.h"
 #include "gmlake/stats.h"
 #include "gmlake/units.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
 class ArenaPool {
  public:
@@ -105,4 +105,4 @@ class ArenaPool {
   std::uint64_t num_ooms_ = 0;
 };
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic
