@@ -3,8 +3,9 @@
 // scripts/pools_bench.py prints the ratios):
 //   BM_BlockPool / BM_ConcurrentBlockPool   vs BM_MallocBlocks        64 blocks allocated, touched, freed in
 //                                                                     allocation order; 256 B .. 1 MiB; 1 and 2 threads
-//   BM_Arena / BM_ConcurrentArena           vs BM_MallocObjects       256 objects of 16..1024 B, then free all
-//                                                                     (arena: reset); 1 thread
+//   BM_BumpAllocator / BM_ConcurrentBumpAllocator
+//                                           vs BM_MallocObjects       256 objects of 16..1024 B, then free all
+//                                                                     (bump allocator: reset); 1 thread
 //   BM_GrowableBuffer_Grow                  vs BM_Realloc_Grow        1 MiB doubling to 8 GiB, untouched
 //   BM_GrowableBuffer_GrowFilled            vs BM_Realloc_GrowFilled, 1 MiB doubling to 1 GiB, every new byte
 //                                              BM_MallocCopyFree_GrowFilled       written (memset)
@@ -19,7 +20,7 @@
 // host by default; with cuda, pool memory is not touched and the "filled" growth benchmarks are skipped). The
 // GPU's plain alternatives (cuMemAlloc / cuMemFree, what cudaMalloc / cudaFree call) are compared with the
 // pools on the CUDA backend in bench/cuda/pools_cuda_bench.cpp (scripts/pools-gpu-bench.sh).
-// Run: build/gmlake_bench --benchmark_filter='BM_(BlockPool|Concurrent|Malloc|Arena|Growable|Realloc|Layout|Uncached)'
+// Run: build/gmlake_bench --benchmark_filter='BM_(BlockPool|Concurrent|Malloc|Bump|Growable|Realloc|Layout|Uncached)'
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -29,9 +30,9 @@
 #include <vector>
 
 #include "gmlake/backend_factory.h"
-#include "gmlake/classic/arena_pool.h"
+#include "gmlake/classic/bump_allocator.h"
 #include "gmlake/classic/block_pool.h"
-#include "gmlake/classic/concurrent_arena_pool.h"
+#include "gmlake/classic/concurrent_bump_allocator.h"
 #include "gmlake/classic/concurrent_block_pool.h"
 #include "gmlake/classic/growable_buffer.h"
 #include "gmlake/classic/layout_cache.h"
@@ -45,7 +46,7 @@ using gmlake::kKiB;
 using gmlake::kMiB;
 
 constexpr int kBatch = 64;       // blocks per iteration (block pool)
-constexpr int kObjects = 256;    // objects per iteration (arena)
+constexpr int kObjects = 256;    // objects per iteration (bump allocator)
 constexpr int kLayoutBatch = 8;  // buffers per iteration (layout cache)
 constexpr double kShortRunSeconds = 0.2;
 
@@ -136,7 +137,7 @@ BENCHMARK(BM_BlockPool)->Apply(block_sizes);
 BENCHMARK(BM_ConcurrentBlockPool)->Apply(block_sizes)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_MallocBlocks)->Apply(block_sizes)->Threads(1)->Threads(2)->UseRealTime();
 
-// --- Arena ----------------------------------------------------------------------------------------------------
+// --- Bump allocator -------------------------------------------------------------------------------------------
 
 // 256 sizes of 16..1024 B, the same for every run.
 const std::array<std::uint64_t, kObjects>& object_sizes() {
@@ -152,27 +153,27 @@ const std::array<std::uint64_t, kObjects>& object_sizes() {
   return sizes;
 }
 
-template <typename Arena>
-void run_arena(benchmark::State& state, Arena& arena) {
+template <typename Bump>
+void run_bump(benchmark::State& state, Bump& bump) {
   const auto& sizes = object_sizes();
   for (auto _ : state) {
-    for (std::uint64_t size : sizes) touch_pool(arena.backend(), arena.allocate(size));
-    arena.reset();
+    for (std::uint64_t size : sizes) touch_pool(bump.backend(), bump.allocate(size));
+    bump.reset();
     benchmark::ClobberMemory();
   }
   set_per_op(state, kObjects);
 }
 
-void BM_Arena(benchmark::State& state) {
+void BM_BumpAllocator(benchmark::State& state) {
   const auto backend = make_pool_backend();
-  gmlake::classic::ArenaPool arena(*backend, kMiB);
-  run_arena(state, arena);
+  gmlake::classic::BumpAllocator bump(*backend, kMiB);
+  run_bump(state, bump);
 }
 
-void BM_ConcurrentArena(benchmark::State& state) {
+void BM_ConcurrentBumpAllocator(benchmark::State& state) {
   const auto backend = make_pool_backend();
-  gmlake::classic::ConcurrentArenaPool arena(*backend, kMiB);
-  run_arena(state, arena);
+  gmlake::classic::ConcurrentBumpAllocator bump(*backend, kMiB);
+  run_bump(state, bump);
 }
 
 void BM_MallocObjects(benchmark::State& state) {
@@ -186,8 +187,8 @@ void BM_MallocObjects(benchmark::State& state) {
   set_per_op(state, kObjects);
 }
 
-BENCHMARK(BM_Arena)->MinTime(kShortRunSeconds);
-BENCHMARK(BM_ConcurrentArena)->MinTime(kShortRunSeconds);
+BENCHMARK(BM_BumpAllocator)->MinTime(kShortRunSeconds);
+BENCHMARK(BM_ConcurrentBumpAllocator)->MinTime(kShortRunSeconds);
 BENCHMARK(BM_MallocObjects)->MinTime(kShortRunSeconds);
 
 // --- Growable buffer ------------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "gmlake/host_backend.h"
-#include "gmlake/classic/arena_pool.h"
+#include "gmlake/classic/bump_allocator.h"
 #include "gmlake/classic/block_pool.h"
 #include "gmlake/units.h"
 
@@ -25,9 +25,9 @@ int main() {
   std::printf("map of %zu entries; the block pool serves %llu of its nodes\n", squares.size(),
               static_cast<unsigned long long>(nodes.capacity_blocks() - nodes.available()));
 
-  // Temporary strings in an arena: no frees at all, one reset at the end.
-  gmlake::classic::ArenaPool scratch(backend, 4 * gmlake::kMiB);
-  gmlake::classic::ArenaResource<gmlake::classic::ArenaPool> scratch_resource(scratch);
+  // Temporary strings in a bump allocator: no frees at all, one reset at the end.
+  gmlake::classic::BumpAllocator scratch(backend, 4 * gmlake::kMiB);
+  gmlake::classic::BumpAllocatorResource<gmlake::classic::BumpAllocator> scratch_resource(scratch);
   {
     std::pmr::vector<std::pmr::string> lines(&scratch_resource);
     for (int i = 0; i < 1000; ++i) lines.emplace_back("line number " + std::to_string(i) + " of a scratch report");
