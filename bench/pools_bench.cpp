@@ -3,8 +3,9 @@
 // scripts/pools_bench.py prints the ratios):
 //   BM_BlockPool / BM_ConcurrentBlockPool   vs BM_MallocBlocks        64 blocks allocated, touched, freed in
 //                                                                     allocation order; 256 B .. 1 MiB; 1 and 2 threads
-//   BM_Arena / BM_ConcurrentArena           vs BM_MallocObjects       256 objects of 16..1024 B, then free all
-//                                                                     (arena: reset); 1 thread
+//   BM_BumpAllocator / BM_ConcurrentBumpAllocator
+//                                           vs BM_MallocObjects       256 objects of 16..1024 B, then free all
+//                                                                     (bump allocator: reset); 1 thread
 //   BM_GrowableBuffer_Grow                  vs BM_Realloc_Grow        1 MiB doubling to 8 GiB, untouched
 //   BM_GrowableBuffer_GrowFilled            vs BM_Realloc_GrowFilled, 1 MiB doubling to 1 GiB, every new byte
 //                                              BM_MallocCopyFree_GrowFilled       written (memset)
@@ -19,7 +20,7 @@
 // host by default; with cuda, pool memory is not touched and the "filled" growth benchmarks are skipped). The
 // GPU's plain alternatives (cuMemAlloc / cuMemFree, what cudaMalloc / cudaFree call) are compared with the
 // pools on the CUDA backend in bench/cuda/pools_cuda_bench.cpp (scripts/pools-gpu-bench.sh).
-// Run: build/gmlake_bench --benchmark_filter='BM_(BlockPool|Concurrent|Malloc|Arena|Growable|Realloc|Layout|Uncached)'
+// Run: build/gmlake_bench --benchmark_filter='BM_(BlockPool|Concurrent|Malloc|Bump|Growable|Realloc|Layout|Uncached)'
 #include <benchmark/benchmark.h>
 
 #include <array>
@@ -29,13 +30,13 @@
 #include <vector>
 
 #include "gmlake/backend_factory.h"
-#include "gmlake/pools/arena_pool.h"
-#include "gmlake/pools/block_pool.h"
-#include "gmlake/pools/concurrent_arena_pool.h"
-#include "gmlake/pools/concurrent_block_pool.h"
-#include "gmlake/pools/growable_buffer.h"
-#include "gmlake/pools/layout_cache.h"
-#include "gmlake/pools/vmm_range.h"
+#include "gmlake/classic/bump_allocator.h"
+#include "gmlake/classic/block_pool.h"
+#include "gmlake/classic/concurrent_bump_allocator.h"
+#include "gmlake/classic/concurrent_block_pool.h"
+#include "gmlake/classic/growable_buffer.h"
+#include "gmlake/classic/layout_cache.h"
+#include "gmlake/classic/vmm_range.h"
 #include "gmlake/units.h"
 
 namespace {
@@ -45,7 +46,7 @@ using gmlake::kKiB;
 using gmlake::kMiB;
 
 constexpr int kBatch = 64;       // blocks per iteration (block pool)
-constexpr int kObjects = 256;    // objects per iteration (arena)
+constexpr int kObjects = 256;    // objects per iteration (bump allocator)
 constexpr int kLayoutBatch = 8;  // buffers per iteration (layout cache)
 constexpr double kShortRunSeconds = 0.2;
 
@@ -90,26 +91,26 @@ void run_block_batches(benchmark::State& state, bool touch_blocks, Allocate&& al
   set_per_op(state, 2 * kBatch);
 }
 
-gmlake::pools::BlockPoolOptions batch_pool_options(std::uint64_t block_bytes, int threads) {
+gmlake::classic::BlockPoolOptions batch_pool_options(std::uint64_t block_bytes, int threads) {
   return {.block_bytes = block_bytes, .region_bytes = block_bytes * kBatch * static_cast<std::uint64_t>(threads)};
 }
 
 void BM_BlockPool(benchmark::State& state) {
   const auto size = static_cast<std::uint64_t>(state.range(0));
   const auto backend = make_pool_backend();
-  gmlake::pools::BlockPool pool(*backend, batch_pool_options(size, 1));
+  gmlake::classic::BlockPool pool(*backend, batch_pool_options(size, 1));
   run_block_batches(
       state, backend->host_accessible(), [&] { return pool.allocate(); }, [&](void* p) { pool.deallocate(p); });
 }
 
 std::unique_ptr<gmlake::Backend> shared_backend;
-std::unique_ptr<gmlake::pools::ConcurrentBlockPool> shared_block_pool;
+std::unique_ptr<gmlake::classic::ConcurrentBlockPool> shared_block_pool;
 
 void BM_ConcurrentBlockPool(benchmark::State& state) {
   const auto size = static_cast<std::uint64_t>(state.range(0));
   if (state.thread_index() == 0) {
     shared_backend = make_pool_backend();
-    shared_block_pool = std::make_unique<gmlake::pools::ConcurrentBlockPool>(*shared_backend,
+    shared_block_pool = std::make_unique<gmlake::classic::ConcurrentBlockPool>(*shared_backend,
                                                                              batch_pool_options(size, state.threads()));
   }
   run_block_batches(
@@ -136,7 +137,7 @@ BENCHMARK(BM_BlockPool)->Apply(block_sizes);
 BENCHMARK(BM_ConcurrentBlockPool)->Apply(block_sizes)->Threads(1)->Threads(2)->UseRealTime();
 BENCHMARK(BM_MallocBlocks)->Apply(block_sizes)->Threads(1)->Threads(2)->UseRealTime();
 
-// --- Arena ----------------------------------------------------------------------------------------------------
+// --- Bump allocator -------------------------------------------------------------------------------------------
 
 // 256 sizes of 16..1024 B, the same for every run.
 const std::array<std::uint64_t, kObjects>& object_sizes() {
@@ -152,27 +153,27 @@ const std::array<std::uint64_t, kObjects>& object_sizes() {
   return sizes;
 }
 
-template <typename Arena>
-void run_arena(benchmark::State& state, Arena& arena) {
+template <typename Bump>
+void run_bump(benchmark::State& state, Bump& bump) {
   const auto& sizes = object_sizes();
   for (auto _ : state) {
-    for (std::uint64_t size : sizes) touch_pool(arena.backend(), arena.allocate(size));
-    arena.reset();
+    for (std::uint64_t size : sizes) touch_pool(bump.backend(), bump.allocate(size));
+    bump.reset();
     benchmark::ClobberMemory();
   }
   set_per_op(state, kObjects);
 }
 
-void BM_Arena(benchmark::State& state) {
+void BM_BumpAllocator(benchmark::State& state) {
   const auto backend = make_pool_backend();
-  gmlake::pools::ArenaPool arena(*backend, kMiB);
-  run_arena(state, arena);
+  gmlake::classic::BumpAllocator bump(*backend, kMiB);
+  run_bump(state, bump);
 }
 
-void BM_ConcurrentArena(benchmark::State& state) {
+void BM_ConcurrentBumpAllocator(benchmark::State& state) {
   const auto backend = make_pool_backend();
-  gmlake::pools::ConcurrentArenaPool arena(*backend, kMiB);
-  run_arena(state, arena);
+  gmlake::classic::ConcurrentBumpAllocator bump(*backend, kMiB);
+  run_bump(state, bump);
 }
 
 void BM_MallocObjects(benchmark::State& state) {
@@ -186,8 +187,8 @@ void BM_MallocObjects(benchmark::State& state) {
   set_per_op(state, kObjects);
 }
 
-BENCHMARK(BM_Arena)->MinTime(kShortRunSeconds);
-BENCHMARK(BM_ConcurrentArena)->MinTime(kShortRunSeconds);
+BENCHMARK(BM_BumpAllocator)->MinTime(kShortRunSeconds);
+BENCHMARK(BM_ConcurrentBumpAllocator)->MinTime(kShortRunSeconds);
 BENCHMARK(BM_MallocObjects)->MinTime(kShortRunSeconds);
 
 // --- Growable buffer ------------------------------------------------------------------------------------------
@@ -195,7 +196,7 @@ BENCHMARK(BM_MallocObjects)->MinTime(kShortRunSeconds);
 // Grows 1 MiB -> final_bytes, doubling; `fill` writes the bytes each step added.
 void grow_buffer(gmlake::Backend& backend, std::uint64_t final_bytes, std::uint64_t step_factor_or_add, bool doubling,
                  bool fill) {
-  gmlake::pools::GrowableBuffer buffer(backend, {.max_bytes = final_bytes});
+  gmlake::classic::GrowableBuffer buffer(backend, {.max_bytes = final_bytes});
   auto* const data = static_cast<char*>(buffer.data());
   std::uint64_t size = 0;
   for (std::uint64_t next = kMiB; next <= final_bytes;
@@ -301,13 +302,13 @@ void run_layout_batches(benchmark::State& state, bool touch_buffers, Allocate&& 
   set_per_op(state, 2 * kLayoutBatch);
 }
 
-std::unique_ptr<gmlake::pools::LayoutCache> shared_cache;
+std::unique_ptr<gmlake::classic::LayoutCache> shared_cache;
 
 void BM_LayoutCache(benchmark::State& state) {
-  const gmlake::pools::Layout layout{static_cast<std::uint64_t>(state.range(0)), 256};
+  const gmlake::classic::Layout layout{static_cast<std::uint64_t>(state.range(0)), 256};
   if (state.thread_index() == 0) {
     shared_backend = make_pool_backend();
-    shared_cache = std::make_unique<gmlake::pools::LayoutCache>(*shared_backend);
+    shared_cache = std::make_unique<gmlake::classic::LayoutCache>(*shared_backend);
   }
   run_layout_batches(
       state, pool_memory_is_host(), [&] { return shared_cache->allocate(layout); },
@@ -329,7 +330,7 @@ void BM_MallocLayouts(benchmark::State& state) {
 void BM_UncachedBackend(benchmark::State& state) {
   const auto size = static_cast<std::uint64_t>(state.range(0));
   const auto backend = make_pool_backend();
-  std::vector<gmlake::pools::VmmRange> ranges;
+  std::vector<gmlake::classic::VmmRange> ranges;
   ranges.reserve(kLayoutBatch);
   for (auto _ : state) {
     for (int i = 0; i < kLayoutBatch; ++i) {

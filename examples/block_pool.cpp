@@ -1,7 +1,7 @@
 // A fixed-size block pool: many equal objects (here 256-byte messages) allocated and freed in O(1).
 //
 // Build and run: cmake --build build && build/examples/example_block_pool
-#include "gmlake/pools/block_pool.h"
+#include "gmlake/classic/block_pool.h"
 
 #include <cstdio>
 #include <cstring>
@@ -17,7 +17,7 @@ int main() {
   gmlake::HostBackend backend;
 
   // 256-byte blocks, 64-byte aligned, in 2 MiB regions; the pool may grow to 4 regions (32768 blocks).
-  gmlake::pools::BlockPool pool(backend, {.block_bytes = 256, .alignment_bytes = 64, .max_regions = 4});
+  gmlake::classic::BlockPool pool(backend, {.block_bytes = 256, .alignment_bytes = 64, .max_regions = 4});
   std::printf("one region holds %llu blocks; the pool can grow to %llu\n",
               static_cast<unsigned long long>(pool.capacity_blocks()),
               static_cast<unsigned long long>(pool.max_blocks()));

@@ -2,7 +2,7 @@
 // range is reserved up front; physical memory is mapped as the buffer grows.
 //
 // Build and run: cmake --build build && build/examples/example_growable_buffer
-#include "gmlake/pools/growable_buffer.h"
+#include "gmlake/classic/growable_buffer.h"
 
 #include <cstdio>
 #include <cstring>
@@ -13,7 +13,7 @@
 int main() {
   gmlake::HostBackend backend;
   // Up to 64 GiB of address space (costs nothing until mapped), growing 2 MiB at a time.
-  gmlake::pools::GrowableBuffer log(backend, {.max_bytes = 64 * gmlake::kGiB});
+  gmlake::classic::GrowableBuffer log(backend, {.max_bytes = 64 * gmlake::kGiB});
   char* const start = static_cast<char*>(log.data());
 
   // Append 100 records of 100 KiB: each resize maps only the chunks it needs; nothing moves.

@@ -2,7 +2,7 @@
 // device, with reference counts for buffers shared between owners.
 //
 // Build and run: cmake --build build && build/examples/example_layout_cache
-#include "gmlake/pools/layout_cache.h"
+#include "gmlake/classic/layout_cache.h"
 
 #include <cstdio>
 #include <cstring>
@@ -14,10 +14,10 @@
 int main() {
   // Two "devices" (two host backends here; one CudaBackend per GPU on a GPU machine).
   gmlake::HostBackend device0, device1;
-  gmlake::pools::LayoutCache cache({&device0, &device1},
+  gmlake::classic::LayoutCache cache({&device0, &device1},
                                    {.max_cached_bytes = 256 * gmlake::kMiB, .max_cached_entries = 64});
 
-  const gmlake::pools::Layout activation{.size_bytes = 6 * gmlake::kMiB, .alignment_bytes = 256};
+  const gmlake::classic::Layout activation{.size_bytes = 6 * gmlake::kMiB, .alignment_bytes = 256};
   for (int step = 0; step < 5; ++step) {
     void* a = cache.allocate(activation, /*device=*/0);  // step 0: from the device; then from the cache
     void* b = cache.allocate(activation, /*device=*/1);
@@ -28,7 +28,7 @@ int main() {
     cache.release(a, 0);  // the last owner: `a` goes into the cache, still mapped
     cache.release(b, 1);  // pointers are released on the device they came from
   }
-  const gmlake::pools::LayoutCacheStats s = cache.stats(0);
+  const gmlake::classic::LayoutCacheStats s = cache.stats(0);
   std::printf("device 0: %llu hits, %llu misses, %llu bytes cached\n", static_cast<unsigned long long>(s.hits),
               static_cast<unsigned long long>(s.misses), static_cast<unsigned long long>(s.cached_bytes));
 

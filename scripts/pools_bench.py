@@ -22,7 +22,7 @@ import re
 import subprocess
 import sys
 
-FILTER = "BM_(BlockPool|ConcurrentBlockPool|MallocBlocks|Arena|ConcurrentArena|MallocObjects|GrowableBuffer|" \
+FILTER = "BM_(BlockPool|ConcurrentBlockPool|MallocBlocks|BumpAllocator|ConcurrentBumpAllocator|MallocObjects|GrowableBuffer|" \
          "Realloc|MallocCopyFree|LayoutCache|MallocLayouts|UncachedBackend)"
 
 GPU_FILTER = "^BM_Cu"
@@ -40,8 +40,8 @@ def pairs():
         for threads in (1, 2):
             rows.append((f"concurrent block pool, {label}, {threads} thread(s)",
                          f"BM_ConcurrentBlockPool/{size}/threads:{threads}", f"BM_MallocBlocks/{size}/threads:{threads}"))
-    rows.append(("arena, 256 objects of 16..1024 B", "BM_Arena", "BM_MallocObjects"))
-    rows.append(("concurrent arena, same", "BM_ConcurrentArena", "BM_MallocObjects"))
+    rows.append(("arena, 256 objects of 16..1024 B", "BM_BumpAllocator", "BM_MallocObjects"))
+    rows.append(("concurrent arena, same", "BM_ConcurrentBumpAllocator", "BM_MallocObjects"))
     for kind, what in (("Grow/8192", "1 MiB -> 8 GiB, untouched"), ("GrowFilled/1024", "1 MiB -> 1 GiB, written"),
                        ("Append/64", "+2 MiB steps to 64 MiB, written")):
         rows.append((f"growable buffer vs realloc, {what}", f"BM_GrowableBuffer_{kind}", f"BM_Realloc_{kind}"))
@@ -68,7 +68,7 @@ def size_label(size_bytes):
 def gpu_pairs():
     """(row label, pool benchmark, plain benchmark) for bench/cuda/pools_cuda_bench.cpp."""
     rows = []
-    for pool, what in (("BM_CudaBlockPool", "BlockPool"), ("BM_CudaArena", "ArenaPool (64 blocks, reset)")):
+    for pool, what in (("BM_CudaBlockPool", "BlockPool"), ("BM_CudaBumpAllocator", "BumpAllocator (64 blocks, reset)")):
         for size in (256, 4 << 10, 64 << 10, 1 << 20):
             rows.append((f"{what} vs cuMemAlloc + cuMemFree, {size_label(size)}", f"{pool}/{size}",
                          f"BM_CuMemAllocFree/{size}"))

@@ -1,4 +1,4 @@
-// BlockGeometry (include/gmlake/pools/block_pool.h, src/pools/block_geometry.cpp) on its own: the option checks
+// BlockGeometry (include/gmlake/classic/block_pool.h, src/classic/block_geometry.cpp) on its own: the option checks
 // and the address arithmetic the block pools share.
 #include <gtest/gtest.h>
 
@@ -6,10 +6,10 @@
 #include <limits>
 
 #include "expect_error.h"
-#include "gmlake/pools/block_pool.h"
+#include "gmlake/classic/block_pool.h"
 #include "gmlake/units.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 constexpr std::uint64_t kGranularity = 2 * kMiB;
@@ -50,4 +50,4 @@ TEST(BlockGeometryTest, BadOptionsAreInvalidArgumentsNamingTheProblem) {
 }
 
 }  // namespace
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

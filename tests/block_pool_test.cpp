@@ -1,6 +1,6 @@
 // BlockPool and ConcurrentBlockPool: the same behaviour checked on both (typed tests), on the host backend
 // (real memory, written and read back) and the sim backend; then the concurrent pool under several threads.
-#include "gmlake/pools/block_pool.h"
+#include "gmlake/classic/block_pool.h"
 
 #include <gtest/gtest.h>
 
@@ -16,12 +16,12 @@
 #include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
-#include "gmlake/pools/concurrent_block_pool.h"
+#include "gmlake/classic/concurrent_block_pool.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
-#include "pool_test_support.h"
+#include "classic_test_support.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 using testing::addr;
@@ -349,4 +349,4 @@ TEST(ConcurrentBlockPoolTest, OfTwoThreadsFreeingTheSameBlockExactlyOneSucceeds)
 }
 
 }  // namespace
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

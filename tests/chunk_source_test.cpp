@@ -18,34 +18,35 @@ namespace {
 class ChunkSourceTest : public ::testing::Test {
  protected:
   ChunkSourceTest()
-      : pool_(sim_, kPageBytes, stats_),
-        stitcher_(sim_, pool_, kGeometry),
-        use_(pool_),
+      : store_(sim_, PageGeometry(kPageBytes), stats_),
+        stitcher_(sim_, store_, kGeometry),
+        use_(store_),
         fence_(nullptr),
         arenas_(sim_, 64 * kGiB, false, [](Arena&) { return true; }, [] {}) {}
   ~ChunkSourceTest() override {
     // Unmap and release everything, so that the sim backend ends empty.
     std::vector<ChunkId> live;
-    pool_.for_each([&](ChunkId id, const Chunk&) { live.push_back(id); });
+    store_.for_each([&](ChunkId id, const Chunk&) { live.push_back(id); });
     for (const ChunkId id : live) {
-      if (pool_[id].mapped()) stitcher_.unmap(arenas_[pool_[id].arena], id);
-      while (!pool_[id].standby.empty()) {
-        const ChunkPlace place = pool_[id].standby.back();
+      if (store_[id].mapped()) stitcher_.unmap(arenas_[store_[id].arena], id);
+      while (!store_[id].standby.empty()) {
+        const ChunkPlace place = store_[id].standby.back();
         stitcher_.unmap_standby(arenas_[place.arena], place.first_page, id);
       }
-      pool_.release(id);
+      store_.release(id);
     }
   }
 
   // Chunks up to 256 MiB (these tests pin down how runs of several sizes are served; the default is 4 MiB).
   void make_source(const std::string& config) {
-    source_ = std::make_unique<ChunkSource>(parse_config("max_chunk_bytes:256M," + config), kGeometry,
-                                            ChunkSource::Parts{sim_, pool_, use_, fence_, arenas_, stitcher_, stats_, clock_});
+    source_ = std::make_unique<ChunkSource>(
+        parse_config("max_chunk_bytes:256M," + config), kGeometry,
+        ChunkSource::Parts{sim_, store_, use_, fence_, arenas_, stitcher_, stats_, clock_});
   }
   // A chunk of `pages` pages mapped at `first_page` of the large arena, with access, and idle.
   ChunkId idle_chunk(std::uint64_t first_page, std::uint64_t pages) {
     Arena& arena = arenas_.get(false, 0);
-    const ChunkId id = pool_.create(pages);
+    const ChunkId id = store_.create(pages);
     stitcher_.map(arena, first_page, id);
     stitcher_.grant(arena, first_page, pages);
     use_.mapped_for_block(id);
@@ -53,13 +54,13 @@ class ChunkSourceTest : public ::testing::Test {
     return id;
   }
   // A chunk `obtain` returned goes back to the free index (the test maps nothing).
-  void give_back(ChunkId id) { pool_.add_free(id); }
+  void give_back(ChunkId id) { store_.add_free(id); }
 
   static constexpr PageGeometry kGeometry = PageGeometry::from_shift(21);  // 2 MiB pages
   ManualClock clock_;
   SimBackend sim_;
   Stats stats_;
-  ChunkPool pool_;
+  ChunkStore store_;
   Stitcher stitcher_;
   ChunkUse use_;
   StreamFence fence_;
@@ -90,7 +91,7 @@ TEST_F(ChunkSourceTest, ABlocksChunksAreItsShareUpToMaxChunkBytesUnlessItWouldNe
   for (const Row& row : rows) {
     // The configuration as given (make_source sets max_chunk_bytes 256 MiB).
     const ChunkSource source(parse_config(row.config), kGeometry,
-                             ChunkSource::Parts{sim_, pool_, use_, fence_, arenas_, stitcher_, stats_, clock_});
+                             ChunkSource::Parts{sim_, store_, use_, fence_, arenas_, stitcher_, stats_, clock_});
     EXPECT_EQ(source.chunk_limit(row.block_pages), row.limit) << row.config << " " << row.block_pages;
     // Never more than about kMaxChunksPerBlock chunks for the block, never 0 pages.
     EXPECT_GE(source.chunk_limit(row.block_pages), 1u);
@@ -100,8 +101,8 @@ TEST_F(ChunkSourceTest, ABlocksChunksAreItsShareUpToMaxChunkBytesUnlessItWouldNe
 
 TEST_F(ChunkSourceTest, AFreeChunkOfAtLeastHalfTheRunIsTakenBeforeAnythingElse) {
   make_source("headroom_permille:0");
-  const ChunkId small = pool_.create(2);
-  const ChunkId fits = pool_.create(3);
+  const ChunkId small = store_.create(2);
+  const ChunkId fits = store_.create(3);
   give_back(small);
   give_back(fits);
   EXPECT_EQ(source_->obtain(4, 4 * kPageBytes), fits) << "the largest free chunk of at most 4 pages, >= 2";
@@ -109,9 +110,9 @@ TEST_F(ChunkSourceTest, AFreeChunkOfAtLeastHalfTheRunIsTakenBeforeAnythingElse) 
   // A free chunk under half the run is not worth a map of its own: with nothing idle, it is released and one
   // chunk of the run's size is made from its memory.
   const ChunkId made = source_->obtain(8, 8 * kPageBytes);
-  EXPECT_EQ(pool_[made].pages, 8u);
+  EXPECT_EQ(store_[made].pages, 8u);
   EXPECT_EQ(stats_.chunks_released, 1u);
-  EXPECT_EQ(pool_.free_chunks(), 0u);
+  EXPECT_EQ(store_.free_chunks(), 0u);
   give_back(made);
   give_back(fits);
 }
@@ -124,7 +125,7 @@ TEST_F(ChunkSourceTest, WithinHeadroomANewChunkIsMadeRatherThanAnIdleOneMoved) {
   const ChunkId id = source_->obtain(4, 4 * kPageBytes);
   EXPECT_NE(id, idle);
   EXPECT_EQ(stats_.evictions, 0u);
-  EXPECT_TRUE(pool_[idle].mapped());
+  EXPECT_TRUE(store_[idle].mapped());
   give_back(id);
 }
 
@@ -136,12 +137,12 @@ TEST_F(ChunkSourceTest, PastTheHeadroomTheOldestIdleChunkIsMovedWhileTheMoveBudg
   EXPECT_EQ(id, older) << "evicted, then taken from the free chunks: no new memory";
   EXPECT_EQ(stats_.evictions, 1u);
   EXPECT_EQ(stats_.chunks_created, 2u);
-  EXPECT_TRUE(pool_[newer].mapped());
+  EXPECT_TRUE(store_[newer].mapped());
   EXPECT_EQ(use_.idle_chunks(), 1u);
   // Its mapping at page 0 stays, a standby one (standby_mappings, 4 by default): no unmap.
-  EXPECT_FALSE(pool_[older].mapped());
-  ASSERT_EQ(pool_[older].standby.size(), 1u);
-  EXPECT_EQ(pool_[older].standby[0].first_page, 0u);
+  EXPECT_FALSE(store_[older].mapped());
+  ASSERT_EQ(store_[older].standby.size(), 1u);
+  EXPECT_EQ(store_[older].standby[0].first_page, 0u);
   EXPECT_EQ(sim_.counters()[BackendCall::kUnmap], 0u);
   EXPECT_EQ(sim_.live_mappings(), 2u);
   give_back(id);
@@ -153,7 +154,7 @@ TEST_F(ChunkSourceTest, WithoutStandbyMappingsAnEvictedChunkIsUnmapped) {
   idle_chunk(8, 4);
   const ChunkId id = source_->obtain(4, 4 * kPageBytes);
   EXPECT_EQ(id, older);
-  EXPECT_TRUE(pool_[older].standby.empty());
+  EXPECT_TRUE(store_[older].standby.empty());
   EXPECT_EQ(sim_.counters()[BackendCall::kUnmap], 1u);
   EXPECT_EQ(sim_.live_mappings(), 1u);
   give_back(id);
@@ -167,7 +168,7 @@ TEST_F(ChunkSourceTest, ReleasingAFreeChunkUnmapsItsStandbyMappingsFirst) {
   source_->release_all_free();
   EXPECT_EQ(sim_.live_mappings(), 0u);
   EXPECT_EQ(sim_.live_chunks(), 0u);
-  EXPECT_EQ(pool_.live_chunks(), 0u);
+  EXPECT_EQ(store_.live_chunks(), 0u);
 }
 
 TEST_F(ChunkSourceTest, OutOfMoveCreditAndWithNoCapTheSourceGrowsInstead) {
@@ -194,14 +195,14 @@ TEST_F(ChunkSourceTest, UnderACapChunksArePageSizedAndPastItTheErrorChangesNothi
   make_source("cap_bytes:" + std::to_string(6 * kPageBytes) + ",headroom_permille:0");
   EXPECT_TRUE(source_->near_cap(1));
   const ChunkId a = source_->obtain(4, 4 * kPageBytes);
-  EXPECT_EQ(pool_[a].pages, 1u) << "memory first: page-sized chunks";
+  EXPECT_EQ(store_[a].pages, 1u) << "memory first: page-sized chunks";
   std::vector<ChunkId> held{a};
   for (int i = 0; i < 5; ++i) held.push_back(source_->obtain(1, kPageBytes));
   EXPECT_EQ(source_->reserved_now(), 6 * kPageBytes);
   EXPECT_FALSE(source_->cap_allows(1));
   EXPECT_THROW(source_->obtain(1, kPageBytes), OutOfMemoryError);
   EXPECT_EQ(source_->reserved_now(), 6 * kPageBytes);
-  EXPECT_EQ(pool_.live_chunks(), 6u);
+  EXPECT_EQ(store_.live_chunks(), 6u);
   for (const ChunkId id : held) give_back(id);
 }
 
@@ -224,12 +225,12 @@ TEST_F(ChunkSourceTest, AnIdleChunkABlockWouldStrandIsRecutAboveMaxStrandBytes) 
   const ChunkId big = idle_chunk(0, 8);
   // A block on pages 0..5 would leave 2 pages of the chunk uncovered: within the bound, nothing moves.
   EXPECT_EQ(source_->recut(arena, 0, 5, 2), 0u);
-  EXPECT_TRUE(pool_[big].mapped());
+  EXPECT_TRUE(store_[big].mapped());
   // On pages 0..4 it would leave 3: the chunk is unmapped and released, its pages unmapped again.
   EXPECT_EQ(source_->recut(arena, 0, 4, 3), 1u);
   EXPECT_EQ(stats_.evictions, 1u);
   EXPECT_EQ(stats_.chunks_released, 1u);
-  EXPECT_EQ(pool_.live_chunks(), 0u);
+  EXPECT_EQ(store_.live_chunks(), 0u);
   EXPECT_EQ(source_->reserved_now(), 0u);
   bool mapped = false;
   arena.pages.for_each(0, 7, [&](std::uint64_t, const PageMap::Entry&) { mapped = true; });
@@ -237,7 +238,7 @@ TEST_F(ChunkSourceTest, AnIdleChunkABlockWouldStrandIsRecutAboveMaxStrandBytes) 
   // A chunk a block covers whole, or one that is used, is never re-cut.
   const ChunkId whole = idle_chunk(16, 2);
   EXPECT_EQ(source_->recut(arena, 16, 17, 3), 0u);
-  EXPECT_TRUE(pool_[whole].mapped());
+  EXPECT_TRUE(store_[whole].mapped());
 }
 
 TEST_F(ChunkSourceTest, ARecutIsAMoveTheMoveBudgetMayRefuse) {
@@ -259,14 +260,14 @@ TEST_F(ChunkSourceTest, NearTheDevicesEndChunksArePageSized) {
   source_->begin();
   EXPECT_FALSE(source_->near_cap(8));
   const ChunkId a = source_->obtain(8, 8 * kPageBytes);
-  EXPECT_EQ(pool_[a].pages, 8u);
+  EXPECT_EQ(store_[a].pages, 8u);
   source_->begin();
   const ChunkId b = source_->obtain(8, 8 * kPageBytes);
-  EXPECT_EQ(pool_[b].pages, 8u) << "16 pages of 20: not yet past 90%";
+  EXPECT_EQ(store_[b].pages, 8u) << "16 pages of 20: not yet past 90%";
   source_->begin();
   EXPECT_TRUE(source_->near_cap(4));
   const ChunkId c = source_->obtain(4, 4 * kPageBytes);
-  EXPECT_EQ(pool_[c].pages, 1u) << "18 + 4 pages would pass 90% of the device: one page";
+  EXPECT_EQ(store_[c].pages, 1u) << "18 + 4 pages would pass 90% of the device: one page";
   give_back(a);
   give_back(b);
   give_back(c);

@@ -1,4 +1,4 @@
-// ChunkUse (src/policies/gmlake/chunk_use.h) on its own: chunks of a ChunkPool on the sim backend, shown as mapped
+// ChunkUse (src/policies/gmlake/chunk_use.h) on its own: chunks of a ChunkStore on the sim backend, shown as mapped
 // in an arena's page map by hand (ChunkUse only counts; it maps nothing). Every test checks ChunkUse's invariants
 // after each step it tells ChunkUse of; the last ones break them on purpose.
 #include "policies/gmlake/chunk_use.h"
@@ -16,13 +16,13 @@ namespace {
 
 class ChunkUseTest : public ::testing::Test {
  protected:
-  ChunkUseTest() : pool_(sim_, kPageBytes, stats_), arena_(0, 0, 0, 64 * kPageBytes), use_(pool_) {}
+  ChunkUseTest() : store_(sim_, PageGeometry(kPageBytes), stats_), arena_(0, 0, 0, 64 * kPageBytes), use_(store_) {}
 
   // A chunk of `pages` pages mapped at `first_page` for a block being placed (users 1, as a stitch leaves it).
   ChunkId mapped_for_block(std::uint64_t first_page, std::uint64_t pages) {
-    const ChunkId id = pool_.create(pages);
-    pool_[id].arena = arena_.id;
-    pool_[id].first_page = first_page;
+    const ChunkId id = store_.create(pages);
+    store_[id].arena = arena_.id;
+    store_[id].first_page = first_page;
     arena_.pages.insert(first_page, id, pages);
     use_.mapped_for_block(id);
     use_.check_invariants();
@@ -36,7 +36,7 @@ class ChunkUseTest : public ::testing::Test {
 
   SimBackend sim_;
   Stats stats_;
-  ChunkPool pool_;
+  ChunkStore store_;
   Arena arena_;
   ChunkUse use_;
 };
@@ -46,13 +46,13 @@ TEST_F(ChunkUseTest, AChunkTurnsIdleWhenItsLastBlockGoesAndUsedAgainWhenOneComes
   EXPECT_EQ(use_.used_pages(), 4u);
   use_.use(arena_, 2, 3);  // a second block on pages 2-3
   use_.check_invariants();
-  EXPECT_EQ(pool_[a].users, 2u);
+  EXPECT_EQ(store_[a].users, 2u);
   EXPECT_EQ(use_.unuse(arena_, 0, 1), 0u) << "still used by the second block: no tick";
   use_.check_invariants();
   const std::uint64_t tick = use_.unuse(arena_, 2, 3);
   use_.check_invariants();
   EXPECT_NE(tick, 0u);
-  EXPECT_EQ(pool_[a].idle_since, tick);
+  EXPECT_EQ(store_[a].idle_since, tick);
   EXPECT_EQ(use_.used_pages(), 0u);
   EXPECT_EQ(use_.idle_pages(), 4u);
   EXPECT_EQ(use_.idle_chunks(), 1u);
@@ -67,9 +67,9 @@ TEST_F(ChunkUseTest, AChunkTurnsIdleWhenItsLastBlockGoesAndUsedAgainWhenOneComes
 
 TEST_F(ChunkUseTest, AFreeChunkWhoseStandbyMappingIsActivatedCountsIdleThenUsedWhenTheBlockComes) {
   const ChunkId other = mapped_for_block(8, 2);  // an unrelated used chunk: its count must not move
-  const ChunkId a = pool_.create(3);
-  pool_[a].arena = arena_.id;  // what Stitcher::activate leaves: an active place, users 0
-  pool_[a].first_page = 0;
+  const ChunkId a = store_.create(3);
+  store_[a].arena = arena_.id;  // what Stitcher::activate leaves: an active place, users 0
+  store_[a].first_page = 0;
   arena_.pages.insert(0, a, 3);
   use_.mapped_idle(a);
   use_.check_invariants();
@@ -82,8 +82,8 @@ TEST_F(ChunkUseTest, AFreeChunkWhoseStandbyMappingIsActivatedCountsIdleThenUsedW
   use_.check_invariants();
   EXPECT_EQ(use_.used_pages(), 5u);
   EXPECT_EQ(use_.idle_pages(), 0u);
-  EXPECT_EQ(pool_[a].users, 1u);
-  EXPECT_EQ(pool_[other].users, 1u);
+  EXPECT_EQ(store_[a].users, 1u);
+  EXPECT_EQ(store_[other].users, 1u);
 }
 
 TEST_F(ChunkUseTest, TheOldestIdleChunkComesFirstAndTicksGrow) {
@@ -103,7 +103,7 @@ TEST_F(ChunkUseTest, TheOldestIdleChunkComesFirstAndTicksGrow) {
   use_.check_invariants();
   EXPECT_GT(use_.next_tick(), tc);
   // b leaves (evicted): the next oldest is a.
-  pool_[b].arena = Chunk::kUnmapped;
+  store_[b].arena = Chunk::kUnmapped;
   arena_.pages.erase(1);
   use_.unmapped(2, /*was_used=*/false);
   use_.check_invariants();
@@ -122,10 +122,10 @@ TEST_F(ChunkUseTest, ChunksGrownPastABlockTurnIdleButTheOneItEndsInStaysUsed) {
   const std::uint64_t tick = use_.idle_past(arena_, /*block_last=*/4, /*last=*/9);
   use_.check_invariants();
   EXPECT_NE(tick, 0u);
-  EXPECT_EQ(pool_[first].users, 1u);
-  EXPECT_EQ(pool_[ends_in].users, 1u);
-  EXPECT_EQ(pool_[grown1].users, 0u);
-  EXPECT_EQ(pool_[grown2].users, 0u);
+  EXPECT_EQ(store_[first].users, 1u);
+  EXPECT_EQ(store_[ends_in].users, 1u);
+  EXPECT_EQ(store_[grown1].users, 0u);
+  EXPECT_EQ(store_[grown2].users, 0u);
   EXPECT_EQ(use_.used_pages(), 6u);
   EXPECT_EQ(use_.idle_pages(), 4u);
   EXPECT_EQ(idle_order(), (std::vector<ChunkId>{grown1, grown2}));
@@ -135,7 +135,7 @@ TEST_F(ChunkUseTest, ChunksGrownPastABlockTurnIdleButTheOneItEndsInStaysUsed) {
 
 TEST_F(ChunkUseTest, AnUnmappedUsedChunkLeavesTheUsedCount) {
   const ChunkId a = mapped_for_block(0, 3);
-  pool_[a].arena = Chunk::kUnmapped;  // a stitch undone
+  store_[a].arena = Chunk::kUnmapped;  // a stitch undone
   arena_.pages.erase(0);
   use_.unmapped(3, /*was_used=*/true);
   use_.check_invariants();
@@ -147,12 +147,12 @@ TEST_F(ChunkUseTest, AnUnmappedUsedChunkLeavesTheUsedCount) {
 // Inconsistent input: the pool's records changed behind ChunkUse's back (no UB: the test owns the pool).
 TEST_F(ChunkUseTest, AChunkWhoseUsersChangedUntoldFailsTheRecount) {
   const ChunkId a = mapped_for_block(0, 2);
-  pool_[a].users = 0;  // idle now, but ChunkUse still counts it used and never queued it
+  store_[a].users = 0;  // idle now, but ChunkUse still counts it used and never queued it
   test::expect_broken([&] { use_.check_invariants(); }, "an idle chunk is not queued");
-  pool_[a].users = 1;
+  store_[a].users = 1;
   use_.check_invariants();
   const ChunkId b = mapped_for_block(2, 3);
-  pool_[b].arena = Chunk::kUnmapped;  // unmapped without unmapped(): its pages are still counted used
+  store_[b].arena = Chunk::kUnmapped;  // unmapped without unmapped(): its pages are still counted used
   test::expect_broken([&] { use_.check_invariants(); }, "used page count differs from the recount");
 }
 
@@ -161,9 +161,9 @@ TEST_F(ChunkUseTest, AnIdleChunkMappedUntoldFailsTheIdleCount) {
   use_.unuse(arena_, 0, 0);
   use_.check_invariants();
   // A chunk mapped idle by hand, not through mapped_idle(): queued by no one, counted by no one.
-  const ChunkId b = pool_.create(2);
-  pool_[b].arena = arena_.id;
-  pool_[b].first_page = 4;
+  const ChunkId b = store_.create(2);
+  store_[b].arena = arena_.id;
+  store_[b].first_page = 4;
   test::expect_broken([&] { use_.check_invariants(); }, "an idle chunk is not queued");
 }
 

@@ -1,6 +1,6 @@
 // GrowableBuffer: grows in place (same address, bytes kept, nothing copied), maps only the chunks it needs,
 // shrinks by unmapping its tail; exhaustion, backend out of memory, and readers working while it grows.
-#include "gmlake/pools/growable_buffer.h"
+#include "gmlake/classic/growable_buffer.h"
 
 #include <gtest/gtest.h>
 
@@ -14,9 +14,9 @@
 #include "gmlake/host_backend.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
-#include "pool_test_support.h"
+#include "classic_test_support.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 TEST(GrowableBufferTest, GrowingKeepsTheAddressAndEveryByteWritten) {
@@ -208,4 +208,4 @@ TEST(GrowableBufferTest, ReadersKeepWorkingOnTheBytesTheyKnowWhileAnotherThreadG
 }
 
 }  // namespace
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -1,5 +1,5 @@
 // IdleChunks (src/policies/gmlake/idle_chunks.h) on its own: the queue of idle chunks, oldest first, over chunks
-// of a ChunkPool on the sim backend whose fields the test sets by hand (moved here from chunk_pool_test.cpp).
+// of a ChunkStore on the sim backend whose fields the test sets by hand (moved here from chunk_store_test.cpp).
 #include "policies/gmlake/idle_chunks.h"
 
 #include <gtest/gtest.h>
@@ -16,46 +16,46 @@ constexpr std::uint64_t kPage = std::uint64_t{1} << 21;
 
 class IdleChunksTest : public ::testing::Test {
  protected:
-  IdleChunksTest() : pool_(sim_, kPage, stats_) {}
+  IdleChunksTest() : store_(sim_, PageGeometry(kPage), stats_) {}
   ~IdleChunksTest() override {
-    for (const ChunkId id : created_) pool_.release(id);
+    for (const ChunkId id : created_) store_.release(id);
   }
 
   // A chunk mapped somewhere and turned idle now (pushed with a new tick).
   ChunkId idle_chunk() {
-    const ChunkId id = pool_.create(1);
-    pool_[id].arena = 0;
-    pool_[id].users = 0;
-    pool_[id].idle_since = queue_.next_tick();
-    queue_.push(id, pool_[id].idle_since);
+    const ChunkId id = store_.create(1);
+    store_[id].arena = 0;
+    store_[id].users = 0;
+    store_[id].idle_since = queue_.next_tick();
+    queue_.push(id, store_[id].idle_since);
     created_.push_back(id);
     return id;
   }
   std::vector<ChunkId> current() const {
     std::vector<ChunkId> out;
-    queue_.for_each_current(pool_, [&](ChunkId id) { out.push_back(id); });
+    queue_.for_each_current(store_, [&](ChunkId id) { out.push_back(id); });
     return out;
   }
 
   SimBackend sim_;
   Stats stats_;
-  ChunkPool pool_;
+  ChunkStore store_;
   IdleChunks queue_;
   std::vector<ChunkId> created_;
 };
 
 TEST_F(IdleChunksTest, TheOldestStillIdleChunkComesFirstAndDeadEntriesAreSkipped) {
   const ChunkId a = idle_chunk(), b = idle_chunk(), c = idle_chunk();
-  EXPECT_EQ(queue_.oldest(pool_), a);
-  pool_[a].users = 1;  // used again: its entry is dead
-  EXPECT_EQ(queue_.oldest(pool_), b);
-  pool_[b].idle_since = queue_.next_tick();  // idle again later: its old entry is dead, the new one is last
-  queue_.push(b, pool_[b].idle_since);
-  EXPECT_EQ(queue_.oldest(pool_), c);
+  EXPECT_EQ(queue_.oldest(store_), a);
+  store_[a].users = 1;  // used again: its entry is dead
+  EXPECT_EQ(queue_.oldest(store_), b);
+  store_[b].idle_since = queue_.next_tick();  // idle again later: its old entry is dead, the new one is last
+  queue_.push(b, store_[b].idle_since);
+  EXPECT_EQ(queue_.oldest(store_), c);
   EXPECT_EQ(current(), (std::vector<ChunkId>{c, b}));
-  pool_[c].arena = Chunk::kUnmapped;  // unmapped (evicted)
-  pool_[b].users = 2;
-  EXPECT_EQ(queue_.oldest(pool_), kNoChunk);
+  store_[c].arena = Chunk::kUnmapped;  // unmapped (evicted)
+  store_[b].users = 2;
+  EXPECT_EQ(queue_.oldest(store_), kNoChunk);
   EXPECT_TRUE(current().empty());
 }
 
@@ -64,21 +64,21 @@ TEST_F(IdleChunksTest, CompactionKeepsTheOrderOfTheChunksStillIdle) {
   std::vector<ChunkId> ids;
   for (int i = 0; i < 5000; ++i) ids.push_back(idle_chunk());
   for (int i = 0; i < 5000; ++i) {
-    if (i % 100 != 7) pool_[ids[i]].users = 1;
+    if (i % 100 != 7) store_[ids[i]].users = 1;
   }
-  EXPECT_EQ(queue_.oldest(pool_), ids[7]);  // the head moved past the first seven, all dead
-  pool_[ids[7]].users = 1;
+  EXPECT_EQ(queue_.oldest(store_), ids[7]);  // the head moved past the first seven, all dead
+  store_[ids[7]].users = 1;
   std::vector<ChunkId> expect;
   for (int i = 107; i < 5000; i += 100) expect.push_back(ids[i]);
   EXPECT_EQ(queue_.queued(), 5000u - 7u);
-  queue_.compact_if_dead(/*idle_chunks=*/expect.size(), pool_);
+  queue_.compact_if_dead(/*idle_chunks=*/expect.size(), store_);
   EXPECT_EQ(queue_.queued(), expect.size());  // only the live entries are left
   EXPECT_EQ(current(), expect);
-  EXPECT_EQ(queue_.oldest(pool_), ids[107]);
+  EXPECT_EQ(queue_.oldest(store_), ids[107]);
   // A push after compaction goes last.
-  pool_[ids[0]].users = 0;
-  pool_[ids[0]].idle_since = queue_.next_tick();
-  queue_.push(ids[0], pool_[ids[0]].idle_since);
+  store_[ids[0]].users = 0;
+  store_[ids[0]].idle_since = queue_.next_tick();
+  queue_.push(ids[0], store_[ids[0]].idle_since);
   expect.push_back(ids[0]);
   EXPECT_EQ(current(), expect);
 }

@@ -1,6 +1,6 @@
 // LayoutCache: reuse by layout, LRU bounds in bytes and entries, reference counts, misuse, several devices,
 // out-of-memory retry, nothing left at exit, and several threads; on the host and sim backends.
-#include "gmlake/pools/layout_cache.h"
+#include "gmlake/classic/layout_cache.h"
 
 #include <gtest/gtest.h>
 
@@ -15,9 +15,9 @@
 #include "gmlake/host_backend.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
-#include "pool_test_support.h"
+#include "classic_test_support.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 using testing::addr;
@@ -307,4 +307,4 @@ TEST(LayoutCacheTest, ThreadsRetainingAndReleasingOneSharedBlockLeaveItsCountWhe
 }
 
 }  // namespace
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

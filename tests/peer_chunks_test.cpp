@@ -217,7 +217,7 @@ TEST_F(PeerChunksTest, APeerCreateThatFailsLeavesTheAllocatorConsistentAndUsable
 TEST_F(PeerChunksTest, APeerChunkWhoseReleaseFailsWithOutOfMemoryStaysFreeAndGoesAtEmptyCache) {
   // Found by allocator_fuzzer with the peer configurations (fuzz/corpus/allocator/finding-peer-release-oom.bin):
   // a failed allocation gives its borrowed chunks back at once; a release failing with OutOfMemoryError (not
-  // BackendError) escaped ChunkPool::release_quietly, and the chunk was then in no free index: empty_cache
+  // BackendError) escaped ChunkStore::release_quietly, and the chunk was then in no free index: empty_cache
   // left it reserved until teardown.
   FaultBackend faulty(backend_);
   StitchingAllocator a(parse_config(kBase + ",peer_devices:1,peer_budget_bytes:4M"), faulty);

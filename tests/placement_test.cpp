@@ -1,5 +1,5 @@
 // Placer (src/policies/gmlake/placement.h) on its own: an arena whose page map and free ranges the test lays out
-// by hand, over chunks of a ChunkPool on the sim backend (the Placer only reads them). Every place chosen is
+// by hand, over chunks of a ChunkStore on the sim backend (the Placer only reads them). Every place chosen is
 // checked against the Placement invariant (Placer::check_invariants); the last test breaks it on purpose.
 #include "policies/gmlake/placement.h"
 
@@ -19,14 +19,14 @@ constexpr std::uint64_t kPage = kGeometry.bytes();
 
 class PlacementTest : public ::testing::Test {
  protected:
-  PlacementTest() : pool_(sim_, kPage, stats_), arena_(0, 0, 0, 64 * kPage) {}
+  PlacementTest() : store_(sim_, PageGeometry(kPage), stats_), arena_(0, 0, 0, 64 * kPage) {}
 
   // A chunk of `pages` pages shown as mapped at `first_page`, used by `users` blocks.
   ChunkId mapped(std::uint64_t first_page, std::uint64_t pages, std::uint32_t users) {
-    const ChunkId id = pool_.create(pages);
-    pool_[id].arena = arena_.id;
-    pool_[id].first_page = first_page;
-    pool_[id].users = users;
+    const ChunkId id = store_.create(pages);
+    store_[id].arena = arena_.id;
+    store_[id].first_page = first_page;
+    store_[id].users = users;
     arena_.pages.insert(first_page, id, pages);
     return id;
   }
@@ -50,14 +50,14 @@ class PlacementTest : public ::testing::Test {
 
   SimBackend sim_;
   Stats stats_;
-  ChunkPool pool_;
+  ChunkStore store_;
   Arena arena_;
 };
 
 TEST_F(PlacementTest, CostCountsUnmappedPagesAndTheIdlePagesABlockWouldPin) {
   mapped(0, 4, /*users=*/0);  // idle, pages 0-3
   mapped(4, 2, /*users=*/1);  // used, pages 4-5
-  const Placer placer(pool_, kGeometry, 8);
+  const Placer placer(store_, kGeometry, 8);
   // Pages 2..7: 2 of the idle chunk (2 more pinned), 2 of the used one (none pinned: it is in use), 2 unmapped.
   const Placer::Cost c = placer.cost_of(arena_, 2, 7);
   EXPECT_EQ(c.unmapped, 2u);
@@ -74,7 +74,7 @@ TEST_F(PlacementTest, AMappedPlaceWinsOverAnUnmappedOneOfTheSameFit) {
   occupy(12 * kPage, 8 * kPage);
   occupy(24 * kPage, 40 * kPage);
   mapped(20, 4, /*users=*/0);
-  const Placer placer(pool_, kGeometry, 8);
+  const Placer placer(store_, kGeometry, 8);
   const Placer::Placement p = choose(placer, 3 * kPage);
   EXPECT_EQ(p.range.offset, 20 * kPage);
   EXPECT_EQ(p.cost.unmapped, 0u);
@@ -88,7 +88,7 @@ TEST_F(PlacementTest, TheEndOfARangeIsTakenWhenItsMappedPartLiesThere) {
   // One free range [0, 16): its last 4 pages are mapped, idle.
   occupy(16 * kPage, 48 * kPage);
   mapped(12, 4, /*users=*/0);
-  const Placer placer(pool_, kGeometry, 8);
+  const Placer placer(store_, kGeometry, 8);
   const Placer::Placement p = choose(placer, 4 * kPage);
   EXPECT_EQ(p.offset, 12 * kPage);
   EXPECT_EQ(p.cost.total(), 0u);
@@ -100,12 +100,12 @@ TEST_F(PlacementTest, ARecalledChunkIsNeverChosenAndNothingLargeEnoughGivesAnEmp
   // Free [0, 4) lies on a lent chunk its lender recalled; free [8, 12) is unmapped.
   occupy(4 * kPage, 4 * kPage);
   occupy(12 * kPage, 52 * kPage);
-  const ChunkId lent = pool_.adopt(sim_.create(4 * kPage), 4);
-  pool_[lent].arena = arena_.id;
-  pool_[lent].first_page = 0;
+  const ChunkId lent = store_.adopt(sim_.create(4 * kPage), 4);
+  store_[lent].arena = arena_.id;
+  store_[lent].first_page = 0;
   arena_.pages.insert(0, lent, 4);
-  pool_.recall(lent);
-  const Placer placer(pool_, kGeometry, 8);
+  store_.recall(lent);
+  const Placer placer(store_, kGeometry, 8);
   EXPECT_EQ(placer.cost_of(arena_, 0, 1).unmapped, UINT64_MAX);
   const Placer::Placement p = choose(placer, 2 * kPage);
   EXPECT_EQ(p.range.offset, 8 * kPage);
@@ -120,18 +120,18 @@ TEST_F(PlacementTest, OnlyFitCandidatesRangesAreWeighed) {
   occupy(10 * kPage, 54 * kPage);
   mapped(8, 2, /*users=*/0);
   // With one candidate the first range of the good-fit order is taken, whatever it costs.
-  const Placer one(pool_, kGeometry, 1);
+  const Placer one(store_, kGeometry, 1);
   const Placer::Placement first = choose(one, 2 * kPage);
   EXPECT_EQ(first.cost.unmapped, first.range.offset == 8 * kPage ? 0u : 2u);
   // With all three weighed, the mapped one wins.
-  const Placer three(pool_, kGeometry, 3);
+  const Placer three(store_, kGeometry, 3);
   EXPECT_EQ(choose(three, 2 * kPage).range.offset, 8 * kPage);
 }
 
 TEST_F(PlacementTest, APlaceOutsideItsRangeOrWithAnotherCostFailsTheCheck) {
   occupy(8 * kPage, 56 * kPage);  // one free range: [0, 8) pages
   mapped(0, 2, /*users=*/0);
-  const Placer placer(pool_, kGeometry, 8);
+  const Placer placer(store_, kGeometry, 8);
   const Placer::Placement good = choose(placer, 2 * kPage);
   EXPECT_EQ(good.offset, 0u);
   Placer::Placement p = good;
@@ -150,7 +150,7 @@ TEST_F(PlacementTest, APlaceOutsideItsRangeOrWithAnotherCostFailsTheCheck) {
 TEST_F(PlacementTest, AWalkPastItsBoundIsCutShortAndNeverWins) {
   // Pages 0-1 unmapped, 2-3 an idle chunk, 4-7 unmapped: 6 of the 8 pages unmapped.
   mapped(2, 2, /*users=*/0);
-  const Placer placer(pool_, kGeometry, 8);
+  const Placer placer(store_, kGeometry, 8);
   EXPECT_EQ(placer.cost_of(arena_, 0, 7).unmapped, 6u);
   EXPECT_EQ(placer.cost_of(arena_, 0, 7, /*unmapped_bound=*/6).unmapped, 6u);  // at the bound: exact
   // Below it: the gap before the chunk already exceeds a bound of 1, so the walk stops at the chunk.
@@ -176,7 +176,7 @@ TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
     for (std::uint64_t k = 0; k < pages; ++k) owner[p + k] = id;
     p += pages;
   }
-  const Placer placer(pool_, kGeometry, 8);
+  const Placer placer(store_, kGeometry, 8);
   for (std::uint64_t first = 4050; first < 4150; ++first) {
     for (std::uint64_t last = first; last < 4150; last += 1 + last % 3) {
       std::uint64_t unmapped = 0, pinned = 0, before_last_mapped = 0, gap = 0;
@@ -188,7 +188,7 @@ TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
         }
         before_last_mapped += gap;
         gap = 0;
-        const Chunk& c = pool_[owner[p]];
+        const Chunk& c = store_[owner[p]];
         // An idle chunk's pages outside the range, counted once per chunk at its first page in the range.
         if (c.users == 0 && (p == first || owner[p - 1] != owner[p])) {
           for (std::uint64_t k = c.first_page; k < c.first_page + c.pages; ++k) pinned += k < first || k > last;
@@ -217,12 +217,12 @@ TEST_F(PlacementTest, StandbyMappingsInThePagesAreCountedEitherKind) {
   const ChunkId idle = mapped(10, 2, /*users=*/0);
   arena_.pages.insert(2, idle, 2);
   arena_.pages.set_active(2, false);  // a standby mapping, as Stitcher::to_standby leaves it
-  pool_[idle].standby.push_back({arena_.id, 2});
+  store_[idle].standby.push_back({arena_.id, 2});
   const ChunkId used = mapped(20, 2, /*users=*/1);
   arena_.pages.insert(4, used, 2);
   arena_.pages.set_active(4, false);
-  pool_[used].standby.push_back({arena_.id, 4});
-  const Placer placer(pool_, kGeometry, 8);
+  store_[used].standby.push_back({arena_.id, 4});
+  const Placer placer(store_, kGeometry, 8);
   const Placer::Cost c = placer.cost_of(arena_, 0, 5);
   EXPECT_EQ(c.standby, 2u);
   EXPECT_EQ(c.unmapped, 2u);

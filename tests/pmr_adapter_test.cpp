@@ -1,6 +1,6 @@
-// The std::pmr adapters: std::pmr containers running on a block pool, an arena and a layout cache over the
+// The std::pmr adapters: std::pmr containers running on a block pool, a bump allocator and a layout cache over the
 // host backend, with the pools' own accounting showing the containers' memory.
-#include "gmlake/pools/pmr_adapter.h"
+#include "gmlake/classic/pmr_adapter.h"
 
 #include <gtest/gtest.h>
 
@@ -13,15 +13,15 @@
 #include "expect_error.h"
 #include "gmlake/error.h"
 #include "gmlake/host_backend.h"
-#include "gmlake/pools/arena_pool.h"
-#include "gmlake/pools/block_pool.h"
-#include "gmlake/pools/concurrent_arena_pool.h"
-#include "gmlake/pools/concurrent_block_pool.h"
+#include "gmlake/classic/bump_allocator.h"
+#include "gmlake/classic/block_pool.h"
+#include "gmlake/classic/concurrent_bump_allocator.h"
+#include "gmlake/classic/concurrent_block_pool.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
-#include "pool_test_support.h"
+#include "classic_test_support.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 // Counts what reaches it, so a test can tell which requests left the pool.
@@ -62,26 +62,26 @@ TEST(PmrAdapterTest, AnUnorderedMapTakesItsNodesFromTheBlockPoolAndItsBucketsFro
   pool.check_invariants();
 }
 
-TEST(PmrAdapterTest, AVectorOfStringsGrowsInAnArenaAndTheArenaFreesItAllAtOnce) {
+TEST(PmrAdapterTest, AVectorOfStringsGrowsInABumpAllocatorAndTheBumpAllocatorFreesItAllAtOnce) {
   HostBackend backend;
-  ArenaPool arena(backend, 4 * kMiB);
-  ArenaResource<ArenaPool> resource(arena);
+  BumpAllocator bump(backend, 4 * kMiB);
+  BumpAllocatorResource<BumpAllocator> resource(bump);
   {
     std::pmr::vector<std::pmr::string> words(&resource);
     for (int i = 0; i < 2000; ++i)
       words.emplace_back("a string long enough to leave the small-string buffer #" + std::to_string(i));
     EXPECT_EQ(words[1234].substr(words[1234].size() - 5), "#1234");
-    EXPECT_GT(arena.used_bytes(), 2000u * 56);
+    EXPECT_GT(bump.used_bytes(), 2000u * 56);
   }
-  EXPECT_GT(arena.used_bytes(), 0u);  // deallocate does nothing...
-  arena.reset();                      // ...reset frees everything
-  EXPECT_EQ(arena.used_bytes(), 0u);
+  EXPECT_GT(bump.used_bytes(), 0u);  // deallocate does nothing...
+  bump.reset();                      // ...reset frees everything
+  EXPECT_EQ(bump.used_bytes(), 0u);
 }
 
-TEST(PmrAdapterTest, AContainerOutgrowingItsArenaGetsTheArenasOutOfMemoryError) {
+TEST(PmrAdapterTest, AContainerOutgrowingItsBumpAllocatorGetsTheBumpAllocatorsOutOfMemoryError) {
   HostBackend backend;
-  ArenaPool arena(backend, kPageBytes);
-  ArenaResource<ArenaPool> resource(arena);
+  BumpAllocator bump(backend, kPageBytes);
+  BumpAllocatorResource<BumpAllocator> resource(bump);
   std::pmr::vector<char> bytes(&resource);
   EXPECT_THROW(bytes.resize(3 * kMiB), OutOfMemoryError);
   EXPECT_TRUE(bytes.empty());
@@ -129,8 +129,8 @@ TEST(PmrAdapterTest, AdaptersOverTheSamePoolAreEqualAndOverAnotherAreNot) {
   BlockPoolResource<BlockPool> a1(a), a2(a), b1(b);
   EXPECT_TRUE(a1.is_equal(a2));
   EXPECT_FALSE(a1.is_equal(b1));
-  ConcurrentArenaPool arena(backend, kPageBytes);
-  ArenaResource<ConcurrentArenaPool> r1(arena), r2(arena);
+  ConcurrentBumpAllocator bump(backend, kPageBytes);
+  BumpAllocatorResource<ConcurrentBumpAllocator> r1(bump), r2(bump);
   EXPECT_TRUE(r1.is_equal(r2));
   EXPECT_FALSE(r1.is_equal(a1));
   LayoutCache cache(backend);
@@ -140,13 +140,13 @@ TEST(PmrAdapterTest, AdaptersOverTheSamePoolAreEqualAndOverAnotherAreNot) {
 TEST(PmrAdapterTest, PoolsOverMemoryTheCpuCannotTouchAreRejected) {
   SimBackend backend;
   BlockPool pool(backend, {.block_bytes = 64});
-  ArenaPool arena(backend, kPageBytes);
+  BumpAllocator bump(backend, kPageBytes);
   LayoutCache cache(backend);
   test::expect_error([&] { BlockPoolResource<BlockPool> r(pool); }, ErrorCode::kInvalidArgument, "");
-  test::expect_error([&] { ArenaResource<ArenaPool> r(arena); }, ErrorCode::kInvalidArgument, "");
+  test::expect_error([&] { BumpAllocatorResource<BumpAllocator> r(bump); }, ErrorCode::kInvalidArgument, "");
   test::expect_error([&] { LayoutCacheResource r(cache); }, ErrorCode::kInvalidArgument, "");
   test::expect_error([&] { LayoutCacheResource r(cache, 3); }, ErrorCode::kInvalidArgument, "");
 }
 
 }  // namespace
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

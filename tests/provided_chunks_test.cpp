@@ -26,41 +26,41 @@ TEST(ProvidedChunksTest, ASizeTheProviderHasNoRoomForIsHalvedAndTheChunkGoesBack
   HostBackend host(kPageBytes);
   FakeChunkProvider provider(host, 4 * kMiB);
   Stats stats;
-  ChunkPool pool(host, kPageBytes, stats);
+  ChunkStore store(host, PageGeometry(kPageBytes), stats);
   ProvidedChunks source(provider, 0);
-  pool.set_peer_source(&source);
+  store.set_peer_source(&source);
   EXPECT_TRUE(source.enabled());
   std::uint64_t retries = 0;
-  const ChunkId id = source.borrow(pool, 4, retries);  // 8 MiB refused, 4 MiB lent
+  const ChunkId id = source.borrow(store, 4, retries);  // 8 MiB refused, 4 MiB lent
   ASSERT_NE(id, kNoChunk);
   EXPECT_EQ(provider.asked(), (std::vector<std::uint64_t>{8 * kMiB, 4 * kMiB}));
   EXPECT_EQ(retries, 1u);
-  EXPECT_EQ(pool[id].pages, 2u);
-  EXPECT_TRUE(pool[id].on_peer);
-  EXPECT_EQ(pool.peer_bytes(), 4 * kMiB);
+  EXPECT_EQ(store[id].pages, 2u);
+  EXPECT_TRUE(store[id].on_peer);
+  EXPECT_EQ(store.peer_bytes(), 4 * kMiB);
   EXPECT_EQ(source.imported_bytes(), 4 * kMiB);
   EXPECT_EQ(host.live_imported_bytes(), 4 * kMiB);
-  EXPECT_EQ(source.borrow(pool, 1, retries), kNoChunk) << "the provider's memory is spent";
-  pool.check_invariants();
-  pool.release(id);  // through the provider
+  EXPECT_EQ(source.borrow(store, 1, retries), kNoChunk) << "the provider's memory is spent";
+  store.check_invariants();
+  store.release(id);  // through the provider
   EXPECT_TRUE(provider.lent().empty());
   EXPECT_EQ(provider.lender().live_chunks(), 0u);
   EXPECT_EQ(host.live_chunks(), 0u);
-  pool.check_invariants();
+  store.check_invariants();
 }
 
 TEST(ProvidedChunksTest, TheBudgetBoundsWhatIsAskedAndAProviderGoneIsNotAsked) {
   HostBackend host(kPageBytes);
   FakeChunkProvider provider(host, 0);
   Stats stats;
-  ChunkPool pool(host, kPageBytes, stats);
+  ChunkStore store(host, PageGeometry(kPageBytes), stats);
   ProvidedChunks source(provider, 2 * kMiB);
-  pool.set_peer_source(&source);
+  store.set_peer_source(&source);
   std::uint64_t retries = 0;
-  const ChunkId id = source.borrow(pool, 4, retries);
+  const ChunkId id = source.borrow(store, 4, retries);
   ASSERT_NE(id, kNoChunk);
-  EXPECT_EQ(pool[id].pages, 1u) << "the budget holds one page";
-  EXPECT_EQ(source.borrow(pool, 1, retries), kNoChunk) << "the budget is spent";
+  EXPECT_EQ(store[id].pages, 1u) << "the budget holds one page";
+  EXPECT_EQ(source.borrow(store, 1, retries), kNoChunk) << "the budget is spent";
   EXPECT_EQ(provider.asked().size(), 1u) << "nothing asked past the budget";
   provider.go();
   EXPECT_FALSE(source.enabled());
@@ -68,9 +68,9 @@ TEST(ProvidedChunksTest, TheBudgetBoundsWhatIsAskedAndAProviderGoneIsNotAsked) {
   EXPECT_TRUE(source.may_recall());
   const std::vector<ChunkHandle> recalled = source.take_recalls();
   ASSERT_EQ(recalled.size(), 1u) << "a provider gone recalls every chunk";
-  EXPECT_EQ(pool.find(recalled[0]), id);
-  pool.release(id);
-  EXPECT_EQ(source.borrow(pool, 1, retries), kNoChunk);
+  EXPECT_EQ(store.find(recalled[0]), id);
+  store.release(id);
+  EXPECT_EQ(source.borrow(store, 1, retries), kNoChunk);
   EXPECT_EQ(provider.asked().size(), 1u) << "a provider gone is not asked";
   test::expect_error([&] { source.give_back(host, ChunkHandle{12345}); }, ErrorCode::kInvalidArgument, "not lent");
   EXPECT_EQ(host.live_chunks(), 0u);

@@ -17,10 +17,10 @@ namespace {
 TEST(StitcherTest, ARunOfTwoChunksTakesTwoMapsAndOneSetAccess) {
   SimBackend sim;
   Stats stats;
-  ChunkPool pool(sim, kPageBytes, stats);
-  Stitcher stitcher(sim, pool, PageGeometry::from_shift(21));
+  ChunkStore store(sim, PageGeometry(kPageBytes), stats);
+  Stitcher stitcher(sim, store, PageGeometry::from_shift(21));
   Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
-  const ChunkId a = pool.create(3), b = pool.create(2);
+  const ChunkId a = store.create(3), b = store.create(2);
   stitcher.map(arena, 4, a);
   stitcher.map(arena, 7, b);
   stitcher.grant(arena, 4, 5);
@@ -28,13 +28,13 @@ TEST(StitcherTest, ARunOfTwoChunksTakesTwoMapsAndOneSetAccess) {
   EXPECT_EQ(sim.counters()[BackendCall::kSetAccess], 1u);
   EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, 4), 5 * kPageBytes));
   EXPECT_EQ(arena.pages.unmapped_pages(4, 8), 0u);
-  EXPECT_EQ(pool[b].first_page, 7u);
+  EXPECT_EQ(store[b].first_page, 7u);
   stitcher.unmap(arena, a);
-  EXPECT_FALSE(pool[a].mapped());
+  EXPECT_FALSE(store[a].mapped());
   EXPECT_EQ(arena.pages.unmapped_pages(4, 8), 3u);
   stitcher.unmap(arena, b);
-  pool.release(a);
-  pool.release(b);
+  store.release(a);
+  store.release(b);
   sim.address_free(arena.base, arena.virtual_bytes);
   EXPECT_EQ(sim.live_chunks() + sim.live_mappings() + sim.live_reservations(), 0u);
 }
@@ -43,22 +43,22 @@ TEST(StitcherTest, AFailedMapOrUnmapChangesNothing) {
   SimBackend sim;
   FaultBackend fault(sim);
   Stats stats;
-  ChunkPool pool(fault, kPageBytes, stats);
-  Stitcher stitcher(fault, pool, PageGeometry::from_shift(21));
+  ChunkStore store(fault, PageGeometry(kPageBytes), stats);
+  Stitcher stitcher(fault, store, PageGeometry::from_shift(21));
   Arena arena(0, 0, fault.reserve(16 * kPageBytes), 16 * kPageBytes);
-  const ChunkId a = pool.create(2);
+  const ChunkId a = store.create(2);
   fault.arm({BackendCall::kMap, 1, 1, FaultError::kBackendError});
   EXPECT_THROW(stitcher.map(arena, 0, a), BackendError);
-  EXPECT_FALSE(pool[a].mapped());
+  EXPECT_FALSE(store[a].mapped());
   EXPECT_EQ(arena.pages.mapped_chunks(), 0u);
   stitcher.map(arena, 0, a);
   fault.arm({BackendCall::kUnmap, 1, 1, FaultError::kBackendError});
   EXPECT_THROW(stitcher.unmap(arena, a), BackendError);
-  EXPECT_TRUE(pool[a].mapped());
+  EXPECT_TRUE(store[a].mapped());
   EXPECT_EQ(arena.pages.mapped_chunks(), 1u);
   fault.disarm_all();
   stitcher.unmap(arena, a);
-  pool.release(a);
+  store.release(a);
   fault.address_free(arena.base, arena.virtual_bytes);
 }
 
@@ -100,39 +100,39 @@ bool active_in_map(const Arena& arena, std::uint64_t page) {
 TEST(StitcherTest, AChunkMovedToStandbyStaysMappedAndCanBeActivatedAgainWithNoBackendCall) {
   SimBackend sim;
   Stats stats;
-  ChunkPool pool(sim, kPageBytes, stats);
-  Stitcher stitcher(sim, pool, PageGeometry::from_shift(21));
+  ChunkStore store(sim, PageGeometry(kPageBytes), stats);
+  Stitcher stitcher(sim, store, PageGeometry::from_shift(21));
   Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
-  const ChunkId a = pool.create(2);
+  const ChunkId a = store.create(2);
   stitcher.map(arena, 4, a);
   stitcher.grant(arena, 4, 2);
   stitcher.to_standby(arena, a);
-  EXPECT_FALSE(pool[a].mapped()) << "no active place: free";
-  ASSERT_EQ(pool[a].standby.size(), 1u);
+  EXPECT_FALSE(store[a].mapped()) << "no active place: free";
+  ASSERT_EQ(store[a].standby.size(), 1u);
   EXPECT_EQ(arena.pages.mapped_chunks(), 1u) << "the standby mapping is still a page map entry";
   EXPECT_FALSE(active_in_map(arena, 5)) << "the page map knows it as a standby mapping";
   // Mapped a second time elsewhere: two mappings of one chunk (aliasing), both in the page map.
   stitcher.map(arena, 10, a);
   stitcher.grant(arena, 10, 2);
   EXPECT_EQ(sim.live_mappings(), 2u);
-  EXPECT_TRUE(pool[a].active_at(0, 10));
-  EXPECT_FALSE(pool[a].active_at(0, 4));
+  EXPECT_TRUE(store[a].active_at(0, 10));
+  EXPECT_FALSE(store[a].active_at(0, 4));
   EXPECT_TRUE(active_in_map(arena, 10));
   const BackendCounters before = sim.counters();
   stitcher.activate(arena, 4, a, &arena);
   EXPECT_EQ(sim.counters().calls, before.calls) << "activation is bookkeeping only";
-  EXPECT_TRUE(pool[a].active_at(0, 4));
-  ASSERT_EQ(pool[a].standby.size(), 1u);
-  EXPECT_EQ(pool[a].standby[0].first_page, 10u) << "the old active place became the standby one";
+  EXPECT_TRUE(store[a].active_at(0, 4));
+  ASSERT_EQ(store[a].standby.size(), 1u);
+  EXPECT_EQ(store[a].standby[0].first_page, 10u) << "the old active place became the standby one";
   EXPECT_TRUE(active_in_map(arena, 4));
   EXPECT_FALSE(active_in_map(arena, 11)) << "and the page map says so on all its pages";
   EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, 4), 2 * kPageBytes)) << "access stays with the mapping";
   EXPECT_THROW(stitcher.activate(arena, 20, a, &arena), std::logic_error) << "no mapping there";
   stitcher.unmap_standby(arena, 10, a);
-  EXPECT_TRUE(pool[a].standby.empty());
+  EXPECT_TRUE(store[a].standby.empty());
   EXPECT_EQ(sim.live_mappings(), 1u);
   stitcher.unmap(arena, a);
-  pool.release(a);
+  store.release(a);
   sim.address_free(arena.base, arena.virtual_bytes);
   EXPECT_EQ(sim.live_chunks() + sim.live_mappings() + sim.live_reservations(), 0u);
 }
@@ -141,19 +141,19 @@ TEST(StitcherTest, AFailedUnmapOfAStandbyMappingChangesNothing) {
   SimBackend sim;
   FaultBackend fault(sim);
   Stats stats;
-  ChunkPool pool(fault, kPageBytes, stats);
-  Stitcher stitcher(fault, pool, PageGeometry::from_shift(21));
+  ChunkStore store(fault, PageGeometry(kPageBytes), stats);
+  Stitcher stitcher(fault, store, PageGeometry::from_shift(21));
   Arena arena(0, 0, fault.reserve(16 * kPageBytes), 16 * kPageBytes);
-  const ChunkId a = pool.create(1);
+  const ChunkId a = store.create(1);
   stitcher.map(arena, 3, a);
   stitcher.to_standby(arena, a);
   fault.arm({BackendCall::kUnmap, 1, 1, FaultError::kBackendError});
   EXPECT_THROW(stitcher.unmap_standby(arena, 3, a), BackendError);
-  EXPECT_EQ(pool[a].standby.size(), 1u);
+  EXPECT_EQ(store[a].standby.size(), 1u);
   EXPECT_EQ(arena.pages.mapped_chunks(), 1u);
   stitcher.unmap_standby(arena, 3, a);
   EXPECT_EQ(arena.pages.mapped_chunks(), 0u);
-  pool.release(a);
+  store.release(a);
   fault.address_free(arena.base, arena.virtual_bytes);
 }
 
@@ -169,11 +169,11 @@ TEST(StitcherTest, TheObserverSeesActivePlacesOnlyNotStandbyMappings) {
   SimBackend sim;
   sim.set_observer(&recorder);
   Stats stats;
-  ChunkPool pool(sim, kPageBytes, stats);
-  Stitcher stitcher(sim, pool, PageGeometry::from_shift(21));
+  ChunkStore store(sim, PageGeometry(kPageBytes), stats);
+  Stitcher stitcher(sim, store, PageGeometry::from_shift(21));
   Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
   const std::uintptr_t at4 = stitcher.address(arena, 4), at10 = stitcher.address(arena, 10);
-  const ChunkId a = pool.create(1);
+  const ChunkId a = store.create(1);
   stitcher.map(arena, 4, a);
   stitcher.to_standby(arena, a);  // no backend call, but the memory left page 4
   stitcher.map(arena, 10, a);
@@ -184,7 +184,7 @@ TEST(StitcherTest, TheObserverSeesActivePlacesOnlyNotStandbyMappings) {
   stitcher.unmap(arena, a);
   EXPECT_EQ(recorder.events.back(), std::make_pair('u', at4));
   sim.set_observer(nullptr);
-  pool.release(a);
+  store.release(a);
   sim.address_free(arena.base, arena.virtual_bytes);
 }
 

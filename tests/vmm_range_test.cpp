@@ -1,5 +1,5 @@
 // VmmRange: the reserve-once, map-at-the-tail layer under every classic pool, on the host and sim backends.
-#include "gmlake/pools/vmm_range.h"
+#include "gmlake/classic/vmm_range.h"
 
 #include <gtest/gtest.h>
 
@@ -11,7 +11,7 @@
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 TEST(VmmRangeTest, ReservationIsRoundedToTheGranularityAndNothingIsMappedAtFirst) {
@@ -101,4 +101,4 @@ TEST(VmmRangeTest, DestructionAndMoveLeaveNothingBehind) {
 }
 
 }  // namespace
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -2,16 +2,16 @@
 // cuMemFree (what cudaMalloc / cudaFree call). The GPU half of bench/pools_bench.cpp; built only with the CUDA
 // backend (GMLAKE_WITH_CUDA), and every benchmark here skips with the reason when no CUDA device is usable.
 // Pairs to compare (scripts/pools-gpu-bench.sh runs them and prints the ratios):
-//   BM_CudaBlockPool / BM_CudaArena   vs BM_CuMemAllocFree          64 blocks of 256 B .. 1 MiB obtained, then
+//   BM_CudaBlockPool / BM_CudaBumpAllocator   vs BM_CuMemAllocFree          64 blocks of 256 B .. 1 MiB obtained, then
 //                                                                   given back (pool: in allocation order;
-//                                                                   arena: one reset)
+//                                                                   allocator: one reset)
 //   BM_CudaGrowableBuffer_Grow        vs BM_CuMemAllocCopyFree_Grow 1 MiB doubling to 8 GiB, the contents kept
 //                                                                   (plain: a new allocation, a device copy of
 //                                                                   the old contents, a free, at each step)
 //   BM_CudaLayoutCache                vs BM_CuMemAllocFreeLayouts   8 buffers of one layout (256 B aligned)
 //                                                                   allocated, then released; 2, 16, 128 MiB
 // Device memory is never touched (the costs compared are the allocators'); every address is 256 B aligned, as
-// cudaMalloc's are. Figures are per operation (counter per_op: an allocation or a free, an arena's reset
+// cudaMalloc's are. Figures are per operation (counter per_op: an allocation or a free, a bump allocator's reset
 // counting as the frees of its 64 blocks; for the growth benchmarks, one whole growth from start to end,
 // including creating and destroying the buffer). The growths end with cuCtxSynchronize, and the copying one
 // waits for each copy before freeing its source, so the device's copy time is counted; the other benchmarks
@@ -28,10 +28,10 @@
 #include "backends/cuda/cuda_driver.h"
 #include "backends/cuda/cuda_backend.h"
 #include "gmlake/error.h"
-#include "gmlake/pools/arena_pool.h"
-#include "gmlake/pools/block_pool.h"
-#include "gmlake/pools/growable_buffer.h"
-#include "gmlake/pools/layout_cache.h"
+#include "gmlake/classic/bump_allocator.h"
+#include "gmlake/classic/block_pool.h"
+#include "gmlake/classic/growable_buffer.h"
+#include "gmlake/classic/layout_cache.h"
 #include "gmlake/units.h"
 
 namespace {
@@ -40,7 +40,7 @@ using gmlake::kGiB;
 using gmlake::kKiB;
 using gmlake::kMiB;
 
-constexpr int kBatch = 64;       // blocks per iteration (block pool, arena, cuMemAlloc)
+constexpr int kBatch = 64;       // blocks per iteration (block pool, allocator, cuMemAlloc)
 constexpr int kLayoutBatch = 8;  // buffers per iteration (layout cache)
 constexpr std::uint64_t kAlignmentBytes = 256;  // cudaMalloc's alignment guarantee
 constexpr std::uint64_t kSmallestBlockBytes = 256;
@@ -107,13 +107,13 @@ void set_per_op(benchmark::State& state, double ops_per_iteration) {
 
 std::uint64_t arg_bytes(const benchmark::State& state) { return static_cast<std::uint64_t>(state.range(0)); }
 
-// --- Fixed-size blocks: block pool, arena, cuMemAlloc ------------------------------------------------------------
+// --- Fixed-size blocks: block pool, allocator, cuMemAlloc ------------------------------------------------------------
 
 void BM_CudaBlockPool(benchmark::State& state) {
   on_device(state, [&] {
     gmlake::CudaBackend backend;
     const std::uint64_t size = arg_bytes(state);
-    gmlake::pools::BlockPool pool(
+    gmlake::classic::BlockPool pool(
         backend, {.block_bytes = size, .alignment_bytes = kAlignmentBytes, .region_bytes = size * kBatch});
     std::array<void*, kBatch> blocks{};
     for (auto _ : state) {
@@ -124,14 +124,14 @@ void BM_CudaBlockPool(benchmark::State& state) {
   set_per_op(state, 2 * kBatch);
 }
 
-void BM_CudaArena(benchmark::State& state) {
+void BM_CudaBumpAllocator(benchmark::State& state) {
   on_device(state, [&] {
     gmlake::CudaBackend backend;
     const std::uint64_t size = arg_bytes(state);
-    gmlake::pools::ArenaPool arena(backend, gmlake::round_up(size, kAlignmentBytes) * kBatch);
+    gmlake::classic::BumpAllocator bump(backend, gmlake::round_up(size, kAlignmentBytes) * kBatch);
     for (auto _ : state) {
-      for (int i = 0; i < kBatch; ++i) benchmark::DoNotOptimize(arena.allocate(size, kAlignmentBytes));
-      arena.reset();
+      for (int i = 0; i < kBatch; ++i) benchmark::DoNotOptimize(bump.allocate(size, kAlignmentBytes));
+      bump.reset();
     }
   });
   set_per_op(state, 2 * kBatch);
@@ -155,14 +155,14 @@ void block_sizes(benchmark::internal::Benchmark* b) {
 }
 
 BENCHMARK(BM_CudaBlockPool)->Apply(block_sizes);
-BENCHMARK(BM_CudaArena)->Apply(block_sizes);
+BENCHMARK(BM_CudaBumpAllocator)->Apply(block_sizes);
 BENCHMARK(BM_CuMemAllocFree)->Apply(block_sizes);
 
 // --- Growable buffer -------------------------------------------------------------------------------------------
 
 // One growth from start_bytes to end_bytes, doubling, in a buffer that never moves.
 void grow_buffer(gmlake::Backend& backend, std::uint64_t start_bytes, std::uint64_t end_bytes) {
-  gmlake::pools::GrowableBuffer buffer(backend, {.max_bytes = end_bytes});
+  gmlake::classic::GrowableBuffer buffer(backend, {.max_bytes = end_bytes});
   for (std::uint64_t size = start_bytes; size <= end_bytes; size *= 2) buffer.resize(size);
   benchmark::DoNotOptimize(buffer.data());
   synchronize();
@@ -218,9 +218,9 @@ BENCHMARK(BM_CuMemAllocCopyFree_Grow)
 void BM_CudaLayoutCache(benchmark::State& state) {
   on_device(state, [&] {
     gmlake::CudaBackend backend;
-    const gmlake::pools::Layout layout{arg_bytes(state), kAlignmentBytes};
+    const gmlake::classic::Layout layout{arg_bytes(state), kAlignmentBytes};
     // Room for the whole batch, whatever the size: every iteration after the first hits the cache.
-    gmlake::pools::LayoutCache cache(backend, {.max_cached_bytes = 2 * kLayoutBatch * layout.size_bytes});
+    gmlake::classic::LayoutCache cache(backend, {.max_cached_bytes = 2 * kLayoutBatch * layout.size_bytes});
     std::array<void*, kLayoutBatch> buffers{};
     for (auto _ : state) {
       for (void*& p : buffers) p = cache.allocate(layout);

@@ -1,5 +1,5 @@
 // The classic pools on the CUDA backend: the same pool code as on the host, over device memory. Every block,
-// arena allocation, buffer and cached layout holds the bytes written into it (filled and read back through the
+// allocator allocation, buffer and cached layout holds the bytes written into it (filled and read back through the
 // driver), exhaustion is a clean out-of-memory, and destroying a pool gives every chunk back to the device.
 #include <gtest/gtest.h>
 
@@ -10,16 +10,16 @@
 
 #include "backends/cuda/cuda_backend.h"
 #include "gmlake/error.h"
-#include "gmlake/pools/arena_pool.h"
-#include "gmlake/pools/block_pool.h"
-#include "gmlake/pools/concurrent_block_pool.h"
-#include "gmlake/pools/growable_buffer.h"
-#include "gmlake/pools/layout_cache.h"
-#include "gmlake/pools/pmr_adapter.h"
+#include "gmlake/classic/bump_allocator.h"
+#include "gmlake/classic/block_pool.h"
+#include "gmlake/classic/concurrent_block_pool.h"
+#include "gmlake/classic/growable_buffer.h"
+#include "gmlake/classic/layout_cache.h"
+#include "gmlake/classic/pmr_adapter.h"
 #include "gmlake/units.h"
 #include "gpu/cuda_test_support.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 using gpu_test::fill_bytes;
@@ -84,20 +84,20 @@ TEST_F(PoolsOnCudaTest, ThreadsSharingAConcurrentBlockPoolGetDistinctDeviceBlock
   pool.check_invariants();
 }
 
-TEST_F(PoolsOnCudaTest, ArenaAllocationsHoldTheirBytesAndAResetStartsOver) {
+TEST_F(PoolsOnCudaTest, BumpAllocatorAllocationsHoldTheirBytesAndAResetStartsOver) {
   CudaBackend backend;
-  ArenaPool arena(backend, 4 * kMiB);
-  void* a = arena.allocate(3 * kKiB, 256);
-  void* b = arena.allocate(kMiB, 4 * kKiB);
+  BumpAllocator bump(backend, 4 * kMiB);
+  void* a = bump.allocate(3 * kKiB, 256);
+  void* b = bump.allocate(kMiB, 4 * kKiB);
   EXPECT_EQ(addr(b) % (4 * kKiB), 0u);
   fill_bytes(addr(a), 0xA1, 3 * kKiB);
   fill_bytes(addr(b), 0xB2, kMiB);
   synchronize();
   EXPECT_TRUE(holds(a, 0xA1, 3 * kKiB));
   EXPECT_TRUE(holds(b, 0xB2, kMiB));
-  EXPECT_THROW(arena.allocate(4 * kMiB), OutOfMemoryError);
-  arena.reset();
-  EXPECT_EQ(arena.allocate(1), a);
+  EXPECT_THROW(bump.allocate(4 * kMiB), OutOfMemoryError);
+  bump.reset();
+  EXPECT_EQ(bump.allocate(1), a);
 }
 
 TEST_F(PoolsOnCudaTest, AGrowableBufferKeepsItsAddressAndItsBytesAsItGrowsAndGivesItsTailBack) {
@@ -148,4 +148,4 @@ TEST_F(PoolsOnCudaTest, ThePmrAdaptersRefuseDeviceMemory) {
 }
 
 }  // namespace
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

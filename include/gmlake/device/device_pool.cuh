@@ -2,7 +2,7 @@
 // (two GrowableBuffers over a Backend that gives device memory, e.g. make_backend("cuda", kPageBytes): one
 // for the data slabs, one for the metadata), grows it between launches without moving a byte, and reads its
 // statistics. Kernels allocate from it through view() (pool.cuh). Include from CUDA sources (nvcc); link the
-// CUDA runtime and gmlake_pools, and for dynamic parallelism build with -rdc=true and link cudadevrt.
+// CUDA runtime and gmlake_classic, and for dynamic parallelism build with -rdc=true and link cudadevrt.
 //
 //   auto backend = gmlake::make_backend("cuda", gmlake::kPageBytes);
 //   gmlake::device::DevicePool pool(*backend, {.initial_bytes = 256 * gmlake::kMiB, .max_bytes = 4 * gmlake::kGiB});
@@ -37,7 +37,7 @@
 #include "gmlake/device/pool.cuh"
 #include "gmlake/device/pool_geometry.h"
 #include "gmlake/error.h"
-#include "gmlake/pools/growable_buffer.h"
+#include "gmlake/classic/growable_buffer.h"
 #include "gmlake/units.h"
 
 namespace gmlake::device {
@@ -106,8 +106,8 @@ class DevicePool {
   Backend& backend_;
   std::uint32_t max_slabs_ = 0;
   std::uint32_t num_slabs_ = 0;
-  pools::GrowableBuffer data_;
-  pools::GrowableBuffer meta_;
+  classic::GrowableBuffer data_;
+  classic::GrowableBuffer meta_;
   DevicePoolView view_;
 };
 

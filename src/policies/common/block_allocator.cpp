@@ -150,7 +150,7 @@ void BlockAllocator::release_to_free(Block* b) {
 }
 
 Block* BlockAllocator::split_block(Block* b, std::uint64_t head_bytes) {
-  Block* tail = arena_.acquire();
+  Block* tail = recycler_.acquire();
   tail->address = b->address + head_bytes;
   tail->size_bytes = b->size_bytes - head_bytes;
   tail->stream = b->stream;
@@ -169,7 +169,7 @@ void BlockAllocator::absorb_next(Block* b) {
   b->size_bytes += gone->size_bytes;
   b->next = gone->next;
   if (gone->next != nullptr) gone->next->prev = b;
-  arena_.recycle(gone);
+  recycler_.recycle(gone);
 }
 
 // ---------------------------------------------------------------------------------------------------------
@@ -195,7 +195,7 @@ Segment* BlockAllocator::reserve_segment(std::uint64_t size_bytes, std::uint64_t
   segment->page_bytes = page_bytes;
   segment->stream = stream;
   segment->pool = pool;
-  Block* whole = arena_.acquire();
+  Block* whole = recycler_.acquire();
   whole->address = address;
   whole->size_bytes = size_bytes;
   whole->stream = stream;
@@ -215,7 +215,7 @@ void BlockAllocator::free_segment(Segment* segment) {
   } catch (const Error&) {
     if (!parked_failure_) parked_failure_ = std::current_exception();
   }
-  arena_.recycle(segment->first);
+  recycler_.recycle(segment->first);
   segments_.erase(segment->address);
 }
 

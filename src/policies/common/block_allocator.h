@@ -31,7 +31,7 @@
 #include "gmlake/config.h"
 #include "gmlake/stats.h"
 #include "block.h"
-#include "block_arena.h"
+#include "block_recycler.h"
 #include "block_sets.h"
 #include "block_table.h"
 
@@ -164,7 +164,7 @@ class BlockAllocator : public Allocator {
   Backend& backend_;
   std::uint64_t cap_bytes_;
   Stats stats_;
-  BlockArena arena_;
+  BlockRecycler recycler_;
   std::pmr::unsynchronized_pool_resource node_pool_;  // before the containers that use it
   std::array<FreeBlockSet, kPoolKinds> free_;
   LiveTable live_;  // kAllocated and kPendingFree blocks by address; after stats_, which it updates

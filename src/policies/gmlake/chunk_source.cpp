@@ -11,7 +11,7 @@ namespace gmlake::engine {
 
 ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
     : backend_(parts.backend),
-      pool_(parts.pool),
+      store_(parts.store),
       use_(parts.use),
       fence_(parts.fence),
       arenas_(parts.arenas),
@@ -47,10 +47,10 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
   s.has_cap = cap_bytes_ != 0;
   s.peer_takes_over = peer_takes_over;
   for (;;) {
-    const ChunkId free = pool_.largest_free_at_most(pages);
-    s.best_free_pages = free == kNoChunk ? 0 : pool_[free].pages;
-    s.free_chunks = pool_.free_chunks();
-    s.free_pages = pool_.free_pages();
+    const ChunkId free = store_.largest_free_at_most(pages);
+    s.best_free_pages = free == kNoChunk ? 0 : store_[free].pages;
+    s.free_chunks = store_.free_chunks();
+    s.free_pages = store_.free_pages();
     s.idle_chunks = use_.idle_chunks();
     s.within_headroom = within_headroom(want);
     s.within_move_headroom = within_move_headroom(want);
@@ -61,17 +61,17 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
     s.moves_allowed = (s.free_chunks == 0 && s.idle_chunks == 0) || moves_allowed();
     const ChunkId oldest = s.idle_chunks != 0 ? use_.oldest_idle() : kNoChunk;
     if (oldest != kNoChunk) {
-      s.oldest_idle = fence_.readiness(arenas_[pool_[oldest].arena].stream, pool_[oldest].idle_since);
+      s.oldest_idle = fence_.readiness(arenas_[store_[oldest].arena].stream, store_[oldest].idle_since);
       s.lag_allows = lag_grown_pages_ + want <= lag_grow_chunks_ && s.cap_allows_want;
     }
     const ObtainStep step = decide(s);
     switch (step.action) {
       case ObtainAction::kTakeFree:
-        pool_.take_free(free);
+        store_.take_free(free);
         return free;
       case ObtainAction::kCreate:
         try {
-          return pool_.create(want);
+          return store_.create(want);
         } catch (const OutOfMemoryError&) {
           // The device is full: use idle memory, as PyTorch retries a failed cudaMalloc from its cache (counted
           // as num_alloc_retries), and spend neither headroom nor growth for time until empty_cache.
@@ -83,7 +83,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
       case ObtainAction::kLeaveToPeer:
         return kNoChunk;
       case ObtainAction::kReleaseFree:
-        release_free(pool_.largest_free());
+        release_free(store_.largest_free());
         charge_release();
         s.create_refused = false;
         break;
@@ -91,7 +91,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
         // The oldest idle chunk is uncovered: only draining its stream would tell, so grow instead, up to
         // lag_grow_chunks x page_bytes in a row (the device's lag raises the peak by a bounded amount).
         try {
-          const ChunkId created = pool_.create(want);
+          const ChunkId created = store_.create(want);
           lag_grown_pages_ += want;
           return created;
         } catch (const OutOfMemoryError&) {
@@ -103,7 +103,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
       case ObtainAction::kEvict:
         if (step.action == ObtainAction::kWaitAndEvict) {
           // Covered: waiting for the mark is cheap, since the work queued after it keeps the device busy.
-          fence_.wait_safe(arenas_[pool_[oldest].arena].stream, pool_[oldest].idle_since, use_.next_tick());
+          fence_.wait_safe(arenas_[store_[oldest].arena].stream, store_[oldest].idle_since, use_.next_tick());
           ++stats_.fence_waits;
         }
         lag_grown_pages_ = 0;  // the oldest idle chunk is safe now: the device caught up
@@ -121,7 +121,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
         if (n == 0) throw_oom(requested, "the cap would be exceeded");
         for (;;) {
           try {
-            return pool_.create(n);
+            return store_.create(n);
           } catch (const OutOfMemoryError&) {
             if (n == 1) throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
             ++stats_.num_alloc_retries;  // retried smaller, as PyTorch retries a failed cudaMalloc
@@ -138,13 +138,13 @@ std::uint64_t ChunkSource::recut(Arena& arena, std::uint64_t first, std::uint64_
   // Idle chunks mapped (active or standby) at the pages, and free chunks with a standby mapping there.
   std::vector<ChunkId> stranding;
   arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
-    const Chunk& c = pool_[e.chunk];
+    const Chunk& c = store_[e.chunk];
     if (c.users == 0 && !c.on_peer && (p < first || p + e.pages - 1 > last)) stranding.push_back(e.chunk);
   });
   std::uint64_t recut_chunks = 0;
   for (const ChunkId id : stranding) {
-    if (pool_[id].pages == 0 || pool_[id].users != 0) continue;  // released or taken by an earlier step
-    if (pool_[id].mapped()) {
+    if (store_[id].pages == 0 || store_[id].users != 0) continue;  // released or taken by an earlier step
+    if (store_[id].mapped()) {
       if (!safe_to_evict(id)) continue;  // queued work may still touch it: it strands, as it would have
       evict(id);  // throws: nothing changed for this chunk
     }
@@ -158,17 +158,17 @@ std::uint64_t ChunkSource::recut(Arena& arena, std::uint64_t first, std::uint64_
 
 void ChunkSource::release_free(ChunkId id) {
   drop_standby(id);  // throws: still free, with the standby mappings not yet unmapped
-  pool_.take_free(id);
+  store_.take_free(id);
   try {
-    pool_.release(id);
+    store_.release(id);
   } catch (...) {
-    pool_.add_free(id);
+    store_.add_free(id);
     throw;
   }
 }
 
 void ChunkSource::evict(ChunkId id, EvictTo to) {
-  Chunk& c = pool_[id];
+  Chunk& c = store_[id];
   const std::uint64_t pages = c.pages;
   if (to == EvictTo::kStandby && standby_limit_ != 0 && !c.on_peer) {
     if (c.standby.size() >= standby_limit_) {
@@ -180,12 +180,12 @@ void ChunkSource::evict(ChunkId id, EvictTo to) {
     stitcher_.unmap(arenas_[c.arena], id);  // throws: nothing changed, still idle and queued
   }
   use_.unmapped(pages, /*was_used=*/false);
-  pool_.add_free(id);
+  store_.add_free(id);
   ++stats_.evictions;
 }
 
 const ChunkPlace& ChunkSource::standby_place(ChunkId id, std::uint32_t arena, std::uint64_t first_page) const {
-  const Chunk& c = pool_[id];
+  const Chunk& c = store_[id];
   const auto it = c.standby_at(arena, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: a chunk lacks a standby mapping");
   return *it;
@@ -206,7 +206,7 @@ void ChunkSource::unmap_standby(ChunkId id, std::uint32_t arena, std::uint64_t f
 }
 
 void ChunkSource::drop_standby(ChunkId id) {
-  Chunk& c = pool_[id];
+  Chunk& c = store_[id];
   while (!c.standby.empty()) {
     const ChunkPlace last = c.standby.back();
     unmap_standby(id, last.arena, last.first_page);  // throws: the rest stay
@@ -215,11 +215,11 @@ void ChunkSource::drop_standby(ChunkId id) {
 
 void ChunkSource::release_all_free() {
   std::vector<ChunkId> standing;
-  pool_.for_each([&](ChunkId id, const Chunk& c) {
+  store_.for_each([&](ChunkId id, const Chunk& c) {
     if (!c.mapped() && !c.standby.empty()) standing.push_back(id);
   });
   for (const ChunkId id : standing) drop_standby(id);
-  pool_.release_all_free();
+  store_.release_all_free();
 }
 
 void ChunkSource::set_cap_bytes(std::uint64_t cap_bytes) {

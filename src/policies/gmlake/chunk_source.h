@@ -27,7 +27,7 @@
 #include "arena_set.h"
 #include "gmlake/clock.h"
 #include "obtain_decision.h"
-#include "chunk_pool.h"
+#include "chunk_store.h"
 #include "page_geometry.h"
 #include "chunk_use.h"
 #include "move_budget.h"
@@ -43,7 +43,7 @@ class ChunkSource {
   // The parts it reads and moves memory through; all must outlive it.
   struct Parts {
     Backend& backend;
-    ChunkPool& pool;
+    ChunkStore& store;
     ChunkUse& use;
     StreamFence& fence;
     ArenaSet& arenas;
@@ -82,7 +82,7 @@ class ChunkSource {
   // released (counted in Stats::evictions); returns how many. Throws BackendError: chunks re-cut before stay
   // released, the rest as they were; the pool stays consistent.
   std::uint64_t recut(Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t stranded_pages);
-  // Where an evicted chunk's mapping goes: unmapped, or kept as a standby mapping (chunk_pool.h) when
+  // Where an evicted chunk's mapping goes: unmapped, or kept as a standby mapping (chunk_store.h) when
   // Config::standby_mappings allows (never for a peer chunk; beyond the limit the chunk's oldest standby mapping
   // is unmapped first).
   enum class EvictTo : std::uint8_t { kUnmap, kStandby };
@@ -104,7 +104,7 @@ class ChunkSource {
   // True when no queued work can touch idle chunk `id` any more (StreamFence; always without StreamEvents), so
   // it may be unmapped now.
   bool safe_to_evict(ChunkId id) {
-    return !fence_.asynchronous() || fence_.safe(arenas_[pool_[id].arena].stream, pool_[id].idle_since);
+    return !fence_.asynchronous() || fence_.safe(arenas_[store_[id].arena].stream, store_[id].idle_since);
   }
 
   // One allocation earned its move credit (MoveBudget::earn).
@@ -141,7 +141,7 @@ class ChunkSource {
 
  private:
   Backend& backend_;
-  ChunkPool& pool_;
+  ChunkStore& store_;
   ChunkUse& use_;
   StreamFence& fence_;
   ArenaSet& arenas_;

@@ -8,7 +8,7 @@ namespace gmlake::engine {
 
 void ChunkUse::use(const Arena& arena, std::uint64_t first, std::uint64_t last) {
   arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
-    Chunk& c = pool_[e.chunk];
+    Chunk& c = store_[e.chunk];
     if (c.users++ != 0) return;
     idle_pages_ -= c.pages;
     --idle_chunks_;
@@ -19,24 +19,24 @@ void ChunkUse::use(const Arena& arena, std::uint64_t first, std::uint64_t last) 
 std::uint64_t ChunkUse::unuse(const Arena& arena, std::uint64_t first, std::uint64_t last) {
   std::uint64_t tick = 0;
   arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
-    Chunk& c = pool_[e.chunk];
+    Chunk& c = store_[e.chunk];
     if (--c.users != 0) return;
     if (tick == 0) tick = idle_.next_tick();
     turn_idle(e.chunk, c, tick);
   });
-  if (tick != 0) idle_.compact_if_dead(idle_chunks_, pool_);
+  if (tick != 0) idle_.compact_if_dead(idle_chunks_, store_);
   return tick;
 }
 
 void ChunkUse::mapped_for_block(ChunkId id) {
-  Chunk& c = pool_[id];
+  Chunk& c = store_[id];
   GMLAKE_DCHECK(c.mapped(), "a chunk counted as mapped for a block is mapped nowhere");
   c.users = 1;
   used_ += c.pages;
 }
 
 void ChunkUse::mapped_idle(ChunkId id) {
-  Chunk& c = pool_[id];
+  Chunk& c = store_[id];
   GMLAKE_DCHECK(c.mapped(), "a chunk counted as mapped idle is mapped nowhere");
   c.users = 0;
   c.idle_since = idle_.next_tick();
@@ -48,7 +48,7 @@ void ChunkUse::mapped_idle(ChunkId id) {
 std::uint64_t ChunkUse::idle_past(const Arena& arena, std::uint64_t block_last, std::uint64_t last) {
   std::uint64_t tick = 0;
   arena.pages.for_each(block_last + 1, last, [&](std::uint64_t p, const PageMap::Entry& e) {
-    Chunk& c = pool_[e.chunk];
+    Chunk& c = store_[e.chunk];
     if (p <= block_last || c.users != 1) return;  // the chunk the block ends in stays used
     if (tick == 0) tick = idle_.next_tick();
     c.users = 0;
@@ -69,7 +69,7 @@ void ChunkUse::unmapped(std::uint64_t pages, bool was_used) {
 }
 
 ChunkId ChunkUse::oldest_idle() {
-  const ChunkId id = idle_.oldest(pool_);
+  const ChunkId id = idle_.oldest(store_);
   if (id == kNoChunk) broken("idle chunks are counted but none is queued");
   return id;
 }
@@ -79,7 +79,7 @@ void ChunkUse::check_invariants() const {
   absl::flat_hash_set<ChunkId> queued;
   for_each_idle([&](ChunkId id) { queued.insert(id); });
   std::uint64_t used = 0, idle = 0, idle_chunks = 0;
-  pool_.for_each([&](ChunkId id, const Chunk& c) {
+  store_.for_each([&](ChunkId id, const Chunk& c) {
     if (!c.mapped()) return;
     if (c.users != 0) {
       used += c.pages;

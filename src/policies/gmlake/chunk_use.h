@@ -3,14 +3,14 @@
 // cache: a range stays mapped after its blocks are freed and serves the next block placed there with no backend
 // call).
 //
-// Only active mappings count (chunk_pool.h): a block's pages are all active ones, so use() and unuse() see no
+// Only active mappings count (chunk_store.h): a block's pages are all active ones, so use() and unuse() see no
 // standby mapping. A block overlapping pages [first, last] of an arena uses every chunk mapped there (a chunk moves whole, so a
 // block that covers one page of it holds all of it). So, for every mapped chunk c and the counts kept here:
 //   c.users = #{ blocks b : pages(b) and pages(c) overlap }       (StitchingAllocator::check_invariants: it
 //                                                                    knows the blocks)
 //   used_pages() = sum of c.pages over mapped c with users > 0;   idle_pages() = the same with users == 0
 //   idle_chunks() = #{ mapped c : users == 0 };   c idle  <=>  the queue holds c at c.idle_since
-// (all but the first recounted from the chunk pool by check_invariants). Chunks that no block can overlap yet
+// (all but the first recounted from the chunk store by check_invariants). Chunks that no block can overlap yet
 // (mapped for a block being placed, users 1 until the run is whole) count as used.
 // Thread safety: none (the policy's lock).
 #pragma once
@@ -18,15 +18,15 @@
 #include <cstdint>
 
 #include "arena.h"
-#include "chunk_pool.h"
+#include "chunk_store.h"
 #include "idle_chunks.h"
 
 namespace gmlake::engine {
 
 class ChunkUse {
  public:
-  // `pool` must outlive this.
-  explicit ChunkUse(ChunkPool& pool) : pool_(pool) {}
+  // `store` must outlive this.
+  explicit ChunkUse(ChunkStore& store) : store_(store) {}
 
   // A block now overlaps pages [first, last] of `arena`: users + 1 on each chunk mapped there.
   void use(const Arena& arena, std::uint64_t first, std::uint64_t last);
@@ -51,10 +51,10 @@ class ChunkUse {
   // Calls f(id) for every idle chunk, oldest first (checks).
   template <typename F>
   void for_each_idle(F&& f) const {
-    idle_.for_each_current(pool_, f);
+    idle_.for_each_current(store_, f);
   }
 
-  // Recounts used_pages(), idle_pages() and idle_chunks() from the pool's mapped chunks and checks that every
+  // Recounts used_pages(), idle_pages() and idle_chunks() from the store's mapped chunks and checks that every
   // idle chunk is queued (above) and the queue's order; throws std::logic_error (engine_checks.h). O(chunks).
   void check_invariants() const;
 
@@ -72,7 +72,7 @@ class ChunkUse {
     ++idle_chunks_;
   }
 
-  ChunkPool& pool_;
+  ChunkStore& store_;
   IdleChunks idle_;
   std::uint64_t used_ = 0;         // pages of mapped chunks with users > 0
   std::uint64_t idle_pages_ = 0;   // pages of mapped chunks with users == 0

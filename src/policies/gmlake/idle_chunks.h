@@ -18,7 +18,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "chunk_pool.h"
+#include "chunk_store.h"
 #include "engine_checks.h"
 
 namespace gmlake::engine {
@@ -30,9 +30,9 @@ class IdleChunks {
   void push(ChunkId id, std::uint64_t tick) { entries_.push_back({id, tick}); }
 
   // The oldest chunk still idle with its queued tick (dead entries before it are dropped), or kNoChunk.
-  ChunkId oldest(const ChunkPool& pool) {
+  ChunkId oldest(const ChunkStore& store) {
     for (; head_ < entries_.size(); ++head_) {
-      if (current(pool, entries_[head_])) return entries_[head_].id;
+      if (current(store, entries_[head_])) return entries_[head_].id;
     }
     entries_.clear();
     head_ = 0;
@@ -40,10 +40,10 @@ class IdleChunks {
   }
   // Drops dead entries, in place and in order, when they reach four times the idle chunks and kMinCompact
   // (amortized O(1) per push).
-  void compact_if_dead(std::uint64_t idle_chunks, const ChunkPool& pool) {
+  void compact_if_dead(std::uint64_t idle_chunks, const ChunkStore& store) {
     if (entries_.size() < kMinCompact || entries_.size() < 4 * idle_chunks) return;
     const auto live = std::remove_if(entries_.begin() + static_cast<std::ptrdiff_t>(head_), entries_.end(),
-                                     [&](const Entry& e) { return !current(pool, e); });
+                                     [&](const Entry& e) { return !current(store, e); });
     const auto kept_end = head_ == 0 ? live
                                      : std::move(entries_.begin() + static_cast<std::ptrdiff_t>(head_), live,
                                                  entries_.begin());
@@ -64,9 +64,9 @@ class IdleChunks {
   }
   // Calls f(id) for every chunk the queue holds as idle, oldest first.
   template <typename F>
-  void for_each_current(const ChunkPool& pool, F&& f) const {
+  void for_each_current(const ChunkStore& store, F&& f) const {
     for (std::size_t i = head_; i < entries_.size(); ++i) {
-      if (current(pool, entries_[i])) f(entries_[i].id);
+      if (current(store, entries_[i])) f(entries_[i].id);
     }
   }
 
@@ -76,8 +76,8 @@ class IdleChunks {
     ChunkId id;
     std::uint64_t tick;
   };
-  static bool current(const ChunkPool& pool, const Entry& e) {
-    const Chunk& c = pool[e.id];
+  static bool current(const ChunkStore& store, const Entry& e) {
+    const Chunk& c = store[e.id];
     return c.mapped() && c.users == 0 && c.idle_since == e.tick;
   }
 

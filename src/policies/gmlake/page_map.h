@@ -5,7 +5,7 @@
 //
 // Structure: a two-level page table, as a CPU's: the page index picks a leaf of kLeafPages slots (made on first
 // use, 64 KiB), and the slot of every page names its chunk, the page's place in it, the chunk's size and whether
-// the mapping is the chunk's active place or a standby one (chunk_pool.h). So the chunk that backs a page is
+// the mapping is the chunk's active place or a standby one (chunk_store.h). So the chunk that backs a page is
 // found in O(1), and a walk over pages [first, last] costs one step per chunk (the next chunk of a block starts
 // right after the last) and one per unmapped page inside leaves that hold any mapping; leaves with none are
 // skipped whole. Each leaf also keeps two bitmaps, of its mapped pages and of its active ones, so that how many

@@ -23,12 +23,12 @@ PeerChunks::PeerChunks(const Backend& backend, std::vector<int> devices, std::ui
   }
 }
 
-ChunkId PeerChunks::borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& retries) {
-  const std::uint64_t room_pages = room_bytes(pool.peer_bytes()) / pool.page_bytes();
+ChunkId PeerChunks::borrow(ChunkStore& store, std::uint64_t pages, std::uint64_t& retries) {
+  const std::uint64_t room_pages = room_bytes(store.peer_bytes()) / store.page_bytes();
   for (const int device : devices_) {
     for (std::uint64_t n = std::min(pages, room_pages); n != 0; n /= 2) {
       try {
-        return pool.create(n, device);
+        return store.create(n, device);
       } catch (const OutOfMemoryError&) {
         ++retries;
       }

@@ -5,8 +5,8 @@
 // the peer's location, mapped into the pool's arena and accessed over the peer link), within peer_budget_bytes
 // for all peers together. Peers are tried in the configured order, the first with room; a chunk of the run's
 // size, halved on OutOfMemoryError down to one page, then the next peer. Chunks on peers are counted in
-// Stats::peer_reserved_bytes (and in reserved_bytes) by the ChunkPool, which gives a peer chunk back at once
-// when it turns free (ChunkPool::add_free), so the next run that needs memory is made on the own device if it
+// Stats::peer_reserved_bytes (and in reserved_bytes) by the ChunkStore, which gives a peer chunk back at once
+// when it turns free (ChunkStore::add_free), so the next run that needs memory is made on the own device if it
 // has room again. A peer device never recalls its memory: take_recalls() is always empty.
 // Thread safety: none (the allocator's).
 #pragma once
@@ -29,7 +29,7 @@ class PeerChunks final : public PeerSource {
   const std::vector<int>& devices() const { return devices_; }
   // Creates the chunk on the first peer with room (see above). Throws BackendError from the backend (a peer
   // the driver cannot reach): nothing changed.
-  ChunkId borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& retries) override;
+  ChunkId borrow(ChunkStore& store, std::uint64_t pages, std::uint64_t& retries) override;
   // backend.release(handle).
   void give_back(Backend& backend, ChunkHandle handle) override { backend.release(handle); }
 

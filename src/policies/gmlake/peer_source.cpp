@@ -14,7 +14,7 @@ std::uint64_t PeerSource::room_bytes(std::uint64_t peer_reserved_bytes) const {
   return peer_reserved_bytes >= budget_bytes_ ? 0 : budget_bytes_ - peer_reserved_bytes;
 }
 
-std::unique_ptr<PeerSource> make_peer_source(const Config& config, Backend& backend, ChunkPool& pool,
+std::unique_ptr<PeerSource> make_peer_source(const Config& config, Backend& backend, ChunkStore& store,
                                              ChunkProvider* lake) {
   std::unique_ptr<PeerSource> source;
   if (lake != nullptr) {
@@ -29,7 +29,7 @@ std::unique_ptr<PeerSource> make_peer_source(const Config& config, Backend& back
   } else {
     source = std::make_unique<PeerChunks>(backend, parse_peer_devices(config.peer_devices), config.peer_budget_bytes);
   }
-  pool.set_peer_source(source.get());
+  store.set_peer_source(source.get());
   return source;
 }
 

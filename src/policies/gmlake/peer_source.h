@@ -7,7 +7,7 @@
 //   ProvidedChunks (provided_chunks.h)  chunks of a ChunkProvider the engine was given (include/gmlake/
 //                                       chunk_provider.h): the lake's LakePeers (src/lake/lake_peers.h), chunks
 //                                       lent by another process, given back, and asked back by it (recalls)
-// A source makes each chunk's record in the ChunkPool (on_peer: counted in peer_reserved_bytes, bounded by
+// A source makes each chunk's record in the ChunkStore (on_peer: counted in peer_reserved_bytes, bounded by
 // budget_bytes for all of its chunks together), and the pool releases every peer chunk through give_back.
 // Recalls (ProvidedChunks only): take_recalls() names the chunks whose owner wants them back; the engine marks them
 // (Chunk::recalled: no new block is placed on them) and gives each back once no block uses it
@@ -21,7 +21,7 @@
 #include <memory>
 #include <vector>
 
-#include "chunk_pool.h"
+#include "chunk_store.h"
 #include "gmlake/backend.h"
 #include "gmlake/chunk_provider.h"
 #include "gmlake/config.h"
@@ -43,10 +43,10 @@ class PeerSource {
   // Bytes that may still be borrowed given `peer_reserved_bytes` held now: UINT64_MAX without a budget, 0 when
   // not enabled.
   std::uint64_t room_bytes(std::uint64_t peer_reserved_bytes) const;
-  // A new chunk of at most `pages` pages (>= 1), recorded in `pool` as on_peer, free and out of the free index
+  // A new chunk of at most `pages` pages (>= 1), recorded in `store` as on_peer, free and out of the free index
   // (the caller maps it), or kNoChunk when no peer has room, the budget is spent or the source is gone. Counts
   // each refused size in `retries`. Throws BackendError when the backend or the link fails (nothing changed).
-  virtual ChunkId borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& retries) = 0;
+  virtual ChunkId borrow(ChunkStore& store, std::uint64_t pages, std::uint64_t& retries) = 0;
   // Gives live peer chunk `handle` (mapped nowhere) back: `backend` releases it and its owner is told. Throws
   // what Backend::release throws, and then nothing changed.
   virtual void give_back(Backend& backend, ChunkHandle handle) = 0;
@@ -65,13 +65,13 @@ class PeerSource {
   std::uint64_t budget_bytes_;
 };
 
-// The source for `config`, registered with `pool` (ChunkPool::set_peer_source): ProvidedChunks over `lake` when
+// The source for `config`, registered with `store` (ChunkStore::set_peer_source): ProvidedChunks over `lake` when
 // one is given (the Pool makes it from lake_socket: src/lake/lake_peers.h), else PeerChunks over peer_devices
 // (none: a source that is never enabled). `backend` and `lake` must outlive the source. Throws Error(kConfig)
 // naming peer_devices for a device the backend does not have or for peer devices beside a lake, and
 // Error(kConfig) naming lake_socket when it is set but no lake was given (an engine made without the Pool gets
 // its lake from the caller, as its backend).
-std::unique_ptr<PeerSource> make_peer_source(const Config& config, Backend& backend, ChunkPool& pool,
+std::unique_ptr<PeerSource> make_peer_source(const Config& config, Backend& backend, ChunkStore& store,
                                              ChunkProvider* lake = nullptr);
 
 }  // namespace gmlake::engine

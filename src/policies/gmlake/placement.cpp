@@ -12,7 +12,7 @@ namespace gmlake::engine {
 Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last,
                              std::uint64_t unmapped_bound) const {
   GMLAKE_DCHECK(first <= last, "the cost of an empty page range");
-  const bool any_recalled = !pool_.recalled().empty();
+  const bool any_recalled = !store_.recalled().empty();
   // No standby mapping and no recalled chunk in the pages (the common case): the page table's bitmaps give the
   // mapped pages, and only the chunks at the two ends can be covered in part, so no walk is needed.
   if (!any_recalled) {
@@ -34,7 +34,7 @@ Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint6
       cost.unmapped -= covered;
       return known_unmapped <= unmapped_bound;
     }
-    const Chunk& c = pool_[e.chunk];
+    const Chunk& c = store_[e.chunk];
     cost.standby += e.active ? 0 : 1;
     // A standby mapping of a chunk that a block uses elsewhere goes: its pages are stitched anew.
     if (c.users != 0 && !e.active) {
@@ -61,12 +61,12 @@ Placer::Cost Placer::cost_without_standby(const Arena& arena, std::uint64_t firs
   const auto [first_start, at_first] = arena.pages.at(first);
   if (at_first.chunk != kNoChunk) {
     const std::uint64_t covered = std::min(first_start + at_first.pages - 1, last) - first + 1;
-    if (covered != at_first.pages && pool_[at_first.chunk].users == 0) cost.pinned_waste += at_first.pages - covered;
+    if (covered != at_first.pages && store_[at_first.chunk].users == 0) cost.pinned_waste += at_first.pages - covered;
   }
   const auto [last_start, at_last] = arena.pages.at(last);
   if (at_last.chunk != kNoChunk && !(at_first.chunk != kNoChunk && last_start == first_start)) {
     const std::uint64_t covered = last - std::max(last_start, first) + 1;
-    if (covered != at_last.pages && pool_[at_last.chunk].users == 0) cost.pinned_waste += at_last.pages - covered;
+    if (covered != at_last.pages && store_[at_last.chunk].users == 0) cost.pinned_waste += at_last.pages - covered;
   }
   return cost;
 }
@@ -90,7 +90,7 @@ Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes
   };
   arena.free.best_fit(rounded_bytes, fit_candidates_, weigh);
   // Every candidate lay on a recalled chunk: look at every free range.
-  if (best.range.size_bytes == 0 && !pool_.recalled().empty()) arena.free.best_fit(rounded_bytes, UINT64_MAX, weigh);
+  if (best.range.size_bytes == 0 && !store_.recalled().empty()) arena.free.best_fit(rounded_bytes, UINT64_MAX, weigh);
   if constexpr (GMLAKE_DCHECK_IS_ON) check_invariants(arena, rounded_bytes, best);
   return best;
 }

@@ -7,20 +7,20 @@
 // them, in FreeIndex's good-fit order), each at its start and at its end (a block freed next to unmapped space
 // leaves a range whose mapped part may lie at either end):
 //   first by Cost::unmapped (time: backend calls), then by Cost::pinned_waste (memory);
-// a standby mapping (chunk_pool.h) counts as mapped while no block uses its chunk elsewhere, else as unmapped;
+// a standby mapping (chunk_store.h) counts as mapped while no block uses its chunk elsewhere, else as unmapped;
 // a place that costs neither is taken at once; ties keep the start and the earlier candidate. A place on a
 // recalled chunk (the lake: its lender wants it back) is never chosen.
 // Invariant of a Placement p for a request of n bytes (n a multiple of 512), when p.range.size_bytes != 0
 // (check_invariants; choose() checks each place it returns where GMLAKE_DCHECK is on):
 //   p.range.offset <= p.offset  and  p.offset + n <= p.range.offset + p.range.size_bytes,  p.offset % 512 = 0
 //   p.cost = cost_of(pages of [p.offset, p.offset + n))
-// The Placer reads the arena and the chunk pool and changes nothing. Thread safety: none (the policy's lock).
+// The Placer reads the arena and the chunk store and changes nothing. Thread safety: none (the policy's lock).
 #pragma once
 
 #include <cstdint>
 
 #include "arena.h"
-#include "chunk_pool.h"
+#include "chunk_store.h"
 #include "page_geometry.h"
 
 namespace gmlake::engine {
@@ -43,9 +43,9 @@ class Placer {
   };
 
   // `page`: the engine's page (Config::page_bytes); `fit_candidates`: free ranges weighed at most
-  // (Config::fit_candidates, >= 1). `pool` must outlive the Placer.
-  Placer(const ChunkPool& pool, PageGeometry page, std::uint64_t fit_candidates)
-      : pool_(pool), page_(page), fit_candidates_(fit_candidates) {}
+  // (Config::fit_candidates, >= 1). `store` must outlive the Placer.
+  Placer(const ChunkStore& store, PageGeometry page, std::uint64_t fit_candidates)
+      : store_(store), page_(page), fit_candidates_(fit_candidates) {}
 
   // The cost of pages [first, last] of `arena` (first <= last); unmapped == UINT64_MAX when a recalled chunk
   // backs any of them, or when more than `unmapped_bound` of the pages are found unmapped (the walk stops
@@ -58,7 +58,7 @@ class Placer {
   // when no free range is large enough. When every candidate lies on a recalled chunk, every free range is
   // weighed.
   Placement choose(const Arena& arena, std::uint64_t rounded_bytes) const;
-  // Checks the invariant above for `p`, a place for `rounded_bytes` in `arena` as the arena and the pool are now
+  // Checks the invariant above for `p`, a place for `rounded_bytes` in `arena` as the arena and the store are now
   // (nothing to check when p.range.size_bytes == 0); throws std::logic_error (engine_checks.h).
   void check_invariants(const Arena& arena, std::uint64_t rounded_bytes, const Placement& p) const;
 
@@ -68,7 +68,7 @@ class Placer {
   Cost cost_without_standby(const Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t unmapped_bound,
                             const PageMap::Summary& sum) const;
 
-  const ChunkPool& pool_;
+  const ChunkStore& store_;
   PageGeometry page_;
   std::uint64_t fit_candidates_;
 };

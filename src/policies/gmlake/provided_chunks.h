@@ -3,7 +3,7 @@
 // Pool gave a provider (config.lake_socket set).
 //
 // borrow() asks the provider for a chunk of the run's size, halving the size on each OutOfMemoryError down to
-// one page, within the budget, and records it in the ChunkPool (adopt: on_peer); give_back() has the provider
+// one page, within the budget, and records it in the ChunkStore (adopt: on_peer); give_back() has the provider
 // release it. Recalls are the provider's: take_recalls() is ChunkProvider::recalled(). Once the provider has
 // gone, enabled() is false: nothing new is borrowed, and the chunks held stay valid until the engine gives them
 // back.
@@ -29,7 +29,7 @@ class ProvidedChunks final : public PeerSource {
       : PeerSource(budget_bytes), provider_(provider) {}
 
   bool enabled() const override { return provider_.available(); }
-  ChunkId borrow(ChunkPool& pool, std::uint64_t pages, std::uint64_t& retries) override;
+  ChunkId borrow(ChunkStore& store, std::uint64_t pages, std::uint64_t& retries) override;
   // provider.release(handle): throws Error(kInvalidArgument) for a handle the provider did not create, or a
   // chunk still mapped; nothing changed.
   void give_back(Backend& backend, ChunkHandle handle) override;

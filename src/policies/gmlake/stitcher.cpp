@@ -8,7 +8,7 @@
 namespace gmlake::engine {
 
 void Stitcher::map(Arena& arena, std::uint64_t first_page, ChunkId id) {
-  Chunk& c = pool_[id];
+  Chunk& c = store_[id];
   GMLAKE_DCHECK(c.pages != 0 && !c.mapped(), "mapping a chunk that is not free");
   backend_.map(address(arena, first_page), page_.bytes_of(c.pages), c.handle);  // throws: nothing changed
   c.arena = arena.id;
@@ -22,7 +22,7 @@ void Stitcher::grant(Arena& arena, std::uint64_t first_page, std::uint64_t pages
 }
 
 void Stitcher::unmap(Arena& arena, ChunkId id) {
-  Chunk& c = pool_[id];
+  Chunk& c = store_[id];
   backend_.unmap(address(arena, c.first_page), page_.bytes_of(c.pages));  // throws: nothing changed
   arena.pages.erase(c.first_page);
   c.arena = Chunk::kUnmapped;
@@ -30,7 +30,7 @@ void Stitcher::unmap(Arena& arena, ChunkId id) {
 }
 
 void Stitcher::to_standby(Arena& active_arena, ChunkId id) {
-  Chunk& c = pool_[id];
+  Chunk& c = store_[id];
   c.standby.push_back({c.arena, c.first_page, c.idle_since});  // throws bad_alloc: nothing changed
   active_arena.pages.set_active(c.first_page, false);
   if (BackendObserver* o = backend_.observer()) o->on_unmap(address(active_arena, c.first_page), page_.bytes_of(c.pages));
@@ -39,7 +39,7 @@ void Stitcher::to_standby(Arena& active_arena, ChunkId id) {
 }
 
 void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, Arena* active_arena) {
-  Chunk& c = pool_[id];
+  Chunk& c = store_[id];
   const auto it = c.standby_at(arena.id, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: activating a mapping a chunk lacks");
   BackendObserver* o = backend_.observer();
@@ -63,7 +63,7 @@ void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, Aren
 }
 
 void Stitcher::unmap_standby(Arena& arena, std::uint64_t first_page, ChunkId id) {
-  Chunk& c = pool_[id];
+  Chunk& c = store_[id];
   const auto it = c.standby_at(arena.id, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: unmapping a mapping a chunk lacks");
   unmap_unobserved(address(arena, first_page), page_.bytes_of(c.pages));  // throws: nothing changed

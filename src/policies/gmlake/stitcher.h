@@ -14,14 +14,14 @@
 // unmap, a standby mapping activated as a map (no backend call in either), and a standby mapping's own unmap is
 // not told.
 // It keeps no state of its own (the page maps and chunk records it writes are checked by PageMap's and
-// ChunkPool's check_invariants, their agreement by StitchingAllocator's), so it has no check_invariants.
+// ChunkStore's check_invariants, their agreement by StitchingAllocator's), so it has no check_invariants.
 // Thread safety: none.
 #pragma once
 
 #include <cstdint>
 
 #include "arena.h"
-#include "chunk_pool.h"
+#include "chunk_store.h"
 #include "page_geometry.h"
 #include "gmlake/backend.h"
 
@@ -29,8 +29,8 @@ namespace gmlake::engine {
 
 class Stitcher {
  public:
-  // `page`: the engine's page (Config::page_bytes). `backend` and `pool` must outlive the Stitcher.
-  Stitcher(Backend& backend, ChunkPool& pool, PageGeometry page) : backend_(backend), pool_(pool), page_(page) {}
+  // `page`: the engine's page (Config::page_bytes). `backend` and `store` must outlive the Stitcher.
+  Stitcher(Backend& backend, ChunkStore& store, PageGeometry page) : backend_(backend), store_(store), page_(page) {}
 
   std::uintptr_t address(const Arena& arena, std::uint64_t page) const { return arena.base + page_.bytes_of(page); }
   // Maps free chunk `id` (not in the free index) whole at `first_page` of `arena`; its pages must be unmapped.
@@ -42,7 +42,7 @@ class Stitcher {
   // nothing changed.
   void unmap(Arena& arena, ChunkId id);
 
-  // Standby mappings (chunk_pool.h). No backend call: chunk `id`'s active mapping stays mapped, as a standby
+  // Standby mappings (chunk_store.h). No backend call: chunk `id`'s active mapping stays mapped, as a standby
   // one (the newest); the chunk is then free but not in the free index. `active_arena`: the arena it is active
   // in. Throws std::bad_alloc only (nothing changed).
   void to_standby(Arena& active_arena, ChunkId id);
@@ -59,7 +59,7 @@ class Stitcher {
 
  private:
   Backend& backend_;
-  ChunkPool& pool_;
+  ChunkStore& store_;
   PageGeometry page_;
 };
 

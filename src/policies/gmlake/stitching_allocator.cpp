@@ -25,17 +25,17 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
       backend_(backend),
       page_(config.page_bytes),
       grow_pages_(std::max<std::uint64_t>(1, page_.pages_in(std::min(config.grow_bytes, config.max_chunk_bytes)))),
-      pool_(backend, config.page_bytes, stats_),
-      peers_(make_peer_source(config_, backend, pool_, lake)),
-      stitcher_(backend, pool_, page_),
-      placer_(pool_, page_, config_.fit_candidates),
-      use_(pool_),
+      store_(backend, PageGeometry(config.page_bytes), stats_),
+      peers_(make_peer_source(config_, backend, store_, lake)),
+      stitcher_(backend, store_, page_),
+      placer_(store_, page_, config_.fit_candidates),
+      use_(store_),
       fence_(events),
       arenas_(backend, config.arena_virtual_bytes, !config.cross_stream_reuse,
               [this](Arena& arena) { return unmap_arena(arena); },
               [this] { fence_.wait_all(use_.next_tick()); }),
       source_(config_, page_,
-              {backend, pool_, use_, fence_, arenas_, stitcher_, stats_, clock != nullptr ? *clock : steady_clock()}),
+              {backend, store_, use_, fence_, arenas_, stitcher_, stats_, clock != nullptr ? *clock : steady_clock()}),
       blocks_(policy::InvalidFreeWords::engine(), stats_) {
   if (events != nullptr && config_.cross_stream_reuse) {
     throw Error(ErrorCode::kConfig,
@@ -57,9 +57,9 @@ StitchingAllocator::~StitchingAllocator() {
   } catch (...) {
   }
   std::vector<ChunkId> live;
-  pool_.for_each([&](ChunkId id, const Chunk&) { live.push_back(id); });
+  store_.for_each([&](ChunkId id, const Chunk&) { live.push_back(id); });
   for (const ChunkId id : live) {
-    Chunk& c = pool_[id];
+    Chunk& c = store_[id];
     bool unmapped = true;
     for (const ChunkPlace& place : c.standby) {
       const std::uintptr_t address = stitcher_.address(arenas_[place.arena], place.first_page);
@@ -71,7 +71,7 @@ StitchingAllocator::~StitchingAllocator() {
       unmapped = attempt_twice([&] { backend_.unmap(address, page_.bytes_of(c.pages)); }) && unmapped;
     }
     if (!unmapped) continue;
-    attempt_twice([&] { pool_.release(id); });  // a peer chunk goes back through its source
+    attempt_twice([&] { store_.release(id); });  // a peer chunk goes back through its source
   }
   // ArenaSet's destructor frees the arenas' address space.
 }
@@ -169,7 +169,9 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
     const std::uint64_t arena_pages = page_.pages_in(arena.virtual_bytes);
     const std::uint64_t limit = std::min(arena.pages.next_mapped_after(last, run_first + grow_pages), arena_pages);
     const std::uint64_t candidate = std::min(grow_pages, limit - run_first);
-    if (source_.cap_allows(candidate) && !source_.near_cap(candidate) && pool_.peer_bytes() == 0) grown_pages = candidate;
+    if (source_.cap_allows(candidate) && !source_.near_cap(candidate) && store_.peer_bytes() == 0) {
+      grown_pages = candidate;
+    }
   }
   // Chunks of at most 1/chunks_per_block of the block (at least a page) and of max_chunk_bytes: what a smaller
   // block later covers in part strands little; a block past max_chunk_bytes x kMaxChunksPerBlock gets larger
@@ -200,13 +202,13 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
       try {
         stitcher_.map(arena, first + done, id);
       } catch (...) {
-        pool_.add_free(id);
+        store_.add_free(id);
         throw;
       }
       // Used by the block being placed; grown-ahead chunks too until the run is whole (else the next obtain()
       // could evict one and leave a hole under the run's set_access).
       use_.mapped_for_block(id);
-      done += pool_[id].pages;
+      done += store_[id].pages;
       ++chunks;
     }
     stitcher_.grant(arena, first, pages);
@@ -222,19 +224,19 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
       arena.pages.for_each(first, first + done - 1, [&](std::uint64_t, const PageMap::Entry& e) { mapped.push_back(e.chunk); });
     }
     for (const ChunkId id : mapped) {
-      const bool used = pool_[id].users != 0;
-      const std::uint64_t n = pool_[id].pages;
+      const bool used = store_[id].users != 0;
+      const std::uint64_t n = store_[id].pages;
       try {
         stitcher_.unmap(arena, id);
       } catch (...) {
         try {
-          stitcher_.grant(arena, pool_[id].first_page, pool_[id].pages);
+          stitcher_.grant(arena, store_[id].first_page, store_[id].pages);
         } catch (...) {
         }
         continue;
       }
       use_.unmapped(n, used);
-      pool_.add_free(id);
+      store_.add_free(id);
     }
     // Grown chunks left mapped past the block: the caller unuses only the block's pages.
     if (done != 0 && first + done - 1 > block_last) noted(arena, use_.idle_past(arena, block_last, first + done - 1));
@@ -246,11 +248,11 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
 std::uint64_t StitchingAllocator::take_standby(Arena& arena, std::uint64_t first, std::uint64_t last) {
   standby_.clear();
   arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
-    if (!pool_[e.chunk].active_at(arena.id, p)) standby_.emplace_back(p, e.chunk);
+    if (!store_[e.chunk].active_at(arena.id, p)) standby_.emplace_back(p, e.chunk);
   });
   std::uint64_t dropped = 0;
   for (const auto& [page, id] : standby_) {
-    const Chunk& c = pool_[id];
+    const Chunk& c = store_[id];
     // The chunk cannot come here while a block uses it, while it is active in this very range (a second standby
     // mapping of it in the range), or while another stream's queued work may still touch it at its active place.
     const bool in_range = c.mapped() && c.arena == arena.id && c.first_page <= last && c.first_page + c.pages > first;
@@ -261,7 +263,7 @@ std::uint64_t StitchingAllocator::take_standby(Arena& arena, std::uint64_t first
     } else if (c.mapped()) {
       stitcher_.activate(arena, page, id, &arenas_[c.arena]);  // idle at its new place, since the same tick
     } else {
-      pool_.take_free(id);
+      store_.take_free(id);
       stitcher_.activate(arena, page, id, nullptr);
       use_.mapped_idle(id);
     }
@@ -274,13 +276,13 @@ bool StitchingAllocator::unmap_arena(Arena& arena) {
   bool safe = true;
   arena.pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
     entries.emplace_back(p, e.chunk);
-    safe = safe && (pool_[e.chunk].active_at(arena.id, p) ? source_.safe_to_evict(e.chunk)
+    safe = safe && (store_[e.chunk].active_at(arena.id, p) ? source_.safe_to_evict(e.chunk)
                                                           : source_.standby_safe(e.chunk, arena.id, p));
   });
   if (!safe) return false;
   // Throws Error: the arena is kept, what was evicted is free memory, what was unmapped is gone.
   for (const auto& [page, c] : entries) {
-    if (pool_[c].active_at(arena.id, page)) {
+    if (store_[c].active_at(arena.id, page)) {
       source_.evict(c);
     } else {
       source_.unmap_standby(c, arena.id, page);  // safe: checked above

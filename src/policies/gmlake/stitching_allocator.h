@@ -4,7 +4,7 @@
 //   - Each pool (small: requests <= small_request_max_bytes; large: the rest) has an arena (ArenaSet,
 //     arena_set.h), one large reserved virtual range (per stream too when cross_stream_reuse is off). Blocks are
 //     placed at 512 B granularity in its free ranges (FreeIndex), split and coalesced as in PyTorch's allocator.
-//   - Physical memory is a set of chunks of several sizes (ChunkPool): 1 to max_chunk_bytes / page_bytes pages.
+//   - Physical memory is a set of chunks of several sizes (ChunkStore): 1 to max_chunk_bytes / page_bytes pages.
 //     A chunk is mapped whole at a run of pages (PageMap) and backs them while any block overlaps it (ChunkUse,
 //     chunk_use.h: users, the idle queue, the page counts).
 //   - Placement (Placer, placement.h) weighs the best-fitting free ranges (fit_candidates of them, each at its
@@ -47,7 +47,7 @@
 //     is created instead, up to lag_grow_chunks x page_bytes in a row, else the allocator waits (fence_waits).
 //
 // Invariants (check_invariants, after every step in the tests), for every arena A, chunk c and block b; each part
-// checks its own first (ChunkPool, ArenaSet, FreeIndex, PageMap, ChunkUse: the equations in their headers), then
+// checks its own first (ChunkStore, ArenaSet, FreeIndex, PageMap, ChunkUse: the equations in their headers), then
 // check_invariants recounts the ones that span parts:
 //   free ranges(A) + blocks(A) tile [0, A.virtual_bytes)
 //   pages(b) is covered by mapped chunks of b's arena
@@ -76,7 +76,7 @@
 
 #include "../common/block_table.h"
 #include "arena_set.h"
-#include "chunk_pool.h"
+#include "chunk_store.h"
 #include "chunk_use.h"
 #include "page_geometry.h"
 #include "peer_source.h"
@@ -120,10 +120,10 @@ class StitchingAllocator final : public Allocator {
   Policy policy() const override { return Policy::kGmlake; }
   const Backend& backend() const override { return backend_; }
   // Chunks now (tests, benchmarks): all of them, and those mapped nowhere.
-  std::uint64_t live_chunks() const { return pool_.live_chunks(); }
-  std::uint64_t free_chunks() const { return pool_.free_chunks(); }
+  std::uint64_t live_chunks() const { return store_.live_chunks(); }
+  std::uint64_t free_chunks() const { return store_.free_chunks(); }
   // Reserved bytes in chunks mapped nowhere: stats().reserved_bytes less the segments' sizes.
-  std::uint64_t free_chunk_bytes() const { return page_.bytes_of(pool_.free_pages()); }
+  std::uint64_t free_chunk_bytes() const { return page_.bytes_of(store_.free_pages()); }
 
  private:
   // Where a live block lies: the live table's record of it (its size, request, stream and pending free are
@@ -188,8 +188,8 @@ class StitchingAllocator final : public Allocator {
   PageGeometry page_;             // the engine's page, handed to every part
   std::uint64_t grow_pages_;      // Config::grow_bytes in pages
   Stats stats_;
-  ChunkPool pool_;
-  std::unique_ptr<PeerSource> peers_;  // peer_devices or the lake; set as pool_'s source
+  ChunkStore store_;
+  std::unique_ptr<PeerSource> peers_;  // peer_devices or the lake; set as store_'s source
   Stitcher stitcher_;
   Placer placer_;
   ChunkUse use_;

@@ -1,7 +1,7 @@
-// StitchingAllocator::check_invariants: each part's own check (ChunkPool, ArenaSet, each arena's FreeIndex and
+// StitchingAllocator::check_invariants: each part's own check (ChunkStore, ArenaSet, each arena's FreeIndex and
 // PageMap, ChunkUse, the live table, the StreamFence, the ChunkSource and its MoveBudget), then the equations of
 // stitching_allocator.h's header comment that span parts, recounted from the blocks, the page maps and the chunk
-// pool (tests call it after every step).
+// store (tests call it after every step).
 #include <algorithm>
 #include <string>
 
@@ -14,7 +14,7 @@ namespace gmlake::engine {
 
 void StitchingAllocator::check_invariants() const {
   // Each part's own equations.
-  pool_.check_invariants();
+  store_.check_invariants();
   arenas_.check_invariants();
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
     arenas_[a].pages.check_invariants();
@@ -53,7 +53,7 @@ void StitchingAllocator::check_invariants() const {
     if (arena.pages.unmapped_pages(first, last) != 0) broken("block " + hex(address) + " has an unmapped page");
     const std::uintptr_t block_address = address;  // a structured binding cannot be captured before C++20
     arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
-      if (!pool_[e.chunk].active_at(arena.id, p)) broken("block " + hex(block_address) + " lies on a standby mapping");
+      if (!store_[e.chunk].active_at(arena.id, p)) broken("block " + hex(block_address) + " lies on a standby mapping");
       ++users[e.chunk];
     });
   }
@@ -72,7 +72,7 @@ void StitchingAllocator::check_invariants() const {
   std::uint64_t mapped = 0, standby = 0;
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
     arenas_[a].pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
-      const Chunk& c = pool_[e.chunk];
+      const Chunk& c = store_[e.chunk];
       if (c.pages != e.pages) broken("a page map entry differs from its chunk's size");
       if (e.active != c.active_at(static_cast<std::uint32_t>(a), p)) {
         broken("a page map entry's active flag differs from its chunk's active place");
@@ -87,7 +87,7 @@ void StitchingAllocator::check_invariants() const {
     });
   }
   std::uint64_t standby_listed = 0;
-  pool_.for_each([&](ChunkId, const Chunk& c) {
+  store_.for_each([&](ChunkId, const Chunk& c) {
     standby_listed += c.standby.size();
     if (c.on_peer && !c.standby.empty()) broken("a peer chunk has a standby mapping");
     if (config_.standby_mappings != 0 && c.standby.size() > config_.standby_mappings)
@@ -96,7 +96,7 @@ void StitchingAllocator::check_invariants() const {
   if (standby_listed != standby) broken("standby mappings listed by the chunks differ from the page maps");
   // Chunk users recounted from the blocks (ChunkUse checked the page counts it keeps from them).
   std::uint64_t live_pages = 0, mapped_chunks = 0;
-  pool_.for_each([&](ChunkId id, const Chunk& c) {
+  store_.for_each([&](ChunkId id, const Chunk& c) {
     live_pages += c.pages;
     if (!c.mapped()) return;
     ++mapped_chunks;

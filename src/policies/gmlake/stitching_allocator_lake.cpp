@@ -35,23 +35,23 @@ ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t 
     // Nothing idle or free, and the own device or the cap refuses: the peer's turn.
   }
   const std::uint64_t max_loan_pages = std::max<std::uint64_t>(1, page_.pages_in(kMaxLoanBytes));
-  const ChunkId id = peers_->borrow(pool_, std::min({pages, block_pages, max_loan_pages}), stats_.num_alloc_retries);
+  const ChunkId id = peers_->borrow(store_, std::min({pages, block_pages, max_loan_pages}), stats_.num_alloc_retries);
   if (id != kNoChunk) return id;
   return source_.obtain(own_pages, requested);  // the peers refused: memory first on the own device, or its OutOfMemoryError
 }
 
 std::uint64_t StitchingAllocator::peer_room_pages() const {
-  return page_.pages_in(peers_->room_bytes(pool_.peer_bytes()));
+  return page_.pages_in(peers_->room_bytes(store_.peer_bytes()));
 }
 
 void StitchingAllocator::serve_recalls() noexcept {
-  if (!peers_->may_recall() && pool_.recalled().empty()) return;  // the hot path: no loan out, none recalled
+  if (!peers_->may_recall() && store_.recalled().empty()) return;  // the hot path: no loan out, none recalled
   try {
     for (const ChunkHandle handle : peers_->take_recalls()) {
-      const ChunkId id = pool_.find(handle);
-      if (id != kNoChunk) pool_.recall(id);
+      const ChunkId id = store_.find(handle);
+      if (id != kNoChunk) store_.recall(id);
     }
-    const std::vector<ChunkId> recalled = pool_.recalled();  // a copy: each release takes its chunk off the list
+    const std::vector<ChunkId> recalled = store_.recalled();  // a copy: each release takes its chunk off the list
     for (const ChunkId id : recalled) give_back_if_unused(id);
   } catch (...) {
     // bad_alloc: what was not marked or given back is seen again at the next call (the lender keeps the recall).
@@ -59,7 +59,7 @@ void StitchingAllocator::serve_recalls() noexcept {
 }
 
 void StitchingAllocator::give_back_if_unused(ChunkId id) {
-  const Chunk& c = pool_[id];
+  const Chunk& c = store_[id];
   if (c.users != 0) return;  // a live block uses it: it goes back once the last one is freed
   try {
     if (c.mapped()) {
@@ -69,9 +69,9 @@ void StitchingAllocator::give_back_if_unused(ChunkId id) {
         fence_.cover(arenas_[c.arena].stream, c.idle_since, use_.next_tick());
         return;
       }
-      source_.evict(id);  // into the free chunks, which give a peer chunk back at once (ChunkPool::add_free)
+      source_.evict(id);  // into the free chunks, which give a peer chunk back at once (ChunkStore::add_free)
     } else {
-      pool_.release(id);  // unmapped, out of the free index (ChunkPool::recall): a release that failed before
+      store_.release(id);  // unmapped, out of the free index (ChunkStore::recall): a release that failed before
     }
   } catch (const Error&) {
     // Left as it was (idle, or free and indexed): tried again at the next allocate or free.

@@ -49,7 +49,7 @@ std::vector<SegmentInfo> StitchingAllocator::segments() const {
       open_index = kNone;
     };
     arena.pages.for_all([&](std::uint64_t first_page, const PageMap::Entry& e) {
-      if (!pool_[e.chunk].active_at(arena.id, first_page)) return;  // standby: no memory of its own to show
+      if (!store_[e.chunk].active_at(arena.id, first_page)) return;  // standby: no memory of its own to show
       if (open_index == kNone || first_page != run_end_page) {
         close();
         out.push_back(SegmentInfo{arena.base + page_.bytes_of(first_page), 0, arena.stream,
@@ -58,7 +58,7 @@ std::vector<SegmentInfo> StitchingAllocator::segments() const {
         open_index = out.size() - 1;
       }
       SegmentInfo* open = &out[open_index];
-      open->chunks.push_back({pool_[e.chunk].handle.value, open->size_bytes, page_.bytes_of(e.pages)});
+      open->chunks.push_back({store_[e.chunk].handle.value, open->size_bytes, page_.bytes_of(e.pages)});
       open->size_bytes += page_.bytes_of(e.pages);
       run_end_page = first_page + e.pages;
     });

@@ -5,13 +5,13 @@
 // pusher wrote, or fails its swap because the tag moved on. Segments and capacity_blocks_ are written before
 // the blocks they cover are published (release), so any index a thread learns (from the list, or from a
 // pointer checked against capacity_blocks_) has its segment visible.
-#include "gmlake/pools/concurrent_block_pool.h"
+#include "gmlake/classic/concurrent_block_pool.h"
 
 #include <stdexcept>
 
 #include "gmlake/error.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 constexpr std::uint64_t kLowMask = 0xFFFFFFFFu;
@@ -169,4 +169,4 @@ void ConcurrentBlockPool::check_invariants() const {
   if (static_cast<std::uint64_t>(live_blocks_.load()) != live_blocks) fail("the live count != a recount");
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -1,12 +1,12 @@
 // BlockPool: a LIFO stack of free block indices over a VmmRange that grows one region at a time.
-#include "gmlake/pools/block_pool.h"
+#include "gmlake/classic/block_pool.h"
 
 #include <stdexcept>
 #include <string>
 
 #include "gmlake/error.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 std::int64_t as_gauge(std::uint64_t bytes) { return static_cast<std::int64_t>(bytes); }
@@ -110,4 +110,4 @@ void BlockPool::check_invariants() const {
   if (stats_.num_allocs - stats_.num_frees != live_blocks) fail("num_allocs - num_frees != live blocks");
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -1,12 +1,12 @@
 // GrowableBuffer: a VmmRange whose mapped prefix follows the size, in chunk_bytes steps.
-#include "gmlake/pools/growable_buffer.h"
+#include "gmlake/classic/growable_buffer.h"
 
 #include <stdexcept>
 #include <string>
 
 #include "gmlake/error.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 [[noreturn]] void invalid(const std::string& why) {
@@ -154,4 +154,4 @@ void GrowableBuffer::check_invariants() const {
   if (stats_.chunks_created - stats_.chunks_released != range_.chunk_count()) fail("chunk counters != chunks mapped");
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -4,10 +4,10 @@
 #include <string>
 
 #include "gmlake/error.h"
-#include "gmlake/pools/block_pool.h"
+#include "gmlake/classic/block_pool.h"
 #include "gmlake/units.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 [[noreturn]] void invalid(const std::string& why) { throw Error(ErrorCode::kInvalidArgument, "BlockPool: " + why); }
@@ -56,4 +56,4 @@ BlockGeometry::BlockGeometry(const BlockPoolOptions& options, std::uint64_t gran
   }
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -1,5 +1,5 @@
 // LayoutCache: checks the device list and index, then hands each call to that device's Shard.
-#include "gmlake/pools/layout_cache.h"
+#include "gmlake/classic/layout_cache.h"
 
 #include <algorithm>
 #include <string>
@@ -7,7 +7,7 @@
 #include "gmlake/error.h"
 #include "layout_cache_shard.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 [[noreturn]] void invalid(const std::string& why) { throw Error(ErrorCode::kInvalidArgument, "LayoutCache: " + why); }
@@ -55,4 +55,4 @@ void LayoutCache::check_invariants() const {
   for (const auto& s : shards_) s->check_invariants();
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -1,17 +1,17 @@
-// ConcurrentArenaPool: the thread-safe ArenaPool. Same region, sizes, alignment and errors as ArenaPool
-// (arena_pool.h), without markers (rolling back would free other threads' allocations).
+// ConcurrentBumpAllocator: the thread-safe BumpAllocator. Same region, sizes, alignment and errors as BumpAllocator
+// (bump_allocator.h), without markers (rolling back would free other threads' allocations).
 //
 // Thread buffers: each thread bumps inside its own buffer, a slice of thread_buffer_bytes that it claims
 // from the shared offset with one compare-and-swap; inside it, allocation takes no atomic operation at all.
 // Requests too large for a buffer (size + alignment > thread_buffer_bytes / 4) bump the shared offset
 // directly (one compare-and-swap). thread_buffer_bytes = 0 turns buffers off: every allocation bumps the
-// shared offset, and the arena packs as tightly as the plain ArenaPool. Buffers cost space: the unused tail
+// shared offset, and the allocator packs as tightly as the plain BumpAllocator. Buffers cost space: the unused tail
 // of a buffer a thread abandons (when it needs a new one, or stops allocating) is lost until reset(), so an
-// arena may report out of memory with up to one buffer per thread unused. A thread keeps a buffer for each
-// of the last 4 concurrent arenas it used.
+// allocator may report out of memory with up to one buffer per thread unused. A thread keeps a buffer for each
+// of the last 4 concurrent allocators it used.
 //
 // reset() frees everything, every thread buffer included. It must not run while another thread allocates
-// from the arena, nor while anyone still uses its memory (the end of a phase of work).
+// from the allocator, nor while anyone still uses its memory (the end of a phase of work).
 //
 // Stats (gmlake::Stats): allocated_bytes = used_bytes(), the bytes claimed from the region (whole thread
 // buffers included; its peak: the most claimed between resets), reserved_bytes = capacity_bytes(),
@@ -27,23 +27,23 @@
 #include <cstdint>
 
 #include "gmlake/backend.h"
-#include "gmlake/pools/vmm_range.h"
+#include "gmlake/classic/vmm_range.h"
 #include "gmlake/stats.h"
 #include "gmlake/units.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
-class ConcurrentArenaPool {
+class ConcurrentBumpAllocator {
  public:
   static constexpr std::uint64_t kDefaultThreadBufferBytes = 64 * kKiB;
 
-  // As ArenaPool's constructor. thread_buffer_bytes: 0 (no buffers) or at most the capacity (else
+  // As BumpAllocator's constructor. thread_buffer_bytes: 0 (no buffers) or at most the capacity (else
   // Error(kInvalidArgument)); rounded up to 64 B.
-  ConcurrentArenaPool(Backend& backend, std::uint64_t capacity_bytes,
+  ConcurrentBumpAllocator(Backend& backend, std::uint64_t capacity_bytes,
                       std::uint64_t thread_buffer_bytes = kDefaultThreadBufferBytes);
-  ConcurrentArenaPool(const ConcurrentArenaPool&) = delete;
-  ConcurrentArenaPool& operator=(const ConcurrentArenaPool&) = delete;
-  ~ConcurrentArenaPool() = default;
+  ConcurrentBumpAllocator(const ConcurrentBumpAllocator&) = delete;
+  ConcurrentBumpAllocator& operator=(const ConcurrentBumpAllocator&) = delete;
+  ~ConcurrentBumpAllocator() = default;
 
   // size_bytes aligned to alignment_bytes; allocate(0) returns nullptr. O(1), no atomic operation inside
   // the thread's buffer. Throws Error(kInvalidArgument) for a bad alignment, and OutOfMemoryError when
@@ -77,11 +77,11 @@ class ConcurrentArenaPool {
   const std::uint64_t capacity_bytes_;
   const std::uint64_t granularity_bytes_;
   const std::uint64_t thread_buffer_bytes_;
-  const std::uint64_t id_;  // unique in the process, never reused: names this arena in the threads' buffers
+  const std::uint64_t id_;  // unique in the process, never reused: names this allocator in the threads' buffers
   std::atomic<std::uint64_t> epoch_{0};  // resets so far: a thread's buffer from an older epoch is stale
   std::atomic<std::uint64_t> num_ooms_{0};
   std::atomic<std::uint64_t> peak_before_reset_bytes_{0};  // the most used before the last reset
   alignas(64) std::atomic<std::uint64_t> offset_bytes_{0};
 };
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

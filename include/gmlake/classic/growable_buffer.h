@@ -38,11 +38,11 @@
 
 #include "gmlake/backend.h"
 #include "gmlake/mutex.h"
-#include "gmlake/pools/vmm_range.h"
+#include "gmlake/classic/vmm_range.h"
 #include "gmlake/stats.h"
 #include "gmlake/units.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
 struct GrowableBufferOptions {
   std::uint64_t max_bytes = 64 * kGiB;  // the reservation, rounded up to chunk_bytes: virtual only, free on
@@ -98,4 +98,4 @@ class GrowableBuffer {
   Stats stats_ ABSL_GUARDED_BY(mutex_);
 };
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -5,8 +5,9 @@
 //                             block_bytes, alignment <= the pool's alignment_bytes) take one; the others go
 //                             to an upstream resource (default: std::pmr::get_default_resource()), since
 //                             containers also ask for sizes no block serves (hash buckets, vector growth).
-//   ArenaResource<Arena>      Arena = ArenaPool or ConcurrentArenaPool. deallocate does nothing (like
-//                             std::pmr::monotonic_buffer_resource): the arena's reset() frees everything.
+//   BumpAllocatorResource<Allocator>
+//                             Allocator = BumpAllocator or ConcurrentBumpAllocator. deallocate does nothing
+//                             (like std::pmr::monotonic_buffer_resource): the allocator's reset() frees everything.
 //   LayoutCacheResource       one device of a LayoutCache: allocate(bytes, alignment) is allocate({bytes,
 //                             alignment}, device); deallocate releases the block (it goes into the cache).
 //
@@ -21,7 +22,7 @@
 // touch their memory on the CPU. is_equal: two adapters are equal when they are of the same type over the
 // same pool (and device, and an equal upstream), so memory from one may be given back through the other.
 //
-// Thread safety: that of the pool (the ConcurrentBlockPool, ConcurrentArenaPool and LayoutCache adapters may
+// Thread safety: that of the pool (the ConcurrentBlockPool, ConcurrentBumpAllocator and LayoutCache adapters may
 // be shared by threads; std::pmr containers themselves are not thread-safe).
 #pragma once
 
@@ -30,9 +31,9 @@
 #include <memory_resource>
 
 #include "gmlake/backend.h"
-#include "gmlake/pools/layout_cache.h"
+#include "gmlake/classic/layout_cache.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
 // Throws Error(kInvalidArgument) naming `adapter` unless `backend` is host-accessible.
 void require_host_memory(const Backend& backend, const char* adapter);
@@ -70,23 +71,25 @@ class BlockPoolResource final : public std::pmr::memory_resource {
   std::pmr::memory_resource* upstream_;
 };
 
-template <typename Arena>
-class ArenaResource final : public std::pmr::memory_resource {
+template <typename Allocator>
+class BumpAllocatorResource final : public std::pmr::memory_resource {
  public:
-  explicit ArenaResource(Arena& arena) : arena_(arena) { require_host_memory(arena.backend(), "ArenaResource"); }
-  Arena& arena() const { return arena_; }
+  explicit BumpAllocatorResource(Allocator& allocator) : allocator_(allocator) {
+    require_host_memory(allocator.backend(), "BumpAllocatorResource");
+  }
+  Allocator& allocator() const { return allocator_; }
 
  private:
   void* do_allocate(std::size_t bytes, std::size_t alignment) override {
-    return arena_.allocate(std::max<std::size_t>(bytes, 1), alignment);
+    return allocator_.allocate(std::max<std::size_t>(bytes, 1), alignment);
   }
   void do_deallocate(void*, std::size_t, std::size_t) override {}
   bool do_is_equal(const std::pmr::memory_resource& other) const noexcept override {
-    const auto* o = dynamic_cast<const ArenaResource*>(&other);
-    return o != nullptr && &o->arena_ == &arena_;
+    const auto* o = dynamic_cast<const BumpAllocatorResource*>(&other);
+    return o != nullptr && &o->allocator_ == &allocator_;
   }
 
-  Arena& arena_;
+  Allocator& allocator_;
 };
 
 class LayoutCacheResource final : public std::pmr::memory_resource {
@@ -113,4 +116,4 @@ class LayoutCacheResource final : public std::pmr::memory_resource {
   LayoutCache::DeviceIndex device_;
 };
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

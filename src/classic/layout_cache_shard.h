@@ -20,10 +20,10 @@
 #include "absl/hash/hash.h"
 #include "gmlake/error.h"
 #include "gmlake/mutex.h"
-#include "gmlake/pools/layout_cache.h"
-#include "gmlake/pools/vmm_range.h"
+#include "gmlake/classic/layout_cache.h"
+#include "gmlake/classic/vmm_range.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
 class LayoutCache::Shard {
  public:
@@ -87,4 +87,4 @@ class LayoutCache::Shard {
   Stats stats_ ABSL_GUARDED_BY(mutex_);
 };
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -18,7 +18,7 @@
 
 #include "gmlake/backend.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
 class VmmRange {
  public:
@@ -74,4 +74,4 @@ class VmmRange {
   std::vector<ChunkHandle> unreleased_;  // unmapped chunks whose release failed; retried by the destructor
 };
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -7,7 +7,7 @@
 
 #include "gmlake/units.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 [[noreturn]] void invalid(const std::string& why) { throw Error(ErrorCode::kInvalidArgument, "LayoutCache: " + why); }
@@ -237,4 +237,4 @@ void LayoutCache::Shard::check_invariants() const {
   }
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -1,11 +1,11 @@
 // The pmr adapters are templates (pmr_adapter.h); this file holds their one non-template check.
-#include "gmlake/pools/pmr_adapter.h"
+#include "gmlake/classic/pmr_adapter.h"
 
 #include <string>
 
 #include "gmlake/error.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
 void require_host_memory(const Backend& backend, const char* adapter) {
   if (!backend.host_accessible()) {
@@ -15,4 +15,4 @@ void require_host_memory(const Backend& backend, const char* adapter) {
   }
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

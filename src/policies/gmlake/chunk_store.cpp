@@ -1,4 +1,4 @@
-#include "chunk_pool.h"
+#include "chunk_store.h"
 
 #include <stdexcept>
 #include <string>
@@ -26,8 +26,8 @@ void clear(Chunk& c) {
 
 }  // namespace
 
-ChunkId ChunkPool::create(std::uint64_t pages, DeviceId device) {
-  const ChunkHandle handle = backend_.create(pages * page_bytes_, device);  // throws: nothing changed
+ChunkId ChunkStore::create(std::uint64_t pages, DeviceId device) {
+  const ChunkHandle handle = backend_.create(page_.bytes_of(pages), device);  // throws: nothing changed
   try {
     return record(handle, pages, device != backend_.device());
   } catch (...) {
@@ -36,9 +36,9 @@ ChunkId ChunkPool::create(std::uint64_t pages, DeviceId device) {
   }
 }
 
-ChunkId ChunkPool::adopt(ChunkHandle handle, std::uint64_t pages) { return record(handle, pages, true); }
+ChunkId ChunkStore::adopt(ChunkHandle handle, std::uint64_t pages) { return record(handle, pages, true); }
 
-ChunkId ChunkPool::record(ChunkHandle handle, std::uint64_t pages, bool on_peer) {
+ChunkId ChunkStore::record(ChunkHandle handle, std::uint64_t pages, bool on_peer) {
   ChunkId id;
   if (!spare_.empty()) {
     id = spare_.back();
@@ -52,13 +52,13 @@ ChunkId ChunkPool::record(ChunkHandle handle, std::uint64_t pages, bool on_peer)
   c.handle = handle;
   c.pages = pages;
   c.on_peer = on_peer;
-  stats_.reserved_bytes.increase(static_cast<std::int64_t>(pages * page_bytes_));
-  if (on_peer) stats_.peer_reserved_bytes.increase(static_cast<std::int64_t>(pages * page_bytes_));
+  stats_.reserved_bytes.increase(static_cast<std::int64_t>(page_.bytes_of(pages)));
+  if (on_peer) stats_.peer_reserved_bytes.increase(static_cast<std::int64_t>(page_.bytes_of(pages)));
   ++stats_.chunks_created;
   return id;
 }
 
-void ChunkPool::release(ChunkId id) {
+void ChunkStore::release(ChunkId id) {
   Chunk& c = chunks_[id];
   GMLAKE_DCHECK(c.pages != 0, "releasing a chunk record that holds no chunk");
   if (c.on_peer && peers_ != nullptr) {
@@ -66,15 +66,15 @@ void ChunkPool::release(ChunkId id) {
   } else {
     backend_.release(c.handle);  // throws: nothing changed
   }
-  stats_.reserved_bytes.decrease(static_cast<std::int64_t>(c.pages * page_bytes_));
-  if (c.on_peer) stats_.peer_reserved_bytes.decrease(static_cast<std::int64_t>(c.pages * page_bytes_));
+  stats_.reserved_bytes.decrease(static_cast<std::int64_t>(page_.bytes_of(c.pages)));
+  if (c.on_peer) stats_.peer_reserved_bytes.decrease(static_cast<std::int64_t>(page_.bytes_of(c.pages)));
   ++stats_.chunks_released;
   if (c.recalled) std::erase(recalled_, id);
   clear(c);
   spare_.push_back(id);
 }
 
-void ChunkPool::recall(ChunkId id) {
+void ChunkStore::recall(ChunkId id) {
   Chunk& c = chunks_[id];
   if (!c.on_peer || c.recalled) return;
   c.recalled = true;
@@ -82,14 +82,14 @@ void ChunkPool::recall(ChunkId id) {
   if (!c.mapped()) erase_free(id);
 }
 
-ChunkId ChunkPool::find(ChunkHandle handle) const {
+ChunkId ChunkStore::find(ChunkHandle handle) const {
   for (ChunkId id = 0; id < chunks_.size(); ++id) {
     if (chunks_[id].pages != 0 && chunks_[id].handle == handle) return id;
   }
   return kNoChunk;
 }
 
-bool ChunkPool::release_quietly(ChunkId id) {
+bool ChunkStore::release_quietly(ChunkId id) {
   try {
     release(id);
     return true;
@@ -98,17 +98,17 @@ bool ChunkPool::release_quietly(ChunkId id) {
   }
 }
 
-ChunkId ChunkPool::largest_free_at_most(std::uint64_t pages) const {
+ChunkId ChunkStore::largest_free_at_most(std::uint64_t pages) const {
   auto it = free_.upper_bound(FreeKey{pages, UINT64_MAX});
   if (it == free_.begin()) return kNoChunk;
   return std::prev(it)->second;
 }
 
-void ChunkPool::take_free(ChunkId id) {
+void ChunkStore::take_free(ChunkId id) {
   if (!erase_free(id)) throw std::logic_error("gmlake invariant broken: a chunk taken from the free index is not in it");
 }
 
-bool ChunkPool::erase_free(ChunkId id) {
+bool ChunkStore::erase_free(ChunkId id) {
   const auto it = free_.find(FreeKey{chunks_[id].pages, chunks_[id].free_seq});
   if (it == free_.end() || it->second != id) return false;
   free_.erase(it);
@@ -116,7 +116,7 @@ bool ChunkPool::erase_free(ChunkId id) {
   return true;
 }
 
-void ChunkPool::release_all_free() {
+void ChunkStore::release_all_free() {
   while (!free_.empty()) {
     const ChunkId id = std::prev(free_.end())->second;
     const std::uint64_t pages = chunks_[id].pages;
@@ -126,7 +126,7 @@ void ChunkPool::release_all_free() {
   }
 }
 
-void ChunkPool::check_invariants() const {
+void ChunkStore::check_invariants() const {
   auto broken = [](const std::string& what) { throw std::logic_error("gmlake invariant broken: " + what); };
   std::uint64_t pages = 0;
   for (const auto& [key, id] : free_) {
@@ -144,7 +144,7 @@ void ChunkPool::check_invariants() const {
     peer_pages += c.on_peer ? c.pages : 0;
     recalled += c.recalled ? 1 : 0;
   });
-  if (peer_pages * page_bytes_ != peer_bytes()) broken("peer_reserved_bytes differs from the recount");
+  if (page_.bytes_of(peer_pages) != peer_bytes()) broken("peer_reserved_bytes differs from the recount");
   if (recalled != recalled_.size()) broken("recalled chunks differ from the recall list");
   for (const ChunkId id : recalled_) {
     if (!chunks_.at(id).recalled || !chunks_[id].on_peer) broken("a listed recalled chunk is not a recalled peer chunk");

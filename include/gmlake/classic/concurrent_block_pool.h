@@ -27,11 +27,11 @@
 
 #include "gmlake/backend.h"
 #include "gmlake/mutex.h"
-#include "gmlake/pools/block_pool.h"
-#include "gmlake/pools/vmm_range.h"
+#include "gmlake/classic/block_pool.h"
+#include "gmlake/classic/vmm_range.h"
 #include "gmlake/stats.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
 class ConcurrentBlockPool {
  public:
@@ -90,4 +90,4 @@ class ConcurrentBlockPool {
   alignas(64) std::atomic<std::int64_t> peak_live_blocks_{0};
 };
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -1,9 +1,9 @@
-// ConcurrentArenaPool: per-thread buffers claimed from one atomic offset.
+// ConcurrentBumpAllocator: per-thread buffers claimed from one atomic offset.
 //
-// Each thread keeps, in thread-local storage, up to kThreadSlots buffers {arena id, epoch, next, end}, one per
-// arena it allocates from. They hold only numbers, never a pointer to the arena, so an arena's death leaves
-// nothing dangling: its id is never reused, so its slots simply never match again and are replaced.
-#include "gmlake/pools/concurrent_arena_pool.h"
+// Each thread keeps, in thread-local storage, up to kThreadSlots buffers {allocator id, epoch, next, end}, one per
+// allocator it allocates from. They hold only numbers, never a pointer to the allocator, so an allocator's death
+// leaves nothing dangling: its id is never reused, so its slots simply never match again and are replaced.
+#include "gmlake/classic/concurrent_bump_allocator.h"
 
 #include <algorithm>
 #include <array>
@@ -11,16 +11,16 @@
 
 #include "gmlake/error.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 constexpr std::uint64_t kBufferAlignBytes = 64;  // buffers start on their own cache line
 constexpr std::size_t kThreadSlots = 4;
 
 struct ThreadBuffer {
-  std::uint64_t arena_id = 0;  // 0: empty slot (ids start at 1)
+  std::uint64_t allocator_id = 0;  // 0: empty slot (ids start at 1)
   std::uint64_t epoch = 0;
-  std::uint64_t next = 0;  // offsets in the arena
+  std::uint64_t next = 0;  // offsets in the allocator
   std::uint64_t end = 0;
 };
 
@@ -31,10 +31,10 @@ struct ThreadBuffers {
 
 thread_local ThreadBuffers t_buffers;
 
-std::atomic<std::uint64_t> next_arena_id{1};
+std::atomic<std::uint64_t> next_allocator_id{1};
 
 [[noreturn]] void invalid(const std::string& why) {
-  throw Error(ErrorCode::kInvalidArgument, "ConcurrentArenaPool: " + why);
+  throw Error(ErrorCode::kInvalidArgument, "ConcurrentBumpAllocator: " + why);
 }
 
 std::uint64_t checked_capacity(const Backend& backend, std::uint64_t capacity_bytes) {
@@ -54,25 +54,25 @@ std::uint64_t checked_buffer(std::uint64_t thread_buffer_bytes, std::uint64_t ca
 
 }  // namespace
 
-ConcurrentArenaPool::ConcurrentArenaPool(Backend& backend, std::uint64_t capacity_bytes,
+ConcurrentBumpAllocator::ConcurrentBumpAllocator(Backend& backend, std::uint64_t capacity_bytes,
                                          std::uint64_t thread_buffer_bytes)
     : backend_(backend),
       range_(backend, checked_capacity(backend, capacity_bytes)),
       capacity_bytes_(range_.reserved_bytes()),
       granularity_bytes_(backend.granularity_bytes()),
       thread_buffer_bytes_(checked_buffer(thread_buffer_bytes, capacity_bytes_)),
-      id_(next_arena_id.fetch_add(1, std::memory_order_relaxed)) {
+      id_(next_allocator_id.fetch_add(1, std::memory_order_relaxed)) {
   range_.map_chunks(capacity_bytes_);
 }
 
-void ConcurrentArenaPool::check_alignment(std::uint64_t alignment_bytes) const {
+void ConcurrentBumpAllocator::check_alignment(std::uint64_t alignment_bytes) const {
   if (!is_pow2(alignment_bytes) || alignment_bytes > granularity_bytes_) {
     invalid("alignment_bytes " + std::to_string(alignment_bytes) + " is not a power of two up to the granularity " +
             std::to_string(granularity_bytes_));
   }
 }
 
-void* ConcurrentArenaPool::allocate(std::uint64_t size_bytes, std::uint64_t alignment_bytes) {
+void* ConcurrentBumpAllocator::allocate(std::uint64_t size_bytes, std::uint64_t alignment_bytes) {
   check_alignment(alignment_bytes);
   if (size_bytes == 0) return nullptr;
   if (size_bytes <= thread_buffer_bytes_ / 4 && alignment_bytes <= thread_buffer_bytes_ / 4 - size_bytes) {
@@ -83,7 +83,7 @@ void* ConcurrentArenaPool::allocate(std::uint64_t size_bytes, std::uint64_t alig
 
 // Claims [start, end) from the shared offset: start aligned to alignment_bytes, end - start between min_bytes
 // and `wanted` bytes (less only when the region's rest is smaller). False when not even min_bytes fit.
-bool ConcurrentArenaPool::claim(std::uint64_t wanted_bytes, std::uint64_t alignment_bytes, std::uint64_t min_bytes,
+bool ConcurrentBumpAllocator::claim(std::uint64_t wanted_bytes, std::uint64_t alignment_bytes, std::uint64_t min_bytes,
                                 Claim* out) {
   std::uint64_t offset = offset_bytes_.load(std::memory_order_relaxed);
   for (;;) {
@@ -97,7 +97,7 @@ bool ConcurrentArenaPool::claim(std::uint64_t wanted_bytes, std::uint64_t alignm
   }
 }
 
-void ConcurrentArenaPool::throw_full(std::uint64_t size_bytes) {
+void ConcurrentBumpAllocator::throw_full(std::uint64_t size_bytes) {
   num_ooms_.fetch_add(1, std::memory_order_relaxed);
   const std::uint64_t used = used_bytes();
   throw OutOfMemoryError(size_bytes, capacity_bytes_, used, capacity_bytes_,
@@ -105,18 +105,18 @@ void ConcurrentArenaPool::throw_full(std::uint64_t size_bytes) {
                              " bytes left before alignment (thread buffers' unused tails are not counted as left)");
 }
 
-void* ConcurrentArenaPool::allocate_shared(std::uint64_t size_bytes, std::uint64_t alignment_bytes) {
+void* ConcurrentBumpAllocator::allocate_shared(std::uint64_t size_bytes, std::uint64_t alignment_bytes) {
   Claim c{};
   if (!claim(size_bytes, alignment_bytes, size_bytes, &c)) throw_full(size_bytes);
   return reinterpret_cast<void*>(range_.base() + c.start);
 }
 
-void* ConcurrentArenaPool::allocate_buffered(std::uint64_t size_bytes, std::uint64_t alignment_bytes) {
+void* ConcurrentBumpAllocator::allocate_buffered(std::uint64_t size_bytes, std::uint64_t alignment_bytes) {
   const std::uint64_t epoch = epoch_.load(std::memory_order_relaxed);
   ThreadBuffers& mine = t_buffers;
   ThreadBuffer* buffer = nullptr;
   for (ThreadBuffer& slot : mine.slots) {
-    if (slot.arena_id == id_) buffer = &slot;
+    if (slot.allocator_id == id_) buffer = &slot;
   }
   if (buffer != nullptr && buffer->epoch == epoch) {
     const std::uint64_t start = round_up(buffer->next, alignment_bytes);
@@ -139,7 +139,7 @@ void* ConcurrentArenaPool::allocate_buffered(std::uint64_t size_bytes, std::uint
   return reinterpret_cast<void*>(range_.base() + start);
 }
 
-void ConcurrentArenaPool::reset() {
+void ConcurrentBumpAllocator::reset() {
   epoch_.fetch_add(1, std::memory_order_relaxed);
   const std::uint64_t used = offset_bytes_.exchange(0, std::memory_order_relaxed);
   std::uint64_t peak = peak_before_reset_bytes_.load(std::memory_order_relaxed);
@@ -147,7 +147,7 @@ void ConcurrentArenaPool::reset() {
   }
 }
 
-Stats ConcurrentArenaPool::stats() const {
+Stats ConcurrentBumpAllocator::stats() const {
   Stats s;
   const std::uint64_t used = used_bytes();
   const std::uint64_t peak = std::max(used, peak_before_reset_bytes_.load(std::memory_order_relaxed));
@@ -160,4 +160,4 @@ Stats ConcurrentArenaPool::stats() const {
   return s;
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -1,5 +1,6 @@
-// Storage for Block objects that recycles them, so that splitting and merging on the hot path allocate no
-// memory once the arena has grown to the working set. Blocks never move (a deque keeps them in place).
+// BlockRecycler: storage for Block objects that recycles them, so that splitting and merging on the hot path
+// allocate no memory once the recycler has grown to the working set. Blocks never move (a deque keeps them in
+// place).
 //
 // Thread safety: none (the owning policy is used under one lock).
 #pragma once
@@ -11,7 +12,7 @@
 
 namespace gmlake::policy {
 
-class BlockArena {
+class BlockRecycler {
  public:
   // A block in its default state (kFree, no neighbours, no segment). Valid until recycle().
   Block* acquire() {

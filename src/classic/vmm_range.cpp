@@ -1,6 +1,6 @@
 // VmmRange: reserve once, map chunks at the tail, unmap them from the tail. Each step undoes what it did
 // when a later backend call of the same step throws, so the range is never left half-changed.
-#include "gmlake/pools/vmm_range.h"
+#include "gmlake/classic/vmm_range.h"
 
 #include <string>
 #include <utility>
@@ -8,7 +8,7 @@
 #include "gmlake/error.h"
 #include "gmlake/units.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
 [[noreturn]] void invalid(const std::string& why) { throw Error(ErrorCode::kInvalidArgument, "VmmRange: " + why); }
@@ -135,4 +135,4 @@ void VmmRange::unmap_last_chunk() {
   }
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

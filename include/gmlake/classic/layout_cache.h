@@ -52,7 +52,7 @@
 #include "gmlake/stats.h"
 #include "gmlake/units.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
 struct Layout {
   std::uint64_t size_bytes = 0;
@@ -112,4 +112,4 @@ class LayoutCache {
   std::vector<std::unique_ptr<Shard>> shards_;
 };
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -35,10 +35,10 @@
 #include <vector>
 
 #include "gmlake/backend.h"
-#include "gmlake/pools/vmm_range.h"
+#include "gmlake/classic/vmm_range.h"
 #include "gmlake/stats.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 
 struct BlockPoolOptions {
   std::uint64_t block_bytes = 0;                              // >= 1
@@ -140,4 +140,4 @@ class BlockPool {
   Stats stats_;
 };
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

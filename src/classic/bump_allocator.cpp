@@ -1,14 +1,14 @@
-// ArenaPool: the slow path (validation, exhaustion), reset, rollback and stats. The fast path is inline.
-#include "gmlake/pools/arena_pool.h"
+// BumpAllocator: the slow path (validation, exhaustion), reset, rollback and stats. The fast path is inline.
+#include "gmlake/classic/bump_allocator.h"
 
 #include <string>
 
 #include "gmlake/error.h"
 
-namespace gmlake::pools {
+namespace gmlake::classic {
 namespace {
 
-[[noreturn]] void invalid(const std::string& why) { throw Error(ErrorCode::kInvalidArgument, "ArenaPool: " + why); }
+[[noreturn]] void invalid(const std::string& why) { throw Error(ErrorCode::kInvalidArgument, "BumpAllocator: " + why); }
 
 std::uint64_t checked_capacity(const Backend& backend, std::uint64_t capacity_bytes) {
   if (capacity_bytes == 0) invalid("capacity_bytes is 0");
@@ -19,7 +19,7 @@ std::uint64_t checked_capacity(const Backend& backend, std::uint64_t capacity_by
 
 }  // namespace
 
-ArenaPool::ArenaPool(Backend& backend, std::uint64_t capacity_bytes)
+BumpAllocator::BumpAllocator(Backend& backend, std::uint64_t capacity_bytes)
     : backend_(backend),
       range_(backend, checked_capacity(backend, capacity_bytes)),
       capacity_bytes_(range_.reserved_bytes()),
@@ -27,7 +27,7 @@ ArenaPool::ArenaPool(Backend& backend, std::uint64_t capacity_bytes)
   range_.map_chunks(capacity_bytes_);
 }
 
-void* ArenaPool::allocate_slow(std::uint64_t size_bytes, std::uint64_t alignment_bytes) {
+void* BumpAllocator::allocate_slow(std::uint64_t size_bytes, std::uint64_t alignment_bytes) {
   if (!is_pow2(alignment_bytes) || alignment_bytes > granularity_bytes_) {
     invalid("alignment_bytes " + std::to_string(alignment_bytes) + " is not a power of two up to the granularity " +
             std::to_string(granularity_bytes_));
@@ -43,14 +43,14 @@ void* ArenaPool::allocate_slow(std::uint64_t size_bytes, std::uint64_t alignment
   return bump(start, size_bytes);
 }
 
-void ArenaPool::reset() {
+void BumpAllocator::reset() {
   offset_bytes_ = 0;
   requested_bytes_ = 0;
   ++epoch_;
 }
 
-void ArenaPool::rollback(const Marker& marker) {
-  if (marker.arena != this) invalid("rollback to another arena's marker");
+void BumpAllocator::rollback(const Marker& marker) {
+  if (marker.owner != this) invalid("rollback to another arena's marker");
   if (marker.epoch != epoch_) invalid("rollback to a marker taken before the last reset()");
   if (marker.offset_bytes > offset_bytes_) {
     invalid("rollback to a marker at offset " + std::to_string(marker.offset_bytes) + ", past the current offset " +
@@ -60,7 +60,7 @@ void ArenaPool::rollback(const Marker& marker) {
   requested_bytes_ = marker.requested_bytes;
 }
 
-Stats ArenaPool::stats() const {
+Stats BumpAllocator::stats() const {
   Stats s;
   s.allocated_bytes = {static_cast<std::int64_t>(offset_bytes_), static_cast<std::int64_t>(peak_offset_bytes_)};
   s.requested_bytes = {static_cast<std::int64_t>(requested_bytes_), static_cast<std::int64_t>(peak_requested_bytes_)};
@@ -73,4 +73,4 @@ Stats ArenaPool::stats() const {
   return s;
 }
 
-}  // namespace gmlake::pools
+}  // namespace gmlake::classic

@@ -1,7 +1,7 @@
-// ChunkPool: the physical chunks of one allocator, of several sizes, and the free ones among them.
+// ChunkStore: the physical chunks of one allocator, of several sizes, and the free ones among them.
 //
 // A chunk is one physical allocation (cuMemCreate) of `pages` x page_bytes, 1 <= pages <= the chunk limit of the
-// block it was made for (ChunkSource::chunk_limit). The pool creates and releases them through the backend and
+// block it was made for (ChunkSource::chunk_limit). The store creates and releases them through the backend and
 // keeps every chunk's record; the chunks that are mapped nowhere ("free") are indexed by size, so the largest
 // free chunk of at most n pages is found in O(log f). Which pages a chunk backs is the business of the arenas'
 // PageMaps and of the Stitcher, which fill in `arena`, `first_page` and `users`.
@@ -42,6 +42,7 @@
 
 #include "absl/container/btree_map.h"
 #include "absl/container/inlined_vector.h"
+#include "page_geometry.h"
 #include "page_map.h"
 #include "gmlake/backend.h"
 #include "gmlake/stats.h"
@@ -71,9 +72,9 @@ struct Chunk {
   std::uint64_t first_page = 0;       // where it is mapped in `arena`
   std::uint64_t idle_since = 0;       // IdleChunks tick of its last turn to idle
   bool on_peer = false;               // made on a peer device or lent by another process (the lake)
-  bool recalled = false;              // its lender wants it back: no new block on it (ChunkPool::recall)
+  bool recalled = false;              // its lender wants it back: no new block on it (ChunkStore::recall)
   absl::InlinedVector<ChunkPlace, 2> standby;  // standby mappings, oldest first (none on peer chunks)
-  std::uint64_t free_seq = 0;         // its key in the free index while free (ChunkPool::add_free)
+  std::uint64_t free_seq = 0;         // its key in the free index while free (ChunkStore::add_free)
   bool mapped() const { return arena != kUnmapped; }
   // Its standby mapping at page `page` of arena `in_arena`, or standby.end() when it has none there.
   auto standby_at(std::uint32_t in_arena, std::uint64_t page) {
@@ -86,12 +87,11 @@ struct Chunk {
   bool active_at(std::uint32_t in_arena, std::uint64_t page) const { return arena == in_arena && first_page == page; }
 };
 
-class ChunkPool {
+class ChunkStore {
  public:
   // `stats` receives reserved_bytes, peer_reserved_bytes, chunks_created and chunks_released; it must outlive
-  // the pool.
-  ChunkPool(Backend& backend, std::uint64_t page_bytes, Stats& stats)
-      : backend_(backend), page_bytes_(page_bytes), stats_(stats) {}
+  // the store.
+  ChunkStore(Backend& backend, PageGeometry page, Stats& stats) : backend_(backend), page_(page), stats_(stats) {}
 
   // Creates a chunk of `pages` pages (free, not yet in the free index: the caller maps it). Throws as above.
   ChunkId create(std::uint64_t pages) { return create(pages, backend_.device()); }
@@ -101,7 +101,7 @@ class ChunkPool {
   // not in the free index. Throws std::bad_alloc only (then nothing is recorded).
   ChunkId adopt(ChunkHandle handle, std::uint64_t pages);
   // Where peer chunks go back (make_peer_source sets it; null: the backend releases them like any chunk). It
-  // must outlive the pool's releases.
+  // must outlive the store's releases.
   void set_peer_source(PeerSource* source) { peers_ = source; }
   // Releases free chunk `id` (which must not be in the free index): a peer chunk through its PeerSource. Throws
   // BackendError or Error(kInvalidArgument) from the backend (nothing changed).
@@ -146,7 +146,7 @@ class ChunkPool {
       if (chunks_[id].pages != 0) f(id, chunks_[id]);
     }
   }
-  std::uint64_t page_bytes() const { return page_bytes_; }
+  std::uint64_t page_bytes() const { return page_.bytes(); }
   // Bytes of live chunks on peer devices (Stats::peer_reserved_bytes).
   std::uint64_t peer_bytes() const { return static_cast<std::uint64_t>(stats_.peer_reserved_bytes.current); }
   // Checks the free index against the chunks' records (throws std::logic_error).
@@ -161,7 +161,7 @@ class ChunkPool {
   ChunkId record(ChunkHandle handle, std::uint64_t pages, bool on_peer);
 
   Backend& backend_;
-  std::uint64_t page_bytes_;
+  PageGeometry page_;
   Stats& stats_;
   PeerSource* peers_ = nullptr;
   std::vector<ChunkId> recalled_;
