@@ -87,6 +87,21 @@ TEST(ConfigTest, PageBytesAndChunkBytesWithDifferentValuesAreRefused) {
   EXPECT_EQ(c.page_bytes, 2 * kMiB) << "a later text may set either name";
 }
 
+TEST(ConfigTest, LagGrowChunksIsAcceptedAsTheOlderNameOfLagGrowPages) {
+  EXPECT_EQ(parse_config("lag_grow_chunks:8").lag_grow_pages, 8u);
+  EXPECT_EQ(parse_config("lag_grow_chunks:8").to_string(), parse_config("lag_grow_pages:8").to_string())
+      << "the older name sets the same field, nothing else";
+  EXPECT_EQ(parse_config("lag_grow_chunks:8,lag_grow_pages:8").lag_grow_pages, 8u) << "the same value twice is fine";
+  EXPECT_EQ(parse_config("lag_grow_pages:8").to_string().find("lag_grow_chunks:"), std::string::npos)
+      << "the config is written with the new name only";
+  expect_config_error("lag_grow_chunks:lots", "lag_grow_chunks: bad value");
+  expect_config_error("lag_grow_pages:8,lag_grow_chunks:16", "lag_grow_pages: given as 8 and as lag_grow_chunks");
+  expect_config_error("lag_grow_chunks:16,lag_grow_pages:8", "lag_grow_pages: given as 8 and as lag_grow_chunks");
+  Config c = parse_config("lag_grow_pages:8");
+  c.apply("lag_grow_chunks:16");
+  EXPECT_EQ(c.lag_grow_pages, 16u) << "a later text may set either name";
+}
+
 TEST(ConfigTest, ABadEntryLeavesTheConfigUnchanged) {
   Config c = parse_config("cap_bytes:1G");
   EXPECT_THROW(c.apply("cap_bytes:2G,bogus:1"), Error);

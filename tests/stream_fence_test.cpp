@@ -170,7 +170,7 @@ TEST_F(StreamFenceTest, APageIdledAfterTheLastMarkMakesAnotherStreamGrowRatherTh
 }
 
 TEST_F(StreamFenceTest, GrowingForUncoveredPagesStopsAfterLagGrowChunksInARowThenWaits) {
-  auto& a = make("cross_stream_reuse:false,lag_grow_chunks:2");
+  auto& a = make("cross_stream_reuse:false,lag_grow_pages:2");
   void* p = a.allocate(2 * kMiB, 1);  // its free records the stream's first mark
   std::vector<void*> young;
   for (int i = 0; i < 4; ++i) young.push_back(a.allocate(2 * kMiB, 1));

@@ -50,10 +50,11 @@ namespace gmlake {
     "gmlake: free memory of one stream may serve another stream once its free has completed")                    \
   X(u64, fit_candidates, 8, "count",                                                                             \
     "gmlake: free ranges examined, best fit first, for one that is already mapped before stitching")             \
-  X(u64, lag_grow_chunks, 64, "count",                                                                            \
+  X(u64, lag_grow_pages, 64, "count",                                                                             \
     "gmlake, asynchronous streams: memory created in a row, in pages (page_bytes), instead of waiting when "   \
     "the oldest idle chunk's stream work is not known finished (the device lags); beyond it the allocator "     \
-    "waits. Bounds how much the device's lag can raise the peak (64 x 2 MiB = 128 MiB)")                                                      \
+    "waits. Bounds how much the device's lag can raise the peak (64 x 2 MiB = 128 MiB). Also accepted as "      \
+    "lag_grow_chunks, its older name (giving both with different values is an error)")                         \
   X(u64, max_chunk_bytes, 4 * kMiB, "bytes",                                                                     \
     "gmlake: largest physical chunk, a multiple of page_bytes; a run of unmapped pages gets chunks of its own "  \
     "size up to this and up to the block's share (chunks_per_block); a block above 4096 x this gets chunks of "  \
@@ -160,8 +161,9 @@ struct Config {
 #undef GMLAKE_CONFIG_DECLARE
 
   // Applies "key:value,key:value" on top of this config (empty text: no change). Throws Error(kConfig)
-  // naming the key for an unknown key, a bad value, a value out of range, or page_bytes and its alias
-  // chunk_bytes given different values in the same text; then *this is unchanged.
+  // naming the key for an unknown key, a bad value, a value out of range, or a key and its older name
+  // (chunk_bytes for page_bytes, lag_grow_chunks for lag_grow_pages) given different values in the same text;
+  // then *this is unchanged.
   void apply(std::string_view text);
   // Checks relations between fields (page_bytes a power of two of at least 64 KiB, ...). Throws Error(kConfig).
   void validate() const;

@@ -86,7 +86,7 @@ std::unique_ptr<Backend> make_backend(std::string_view name, std::uint64_t granu
   if (backend_base_name(name) == kCudaName) {
     CudaBackendOptions options;
     options.device = cuda_device(name);
-    options.chunk_bytes = granularity_bytes;
+    options.granularity_bytes = granularity_bytes;
     options.exportable = exportable;
     return std::make_unique<CudaBackend>(options);
   }

@@ -75,8 +75,18 @@ std::string format_value(bool v) { return v ? "true" : "false"; }
 std::string format_value(Policy v) { return to_string(v); }
 std::string format_value(const std::string& v) { return v; }
 
-// The older name of page_bytes, still accepted by apply().
-constexpr std::string_view kPageBytesAlias = "chunk_bytes";
+// Older names of keys, still accepted by apply(); giving a key and its older name different values in one text
+// is an error.
+struct KeyAlias {
+  std::string_view alias;
+  std::string_view key;
+  u64 Config::*field;
+};
+constexpr KeyAlias kKeyAliases[] = {
+    {"chunk_bytes", "page_bytes", &Config::page_bytes},              // the engine's page was called a chunk
+    {"lag_grow_chunks", "lag_grow_pages", &Config::lag_grow_pages},  // it always counted pages
+};
+constexpr std::size_t kKeyAliasCount = sizeof(kKeyAliases) / sizeof(kKeyAliases[0]);
 
 bool is_cuda(std::string_view backend) { return backend.substr(0, backend.find(':')) == "cuda"; }
 
@@ -105,9 +115,9 @@ Policy parse_policy(std::string_view text) {
 void Config::apply(std::string_view text) {
   Config next = *this;  // parse into a copy: a bad entry leaves *this unchanged
   bool sets_cross_stream_reuse = false;
-  // page_bytes and its older name chunk_bytes, as given in this text (the last of each), to refuse a conflict.
-  std::optional<u64> page_bytes_given;
-  std::optional<u64> chunk_bytes_given;
+  // Each aliased key and its older name, as given in this text (the last of each), to refuse a conflict.
+  std::optional<u64> key_given[kKeyAliasCount];
+  std::optional<u64> alias_given[kKeyAliasCount];
   while (!text.empty()) {
     const std::size_t comma = text.find(',');
     std::string_view entry = trim(text.substr(0, comma));
@@ -118,10 +128,12 @@ void Config::apply(std::string_view text) {
     const std::string_view key = trim(entry.substr(0, colon));
     const std::string_view value = trim(entry.substr(colon + 1));
     bool known = false;
-    if (key == kPageBytesAlias) {
-      parse_value(key, value, &next.page_bytes);
-      chunk_bytes_given = next.page_bytes;
-      known = true;
+    for (std::size_t i = 0; i < kKeyAliasCount; ++i) {
+      if (key == kKeyAliases[i].alias) {
+        parse_value(key, value, &(next.*kKeyAliases[i].field));
+        alias_given[i] = next.*kKeyAliases[i].field;
+        known = true;
+      }
     }
 #define GMLAKE_CONFIG_PARSE(type, name, def, unit, desc) \
   if (key == #name) {                                    \
@@ -132,11 +144,16 @@ void Config::apply(std::string_view text) {
 #undef GMLAKE_CONFIG_PARSE
     if (!known) fail(key, "unknown key (`gmlake conf` lists the keys)");
     if (key == "cross_stream_reuse") sets_cross_stream_reuse = true;
-    if (key == "page_bytes") page_bytes_given = next.page_bytes;
+    for (std::size_t i = 0; i < kKeyAliasCount; ++i) {
+      if (key == kKeyAliases[i].key) key_given[i] = next.*kKeyAliases[i].field;
+    }
   }
-  if (page_bytes_given && chunk_bytes_given && *page_bytes_given != *chunk_bytes_given) {
-    fail("page_bytes", "given as " + std::to_string(*page_bytes_given) + " and as chunk_bytes (its older name) " +
-                           std::to_string(*chunk_bytes_given) + ": give one of them");
+  for (std::size_t i = 0; i < kKeyAliasCount; ++i) {
+    if (key_given[i] && alias_given[i] && *key_given[i] != *alias_given[i]) {
+      const KeyAlias& a = kKeyAliases[i];
+      fail(a.key, "given as " + std::to_string(*key_given[i]) + " and as " + std::string(a.alias) +
+                      " (its older name) " + std::to_string(*alias_given[i]) + ": give one of them");
+    }
   }
   // A device backend runs streams asynchronously: each stream keeps its own arenas (stream_events.h).
   if (is_cuda(next.backend) && !is_cuda(backend) && !sets_cross_stream_reuse) next.cross_stream_reuse = false;

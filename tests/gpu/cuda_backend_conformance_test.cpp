@@ -18,7 +18,7 @@ struct CudaFactory {
   static constexpr const char* kName = "Cuda";
   static std::unique_ptr<Backend> make(std::uint64_t physical_limit_bytes = 0) {
     CudaBackendOptions options;
-    options.chunk_bytes = kGranule;
+    options.granularity_bytes = kGranule;
     options.physical_limit_bytes = physical_limit_bytes;
     return std::make_unique<CudaBackend>(options);
   }

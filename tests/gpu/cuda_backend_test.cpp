@@ -63,22 +63,22 @@ TEST_F(CudaBackendTest, IsNamedCudaIsNotHostAccessibleAndIsMadeByName) {
   }
 }
 
-TEST_F(CudaBackendTest, ChunkBytesThatAreNotAPowerOfTwoMultipleOfTheDeviceGranularityAreRejected) {
+TEST_F(CudaBackendTest, AGranularityThatIsNotAPowerOfTwoMultipleOfTheDeviceGranularityIsRejected) {
   const std::uint64_t granularity_bytes = CudaBackend().device_granularity_bytes();
   CudaBackendOptions options;
-  options.chunk_bytes = 3 * granularity_bytes;  // a multiple, not a power of two
+  options.granularity_bytes = 3 * granularity_bytes;  // a multiple, not a power of two
   EXPECT_THROW(CudaBackend{options}, Error);
   if (granularity_bytes > 1) {
-    options.chunk_bytes = granularity_bytes / 2;  // a power of two, not a multiple
+    options.granularity_bytes = granularity_bytes / 2;  // a power of two, not a multiple
     try {
       CudaBackend backend(options);
-      ADD_FAILURE() << "no error for chunk_bytes " << options.chunk_bytes;
+      ADD_FAILURE() << "no error for granularity_bytes " << options.granularity_bytes;
     } catch (const Error& e) {
       EXPECT_EQ(e.code(), ErrorCode::kInvalidArgument);
       EXPECT_NE(std::string(e.what()).find("granularity"), std::string::npos) << e.what();
     }
   }
-  options.chunk_bytes = 2 * granularity_bytes;  // larger chunks are fine
+  options.granularity_bytes = 2 * granularity_bytes;  // a larger granularity is fine
   EXPECT_EQ(CudaBackend(options).granularity_bytes(), 2 * granularity_bytes);
 }
 

@@ -87,9 +87,9 @@ CudaBackend::OpenedDevice CudaBackend::open_device(const CudaBackendOptions& opt
   check("cuMemGetAllocationGranularity",
         api.cuMemGetAllocationGranularity(&granularity_bytes, &prop, CU_MEM_ALLOC_GRANULARITY_RECOMMENDED));
   opened.granularity_bytes = granularity_bytes;
-  if (granularity_bytes == 0 || options.chunk_bytes % granularity_bytes != 0) {
+  if (granularity_bytes == 0 || options.granularity_bytes % granularity_bytes != 0) {
     throw Error(ErrorCode::kInvalidArgument,
-                "CudaBackend: chunk_bytes " + std::to_string(options.chunk_bytes) +
+                "CudaBackend: granularity_bytes " + std::to_string(options.granularity_bytes) +
                     " is not a multiple of CUDA device " + std::to_string(options.device) +
                     "'s recommended allocation granularity " + std::to_string(granularity_bytes));
   }
@@ -99,7 +99,7 @@ CudaBackend::OpenedDevice CudaBackend::open_device(const CudaBackendOptions& opt
 CudaBackend::CudaBackend(const CudaBackendOptions& options) : CudaBackend(options, open_device(options)) {}
 
 CudaBackend::CudaBackend(const CudaBackendOptions& options, OpenedDevice&& opened)
-    : Backend(options.chunk_bytes),
+    : Backend(options.granularity_bytes),
       device_(options.device),
       cu_device_(opened.cu_device),
       device_granularity_bytes_(opened.granularity_bytes),

@@ -52,8 +52,9 @@ namespace gmlake {
 
 struct CudaBackendOptions {
   int device = 0;                          // the device ordinal (cuDeviceGet)
-  std::uint64_t chunk_bytes = kPageBytes;  // granularity_bytes(): a power-of-two multiple of the device's
-                                           // recommended allocation granularity (2 MiB on H100/H200)
+  std::uint64_t granularity_bytes = kPageBytes;  // granularity_bytes(): a power-of-two multiple of the
+                                                 // device's recommended allocation granularity (2 MiB on
+                                                 // H100/H200)
   bool exportable = false;                 // chunks exportable as POSIX file descriptors (IPC, ipc.h) when the
                                            // device supports them; else (attribute 0, or cuMemCreate answers
                                            // CUDA_ERROR_NOT_SUPPORTED) chunks are made without, no error
@@ -67,7 +68,7 @@ class CudaBackend final : public Backend {
   //   BackendError("cuInit", ...)                 no driver (libcuda.so.1 not found) or cuInit failed
   //   BackendError("cuDeviceGet", ...)            no such device ordinal
   //   BackendError("cuDeviceGetAttribute", ...)   the device lacks virtual memory management
-  //   Error(kInvalidArgument)                     chunk_bytes not a power-of-two multiple of the device's
+  //   Error(kInvalidArgument)                     granularity_bytes not a power-of-two multiple of the device's
   //                                               recommended granularity
   explicit CudaBackend(const CudaBackendOptions& options = {});
   // Unmaps, releases and frees everything still live (mappings, chunks, reservations), then releases the

@@ -21,7 +21,7 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
       max_chunk_pages_(page.pages_in(config.max_chunk_bytes)),
       chunks_per_block_(config.chunks_per_block),
       headroom_permille_(config.headroom_permille),
-      lag_grow_chunks_(config.lag_grow_chunks),
+      lag_grow_pages_(config.lag_grow_pages),
       memory_first_under_cap_(config.memory_first_under_cap),
       cap_bytes_(config.cap_bytes),
       clock_(parts.clock),
@@ -62,7 +62,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
     const ChunkId oldest = s.idle_chunks != 0 ? use_.oldest_idle() : kNoChunk;
     if (oldest != kNoChunk) {
       s.oldest_idle = fence_.readiness(arenas_[store_[oldest].arena].stream, store_[oldest].idle_since);
-      s.lag_allows = lag_grown_pages_ + want <= lag_grow_chunks_ && s.cap_allows_want;
+      s.lag_allows = lag_grown_pages_ + want <= lag_grow_pages_ && s.cap_allows_want;
     }
     const ObtainStep step = decide(s);
     switch (step.action) {
@@ -89,7 +89,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
         break;
       case ObtainAction::kCreateForLag:
         // The oldest idle chunk is uncovered: only draining its stream would tell, so grow instead, up to
-        // lag_grow_chunks x page_bytes in a row (the device's lag raises the peak by a bounded amount).
+        // lag_grow_pages x page_bytes in a row (the device's lag raises the peak by a bounded amount).
         try {
           const ChunkId created = store_.create(want);
           lag_grown_pages_ += want;

@@ -57,7 +57,7 @@ class ChunkSource {
   enum class OverBudget : std::uint8_t { kOwnDevice, kPeer };
 
   // `page`: the engine's page (Config::page_bytes). Reads cap_bytes, max_chunk_bytes, chunks_per_block, max_strand_bytes,
-  // headroom_permille, memory_first_under_cap, lag_grow_chunks, move_share_permille, move_burst_ms,
+  // headroom_permille, memory_first_under_cap, lag_grow_pages, move_share_permille, move_burst_ms,
   // move_headroom_permille and move_budget_ns_per_op from `config`.
   ChunkSource(const Config& config, PageGeometry page, Parts parts);
 
@@ -151,7 +151,7 @@ class ChunkSource {
   std::uint64_t max_chunk_pages_;
   std::uint64_t chunks_per_block_;
   std::uint64_t headroom_permille_;
-  std::uint64_t lag_grow_chunks_;
+  std::uint64_t lag_grow_pages_;
   bool memory_first_under_cap_;
   std::uint64_t cap_bytes_;
   // Releases free chunk `id` (in the free index). Throws BackendError: nothing changed, it is still free.

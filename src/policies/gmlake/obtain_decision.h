@@ -43,7 +43,7 @@ struct ObtainState {
   bool peer_takes_over = false;       // peers may lend (ChunkSource::OverBudget::kPeer)
   bool create_refused = false;        // a kCreate failed in this call since the last move
   StreamFence::Readiness oldest_idle = StreamFence::Readiness::kSafe;  // of the chunk idle the longest
-  bool lag_allows = false;            // lag growth may create want_pages more (lag_grow_chunks, the cap)
+  bool lag_allows = false;            // lag growth may create want_pages more (lag_grow_pages, the cap)
   bool lag_refused = false;           // a kCreateForLag failed in this call
 };
 

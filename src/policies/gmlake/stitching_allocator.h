@@ -44,7 +44,7 @@
 //   - Asynchronous streams (GPU): with StreamEvents, each stream has its own arenas, so a free range is reused
 //     only by its own stream (safe in stream order); a chunk leaves its place only once a StreamFence says the
 //     freeing stream's queued work has finished. When the oldest idle chunk is not known finished, a new chunk
-//     is created instead, up to lag_grow_chunks x page_bytes in a row, else the allocator waits (fence_waits).
+//     is created instead, up to lag_grow_pages x page_bytes in a row, else the allocator waits (fence_waits).
 //
 // Invariants (check_invariants, after every step in the tests), for every arena A, chunk c and block b; each part
 // checks its own first (ChunkStore, ArenaSet, FreeIndex, PageMap, ChunkUse: the equations in their headers), then
