@@ -59,12 +59,11 @@ class LakePeersTest : public ::testing::Test {
     ASSERT_EQ(child_->receive(), "ready");
     engage(conf, events);
   }
-  // This process's engine over backend_ with the lake at address_ (and `conf`), assembled as the Pool does: the
-  // lake connected first and given to the engine.
+  // This process's Pool over backend_ with the lake at address_ (and `conf`): the Pool connects the lake, gives it
+  // to the engine and serves its recalls around every allocation and free.
   void engage(const std::string& conf, StreamEvents* events = nullptr) {
     const Config config = parse_config(kBase + ",lake_socket:" + address_ + (conf.empty() ? "" : "," + conf));
-    lake_ = make_lake_peers(config, backend_);
-    alloc_ = std::make_unique<engine::StitchingAllocator>(config, backend_, events, nullptr, lake_.get());
+    alloc_ = std::make_unique<Pool>(config, backend_, events);
   }
   // The child's answer to `command`.
   std::string ask(const std::string& command) {
@@ -76,7 +75,6 @@ class LakePeersTest : public ::testing::Test {
   // Closes the pool (its loans go back) and returns the child's exit code.
   int finish() {
     alloc_.reset();
-    lake_.reset();
     EXPECT_EQ(backend_.live_chunks(), 0u) << "every chunk released here";
     return child_->wait();
   }
@@ -84,13 +82,12 @@ class LakePeersTest : public ::testing::Test {
   LakeAddress address_ = lake_address(::testing::UnitTest::GetInstance()->current_test_info()->name());
   HostBackend backend_{kPageBytes, kOwnBytes};
   std::unique_ptr<ForkedChild> child_;
-  std::unique_ptr<ChunkProvider> lake_;  // outlives alloc_, which gives its loans back through it
-  std::unique_ptr<engine::StitchingAllocator> alloc_;
+  std::unique_ptr<Pool> alloc_;
 };
 
 TEST_F(LakePeersTest, AFullPoolBorrowsFromTheLenderAndBothProcessesSeeTheBlocksBytes) {
   start(0);
-  engine::StitchingAllocator& a = *alloc_;
+  Pool& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
   a.check_invariants();
   EXPECT_EQ(peer_bytes(), 0u) << "the own device had room";
@@ -152,7 +149,7 @@ TEST_F(LakePeersTest, APoolThroughThePoolApiBorrowsPastItsCap) {
 
 TEST_F(LakePeersTest, ARecalledIdleChunkGoesBackAtTheNextCall) {
   start(0);
-  engine::StitchingAllocator& a = *alloc_;
+  Pool& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
   void* q = a.allocate(4 * kMiB, 0);
   a.deallocate(q);  // its lent chunk (one loan: loans are not bounded by max_chunk_bytes) stays mapped, idle
@@ -177,7 +174,7 @@ TEST_F(LakePeersTest, ARecalledIdleChunkGoesBackAtTheNextCall) {
 TEST_F(LakePeersTest, ARecalledLoanUnderQueuedWorkGoesBackOnceThatWorkFinished) {
   ManualEvents events;
   start(0, "cross_stream_reuse:false", &events);
-  engine::StitchingAllocator& a = *alloc_;
+  Pool& a = *alloc_;
   constexpr StreamId kStream = 1;
   void* own = a.allocate(kOwnBytes, kStream);
   void* q = a.allocate(4 * kMiB, kStream);  // lent: one chunk
@@ -203,7 +200,7 @@ TEST_F(LakePeersTest, ARecalledLoanUnderQueuedWorkGoesBackOnceThatWorkFinished) 
 
 TEST_F(LakePeersTest, ARecalledChunkUnderALiveBlockTakesNoNewBlockAndGoesBackWhenTheBlockIsFreed) {
   start(0);
-  engine::StitchingAllocator& a = *alloc_;
+  Pool& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
   void* q = a.allocate(2 * kMiB + kMiB / 2, 0);  // two lent pages, one loan; the second page is mostly free
   const auto q_pages = reinterpret_cast<std::uintptr_t>(q) & ~(std::uintptr_t{kPageBytes} - 1);
@@ -230,7 +227,7 @@ TEST_F(LakePeersTest, ARecalledChunkUnderALiveBlockTakesNoNewBlockAndGoesBackWhe
 
 TEST_F(LakePeersTest, ARecallLeftPastItsDeadlineCutsThePoolOffButItsBlockStaysValid) {
   start(0);
-  engine::StitchingAllocator& a = *alloc_;
+  Pool& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
   void* q = a.allocate(2 * kMiB, 0);
   EXPECT_EQ(ask("recall"), "1");
@@ -250,7 +247,7 @@ TEST_F(LakePeersTest, ARecallLeftPastItsDeadlineCutsThePoolOffButItsBlockStaysVa
 
 TEST_F(LakePeersTest, ALenderThatDiesLeavesThePoolUsableAndItsLoansValidUntilTheirBlocksGo) {
   start(0);
-  engine::StitchingAllocator& a = *alloc_;
+  Pool& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
   void* q = a.allocate(4 * kMiB, 0);
   std::memset(q, 0x33, 4 * kMiB);
@@ -290,7 +287,7 @@ TEST_F(LakePeersTest, ASilentLenderCostsOneTimeoutThenTheLateLoanGoesBackAndBorr
   });
   ASSERT_EQ(child_->receive(), "ready");
   engage("lake_answer_timeout_ms:100");
-  engine::StitchingAllocator& a = *alloc_;
+  Pool& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
   using Clock = std::chrono::steady_clock;
   const Clock::time_point t0 = Clock::now();
@@ -318,7 +315,7 @@ TEST_F(LakePeersTest, ASilentLenderCostsOneTimeoutThenTheLateLoanGoesBackAndBorr
 
 TEST_F(LakePeersTest, OutOfMemoryOnBothSidesIsACleanErrorThatLeavesNothingBehind) {
   start(4 * kMiB);  // the lender can lend two pages
-  engine::StitchingAllocator& a = *alloc_;
+  Pool& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
   void* q = a.allocate(4 * kMiB, 0);
   a.check_invariants();
@@ -344,7 +341,7 @@ TEST_F(LakePeersTest, OutOfMemoryOnBothSidesIsACleanErrorThatLeavesNothingBehind
 
 TEST_F(LakePeersTest, ThePeerBudgetBoundsWhatIsBorrowed) {
   start(0, "peer_budget_bytes:2M");
-  engine::StitchingAllocator& a = *alloc_;
+  Pool& a = *alloc_;
   void* own = a.allocate(kOwnBytes, 0);
   test::expect_error([&] { a.allocate(4 * kMiB, 0); }, ErrorCode::kOutOfMemory, "");
   a.check_invariants();

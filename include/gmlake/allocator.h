@@ -124,6 +124,13 @@ class Allocator {
   // throws std::logic_error naming the first one broken. O(n): tests call it after every step.
   virtual void check_invariants() const = 0;
 
+  // Serves what the pool's lake asked back (chunk_provider.h): takes the recalls that came in and gives back every
+  // recalled chunk that no block uses and no queued work can touch. Best effort: never throws, and what could not
+  // be done is tried again at the next call. A policy without a lake does nothing (the default). The Pool calls it
+  // before every allocation and after every free when it has a lake (lake_socket); the adaptors do not forward
+  // it. Thread safety: the policy's (its caller's lock).
+  virtual void serve_recalls() noexcept {}
+
   virtual Policy policy() const = 0;
   virtual const Backend& backend() const = 0;
 };

@@ -65,7 +65,8 @@ class Pool final : public Allocator {
   Pool(const Pool&) = delete;
   Pool& operator=(const Pool&) = delete;
 
-  // Allocator: the top of the stack (StreamUses). See allocator.h and stream_uses.h.
+  // Allocator: the top of the stack (StreamUses). See allocator.h and stream_uses.h. With a lake (lake_socket),
+  // allocate first and each free last serve the lender's recalls (serve_recalls).
   void* allocate(std::uint64_t size_bytes, StreamId stream) override;
   void deallocate(void* ptr) override;
   void begin_deferred_free(void* ptr) override;
@@ -81,6 +82,10 @@ class Pool final : public Allocator {
   std::optional<BlockInfo> find_block(const void* ptr) const override;
   // Every layer's invariants, bottom up. O(n): for tests.
   void check_invariants() const override;
+  // The lake's recalls (allocator.h), served by the policy; nothing without a lake.
+  void serve_recalls() noexcept override {
+    if (lake_policy_) lake_policy_->serve_recalls();
+  }
   Policy policy() const override;
   const Backend& backend() const override { return *backend_; }
 
@@ -123,6 +128,7 @@ class Pool final : public Allocator {
   Clock* clock_ = nullptr;                     // what the policy reads wall time from; null: the steady clock
   std::unique_ptr<ChunkProvider> lake_;        // config.lake_socket for gmlake, else null; outlives policy_
   std::unique_ptr<Allocator> policy_;       // TracingAllocator over [PoisoningAllocator over] the policy
+  Allocator* lake_policy_ = nullptr;        // the policy under the adaptors, when it has a lake: serve_recalls
   TracingAllocator* tracing_ = nullptr;     // policy_ itself; the backend's observer
   CachingAllocator* caching_ = nullptr;     // the policy under the adaptors, when it is caching (restore)
   std::unique_ptr<StreamUses> uses_;        // the top; uses policy_ and events_, so it is destroyed first

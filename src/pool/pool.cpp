@@ -83,6 +83,7 @@ void Pool::assemble() {
   // Only gmlake borrows: the lake is connected for it alone (the others ignore lake_socket).
   if (config_.policy == Policy::kGmlake) lake_ = make_lake_peers(config_, *backend_);
   policy_ = make_allocator(config_, *backend_, policy_events, clock_, lake_.get());
+  if (lake_) lake_policy_ = policy_.get();  // serves the lake's recalls (allocator.h), below the adaptors
   caching_ = dynamic_cast<CachingAllocator*>(policy_.get());
   if (config_.debug) policy_ = std::make_unique<PoisoningAllocator>(std::move(policy_));
   auto tracing = std::make_unique<TracingAllocator>(std::move(policy_));
@@ -100,10 +101,21 @@ Pool::~Pool() {
   owned_events_.reset();
 }
 
-void* Pool::allocate(std::uint64_t size_bytes, StreamId stream) { return uses_->allocate(size_bytes, stream); }
-void Pool::deallocate(void* ptr) { uses_->deallocate(ptr); }
+// With a lake, recalls are served before each allocation (so that a recalled chunk takes no new block and room
+// it frees is seen) and after each free (a recalled chunk whose last block went goes back at once).
+void* Pool::allocate(std::uint64_t size_bytes, StreamId stream) {
+  serve_recalls();
+  return uses_->allocate(size_bytes, stream);
+}
+void Pool::deallocate(void* ptr) {
+  uses_->deallocate(ptr);
+  serve_recalls();
+}
 void Pool::begin_deferred_free(void* ptr) { uses_->begin_deferred_free(ptr); }
-void Pool::end_deferred_free(void* ptr) { uses_->end_deferred_free(ptr); }
+void Pool::end_deferred_free(void* ptr) {
+  uses_->end_deferred_free(ptr);
+  serve_recalls();
+}
 
 void Pool::empty_cache() {
   if (events_ && config_.policy != Policy::kGmlake) events_->synchronize_all();

@@ -77,7 +77,6 @@ StitchingAllocator::~StitchingAllocator() {
 }
 
 void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
-  serve_recalls();
   if (size_bytes == 0) return nullptr;
   if (size_bytes > config_.arena_virtual_bytes || size_bytes > kMaxRequestBytes) {
     ++stats_.num_ooms;
@@ -313,7 +312,6 @@ void StitchingAllocator::give_back(const Block& b) {
   arena.free.give(b.piece);
   if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
   update_inactive_split();
-  serve_recalls();
 }
 
 void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {

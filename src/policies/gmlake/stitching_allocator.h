@@ -28,7 +28,7 @@
 //     memory); when the peers refuse, the own device serves it memory first. A peer chunk that turns free is
 //     given back at once; cap_bytes and the headroom count the own device's bytes only. A lent chunk its lender
 //     recalls takes no new block and goes back once no block uses it, at the next allocate or free
-//     (serve_recalls).
+//     (serve_recalls, which the Pool calls around each).
 //   - Chunks per block (chunks_per_block): a block's pages get chunks of at most 1/chunks_per_block of it, so a
 //     smaller block that later lands on part of one strands little; an idle chunk a block would strand by more
 //     than max_strand_bytes is re-cut first (ChunkSource::recut: unmapped, released, the pages stitched anew).
@@ -117,6 +117,10 @@ class StitchingAllocator final : public Allocator {
   // (stitching_allocator_segments.cpp). Free chunks (mapped nowhere) are in no segment: free_chunk_bytes().
   std::vector<SegmentInfo> segments() const override;
   void check_invariants() const override;
+  // Takes the recalls that came in (PeerSource::take_recalls) and gives back every recalled chunk no block uses
+  // (unmapped, then released: the lender is told); see allocator.h. One poll(2) while loans are out, nothing
+  // otherwise. The engine never calls it itself: the Pool does, around every allocation and free.
+  void serve_recalls() noexcept override;
   Policy policy() const override { return Policy::kGmlake; }
   const Backend& backend() const override { return backend_; }
   // Chunks now (tests, benchmarks): all of them, and those mapped nowhere.
@@ -159,10 +163,6 @@ class StitchingAllocator final : public Allocator {
   std::uint64_t peer_room_pages() const;
   // The lake's equations of the header comment (stitching_allocator_lake.cpp).
   void check_lake_invariants() const;
-  // Takes the recalls that came in (PeerSource::take_recalls) and gives back every recalled chunk no block uses
-  // (unmapped, then released: the lender is told). Best effort, never throws: what fails is tried again at the
-  // next call. Called at the start of allocate() and the end of each free; one poll(2) while loans are out.
-  void serve_recalls() noexcept;
   // Gives recalled chunk `id` back if no block uses it and no queued work can touch it (evict, then release);
   // while queued work may, it makes sure a stream mark follows the chunk (StreamFence::cover), so that a later
   // call gives it back. A backend failure leaves it as it was, for the next call.
@@ -177,7 +177,7 @@ class StitchingAllocator final : public Allocator {
   bool unmap_arena(Arena& arena);
   void trim_idle(std::uint64_t max_idle_bytes);
   // A block the live table has released: its pages are unused (chunks may turn idle), its range goes back to
-  // the arena's free ranges, idle memory is trimmed (max_idle_mapped_bytes), recalls are served.
+  // the arena's free ranges, idle memory is trimmed (max_idle_mapped_bytes).
   void give_back(const Block& b);
   void* place(Arena& arena, PieceId piece, std::uint64_t offset, std::uint64_t rounded, std::uint64_t requested,
               StreamId stream);
