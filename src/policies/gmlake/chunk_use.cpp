@@ -7,23 +7,34 @@
 namespace gmlake::engine {
 
 void ChunkUse::use(const Arena& arena, std::uint64_t first, std::uint64_t last) {
+  // Counted in locals and stored once: the chunks' records are written in the walk, and the compiler must
+  // otherwise assume each write may change the members.
+  std::uint64_t turned_used_pages = 0, turned_used_chunks = 0;
   arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
     Chunk& c = store_[e.chunk];
     if (c.users++ != 0) return;
-    idle_pages_ -= c.pages;
-    --idle_chunks_;
-    used_ += c.pages;
+    turned_used_pages += c.pages;
+    ++turned_used_chunks;
   });
+  idle_pages_ -= turned_used_pages;
+  idle_chunks_ -= turned_used_chunks;
+  used_ += turned_used_pages;
 }
 
 std::uint64_t ChunkUse::unuse(const Arena& arena, std::uint64_t first, std::uint64_t last) {
-  std::uint64_t tick = 0;
+  std::uint64_t tick = 0, turned_idle_pages = 0, turned_idle_chunks = 0;
   arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
     Chunk& c = store_[e.chunk];
     if (--c.users != 0) return;
     if (tick == 0) tick = idle_.next_tick();
-    turn_idle(e.chunk, c, tick);
+    c.idle_since = tick;
+    idle_.push(e.chunk, tick);
+    turned_idle_pages += c.pages;
+    ++turned_idle_chunks;
   });
+  used_ -= turned_idle_pages;
+  idle_pages_ += turned_idle_pages;
+  idle_chunks_ += turned_idle_chunks;
   if (tick != 0) idle_.compact_if_dead(idle_chunks_, store_);
   return tick;
 }
