@@ -5,8 +5,8 @@ the "## Map" section, by its file name or its stem (the name up to its first dot
 
     python3 tests/design_map_test.py REPO_ROOT
 
-The files are git's (`git ls-files`); without git or a .git, the tree is walked (build*/, .dev/, .git/ and
-__pycache__/ skipped). Prints every file not named and exits 1, else prints how many files were checked. Run by
+The files are git's (`git ls-files`); without git or a .git, the folders above are walked (so build trees,
+.dev/ and .git/ at the root are never entered; __pycache__/ is skipped). Prints every file not named and exits 1, else prints how many files were checked. Run by
 ctest (label cpu); standard library only."""
 
 import os

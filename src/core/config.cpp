@@ -4,6 +4,7 @@
 #include <cctype>
 #include <charconv>
 #include <cstdlib>
+#include <iterator>
 #include <optional>
 #include <string>
 
@@ -86,7 +87,7 @@ constexpr KeyAlias kKeyAliases[] = {
     {"chunk_bytes", "page_bytes", &Config::page_bytes},              // the engine's page was called a chunk
     {"lag_grow_chunks", "lag_grow_pages", &Config::lag_grow_pages},  // it always counted pages
 };
-constexpr std::size_t kKeyAliasCount = sizeof(kKeyAliases) / sizeof(kKeyAliases[0]);
+constexpr std::size_t kKeyAliasCount = std::size(kKeyAliases);
 
 bool is_cuda(std::string_view backend) { return backend.substr(0, backend.find(':')) == "cuda"; }
 

@@ -7,34 +7,30 @@
 namespace gmlake::engine {
 
 void ChunkUse::use(const Arena& arena, std::uint64_t first, std::uint64_t last) {
-  // Counted in locals and stored once: the chunks' records are written in the walk, and the compiler must
-  // otherwise assume each write may change the members.
-  std::uint64_t turned_used_pages = 0, turned_used_chunks = 0;
+  // Counted in locals and stored once, as for count_idle (chunk_use.h).
+  std::uint64_t used_pages = 0, used_chunks = 0;
   arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
     Chunk& c = store_[e.chunk];
     if (c.users++ != 0) return;
-    turned_used_pages += c.pages;
-    ++turned_used_chunks;
+    used_pages += c.pages;
+    ++used_chunks;
   });
-  idle_pages_ -= turned_used_pages;
-  idle_chunks_ -= turned_used_chunks;
-  used_ += turned_used_pages;
+  idle_pages_ -= used_pages;
+  idle_chunks_ -= used_chunks;
+  used_ += used_pages;
 }
 
 std::uint64_t ChunkUse::unuse(const Arena& arena, std::uint64_t first, std::uint64_t last) {
-  std::uint64_t tick = 0, turned_idle_pages = 0, turned_idle_chunks = 0;
+  std::uint64_t tick = 0, idle_pages = 0, idle_chunks = 0;
   arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
     Chunk& c = store_[e.chunk];
     if (--c.users != 0) return;
     if (tick == 0) tick = idle_.next_tick();
-    c.idle_since = tick;
-    idle_.push(e.chunk, tick);
-    turned_idle_pages += c.pages;
-    ++turned_idle_chunks;
+    turn_idle(e.chunk, c, tick);
+    idle_pages += c.pages;
+    ++idle_chunks;
   });
-  used_ -= turned_idle_pages;
-  idle_pages_ += turned_idle_pages;
-  idle_chunks_ += turned_idle_chunks;
+  count_idle(idle_pages, idle_chunks);
   if (tick != 0) idle_.compact_if_dead(idle_chunks_, store_);
   return tick;
 }
@@ -50,21 +46,23 @@ void ChunkUse::mapped_idle(ChunkId id) {
   Chunk& c = store_[id];
   GMLAKE_DCHECK(c.mapped(), "a chunk counted as mapped idle is mapped nowhere");
   c.users = 0;
-  c.idle_since = idle_.next_tick();
-  idle_.push(id, c.idle_since);
+  turn_idle(id, c, idle_.next_tick());
   idle_pages_ += c.pages;  // it was free: counted neither used nor idle
   ++idle_chunks_;
 }
 
 std::uint64_t ChunkUse::idle_past(const Arena& arena, std::uint64_t block_last, std::uint64_t last) {
-  std::uint64_t tick = 0;
+  std::uint64_t tick = 0, idle_pages = 0, idle_chunks = 0;
   arena.pages.for_each(block_last + 1, last, [&](std::uint64_t p, const PageMap::Entry& e) {
     Chunk& c = store_[e.chunk];
     if (p <= block_last || c.users != 1) return;  // the chunk the block ends in stays used
     if (tick == 0) tick = idle_.next_tick();
     c.users = 0;
     turn_idle(e.chunk, c, tick);
+    idle_pages += c.pages;
+    ++idle_chunks;
   });
+  count_idle(idle_pages, idle_chunks);
   return tick;
 }
 

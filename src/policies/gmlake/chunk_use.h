@@ -63,13 +63,18 @@ class ChunkUse {
   std::uint64_t idle_chunks() const { return idle_chunks_; }
 
  private:
-  // Chunk `c` (id `id`), used until now, turns idle at `tick`. Inline: it runs once per chunk of every freed block.
+  // Chunk `c` (id `id`) turns idle at `tick`: queued. Inline: it runs once per chunk of every
+  // freed block. The walks that call it add up the pages and chunks in locals and count them once at the end
+  // (count_idle): the walk writes chunk records, which the compiler must otherwise assume alias the counters.
   void turn_idle(ChunkId id, Chunk& c, std::uint64_t tick) {
     c.idle_since = tick;
     idle_.push(id, tick);
-    used_ -= c.pages;
-    idle_pages_ += c.pages;
-    ++idle_chunks_;
+  }
+  // `pages` pages of `chunks` chunks, used until now, turned idle.
+  void count_idle(std::uint64_t pages, std::uint64_t chunks) {
+    used_ -= pages;
+    idle_pages_ += pages;
+    idle_chunks_ += chunks;
   }
 
   ChunkStore& store_;
