@@ -53,6 +53,10 @@ class ModelledPool final : public StreamOrderedPool {
     return address;
   }
   void free_async(std::uintptr_t address, StreamId stream) override {
+    if (fail_frees > 0) {
+      --fail_frees;
+      throw BackendError("cuMemFreeAsync", "scripted failure");
+    }
     used_ -= sizes_.at(address);
     sizes_.erase(address);
     log_->push_back({"free", address, stream});
@@ -68,6 +72,7 @@ class ModelledPool final : public StreamOrderedPool {
   std::uint64_t streams() const override { return streams_seen_.size(); }
 
   int synchronizations = 0;
+  int fail_frees = 0;  // the next this many free_async calls throw BackendError, freeing nothing
 
  private:
   std::uint64_t max_;
@@ -171,6 +176,34 @@ TEST_F(AsyncAllocatorTest, BadFreesAreRejectedAndCountedLeavingTheAllocatorUncha
   a->deallocate(nullptr);  // nothing, as free(nullptr)
   EXPECT_EQ(a->allocate(0, 0), nullptr);
   EXPECT_EQ(a->stats().num_allocs, 1u);
+  a->check_invariants();
+}
+
+// The one rule for a failed release (block_table.h), as in every policy: the free is committed, then the driver is
+// asked; a refusal propagates with the block freed, never half-freed, and the allocator goes on.
+TEST_F(AsyncAllocatorTest, AFreeTheDriverRefusesIsCommittedAndTheErrorPropagates) {
+  auto a = make();
+  void* p = a->allocate(1000, 3);
+  void* q = a->allocate(2000, 4);
+  pool_->fail_frees = 1;
+  test::expect_error([&] { a->deallocate(p); }, ErrorCode::kBackend, "cuMemFreeAsync");
+  EXPECT_FALSE(a->find_block(p).has_value()) << "the free was committed before the driver was asked";
+  Stats s = a->stats();
+  EXPECT_EQ(s.allocated_bytes.current, 2048);
+  EXPECT_EQ(s.active_bytes.current, 2048);
+  EXPECT_EQ(s.num_frees, 1u);
+  a->check_invariants();
+  test::expect_error([&] { a->deallocate(p); }, ErrorCode::kInvalidPointer, "not the start of a live block");
+
+  a->begin_deferred_free(q);
+  pool_->fail_frees = 1;
+  test::expect_error([&] { a->end_deferred_free(q); }, ErrorCode::kBackend, "cuMemFreeAsync");
+  EXPECT_FALSE(a->find_block(q).has_value());
+  EXPECT_EQ(a->stats().active_bytes.current, 0);
+  a->check_invariants();
+  void* r = a->allocate(512, 0);
+  EXPECT_NE(r, nullptr) << "the allocator goes on after a refused free";
+  a->deallocate(r);
   a->check_invariants();
 }
 

@@ -35,21 +35,23 @@ AsyncAllocator::AsyncAllocator(const Config& config, Backend& backend)
     : AsyncAllocator(config, backend, pool_of(config, backend)) {}
 
 AsyncAllocator::AsyncAllocator(const Config& config, Backend& backend, std::unique_ptr<StreamOrderedPool> pool)
-    : backend_(backend), pool_(std::move(pool)), cap_bytes_(config.cap_bytes) {
+    : backend_(backend),
+      pool_(std::move(pool)),
+      cap_bytes_(config.cap_bytes),
+      table_(policy::InvalidFreeWords::reference(to_string(Policy::kAsync)), stats_) {
   config.validate();
   if (pool_ == nullptr) throw Error(ErrorCode::kInvalidArgument, "gmlake async: no stream-ordered pool given");
   pool_->reset_high_marks();  // the peak is this allocator's from here on
 }
 
 AsyncAllocator::~AsyncAllocator() {
-  for (const auto& [address, block] : blocks_) {
+  for (const auto& [address, block] : table_) {
     try {
       pool_->free_async(address, block.stream);
     } catch (...) {
       // The pool's destruction gives back what it can.
     }
   }
-  blocks_.clear();
   pool_.reset();
 }
 
@@ -70,49 +72,30 @@ void* AsyncAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     ++stats_.num_ooms;
     throw;
   }
-  bool inserted = false;
+  // A live block's address again: the pool is broken; its memory is the live block's, so nothing is freed.
+  if (table_.find(address) != nullptr) {
+    throw std::logic_error(fmt::format("gmlake async: the pool returned live address {:#x}", address));
+  }
   try {
-    inserted = blocks_.try_emplace(address, Block{rounded, size_bytes, stream, false}).second;
+    table_.insert(address, rounded, size_bytes, stream, NoRecord{});
   } catch (...) {  // no memory for the table: the allocation goes back
     pool_->free_async(address, stream);
     throw;
   }
-  // A live block's address again: the pool is broken; its memory is the live block's, so nothing is freed.
-  if (!inserted) throw std::logic_error(fmt::format("gmlake async: the pool returned live address {:#x}", address));
-  stats_.allocated_bytes.increase(as_gauge(rounded));
-  stats_.active_bytes.increase(as_gauge(rounded));
-  stats_.requested_bytes.increase(as_gauge(size_bytes));
-  ++stats_.num_allocs;
   return reinterpret_cast<void*>(address);
 }
 
 void AsyncAllocator::deallocate(void* ptr) {
   if (ptr == nullptr) return;
-  Block& b = live_block(ptr, "deallocate");
-  if (b.pending_free) reject(ptr, "deallocate", "its free is already pending");
-  pool_->free_async(reinterpret_cast<std::uintptr_t>(ptr), b.stream);  // throws before anything changed
-  stats_.allocated_bytes.decrease(as_gauge(b.size_bytes));
-  stats_.active_bytes.decrease(as_gauge(b.size_bytes));
-  stats_.requested_bytes.decrease(as_gauge(b.requested_bytes));
-  ++stats_.num_frees;
-  blocks_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+  table_.release(ptr, policy::FreeCall::kDeallocate,
+                 [&](std::uintptr_t address, const Table::Block& b) { pool_->free_async(address, b.stream); });
 }
 
-void AsyncAllocator::begin_deferred_free(void* ptr) {
-  Block& b = live_block(ptr, "begin_deferred_free");
-  if (b.pending_free) reject(ptr, "begin_deferred_free", "its free is already pending");
-  b.pending_free = true;
-  stats_.allocated_bytes.decrease(as_gauge(b.size_bytes));
-  stats_.requested_bytes.decrease(as_gauge(b.requested_bytes));
-  ++stats_.num_frees;
-}
+void AsyncAllocator::begin_deferred_free(void* ptr) { table_.begin_deferred_free(ptr); }
 
 void AsyncAllocator::end_deferred_free(void* ptr) {
-  Block& b = live_block(ptr, "end_deferred_free");
-  if (!b.pending_free) reject(ptr, "end_deferred_free", "no deferred free was begun");
-  pool_->free_async(reinterpret_cast<std::uintptr_t>(ptr), b.stream);
-  stats_.active_bytes.decrease(as_gauge(b.size_bytes));
-  blocks_.erase(reinterpret_cast<std::uintptr_t>(ptr));
+  table_.release(ptr, policy::FreeCall::kEndDeferredFree,
+                 [&](std::uintptr_t address, const Table::Block& b) { pool_->free_async(address, b.stream); });
 }
 
 void AsyncAllocator::empty_cache() {
@@ -135,8 +118,8 @@ void AsyncAllocator::reset_peak_stats() {
 
 std::vector<BlockInfo> AsyncAllocator::blocks() const {
   std::vector<BlockInfo> out;
-  out.reserve(blocks_.size());
-  for (const auto& [address, b] : blocks_) {
+  out.reserve(table_.size());
+  for (const auto& [address, b] : table_) {
     out.push_back({address, b.size_bytes, b.requested_bytes, b.stream, b.pending_free});
   }
   std::sort(out.begin(), out.end(), [](const BlockInfo& x, const BlockInfo& y) { return x.address < y.address; });
@@ -144,33 +127,20 @@ std::vector<BlockInfo> AsyncAllocator::blocks() const {
 }
 
 std::optional<BlockInfo> AsyncAllocator::find_block(const void* ptr) const {
-  const auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == blocks_.end()) return std::nullopt;
-  const Block& b = it->second;
-  return BlockInfo{it->first, b.size_bytes, b.requested_bytes, b.stream, b.pending_free};
+  const auto address = reinterpret_cast<std::uintptr_t>(ptr);
+  const Table::Block* b = table_.find(address);
+  if (b == nullptr) return std::nullopt;
+  return BlockInfo{address, b->size_bytes, b->requested_bytes, b->stream, b->pending_free};
 }
 
 void AsyncAllocator::check_invariants() const {
-  std::uint64_t allocated = 0, active = 0, requested = 0;
-  for (const auto& [address, b] : blocks_) {
+  table_.check_invariants();
+  for (const auto& [address, b] : table_) {
     if (address == 0) throw std::logic_error("gmlake async: a block at address 0");
-    if (b.requested_bytes == 0 || b.size_bytes != round_up(b.requested_bytes, kRoundBytes)) {
+    if (b.size_bytes != round_up(b.requested_bytes, kRoundBytes)) {
       throw std::logic_error(fmt::format("gmlake async: block {:#x}: size {} is not its request {} rounded to 512 B",
                                          address, b.size_bytes, b.requested_bytes));
     }
-    active += b.size_bytes;
-    if (b.pending_free) continue;
-    allocated += b.size_bytes;
-    requested += b.requested_bytes;
-  }
-  const auto differs = [](const Gauge& g, std::uint64_t recount) { return g.current != as_gauge(recount); };
-  if (differs(stats_.allocated_bytes, allocated) || differs(stats_.active_bytes, active) ||
-      differs(stats_.requested_bytes, requested)) {
-    throw std::logic_error(fmt::format(
-        "gmlake async: stats (allocated {}, active {}, requested {}) differ from the blocks (allocated {}, active {}, "
-        "requested {})",
-        stats_.allocated_bytes.current, stats_.active_bytes.current, stats_.requested_bytes.current, allocated, active,
-        requested));
   }
   const std::uint64_t reserved = pool_->reserved_bytes();
   const std::uint64_t high = pool_->reserved_high_bytes();
@@ -178,19 +148,6 @@ void AsyncAllocator::check_invariants() const {
     throw std::logic_error(fmt::format("gmlake async: the pool's reserved high mark {} is below its reserved bytes {}",
                                        high, reserved));
   }
-}
-
-AsyncAllocator::Block& AsyncAllocator::live_block(const void* ptr, const char* call) {
-  const auto it = blocks_.find(reinterpret_cast<std::uintptr_t>(ptr));
-  if (it == blocks_.end()) {
-    reject(ptr, call, "not the start of a live block (never allocated, already freed, or an interior pointer)");
-  }
-  return it->second;
-}
-
-void AsyncAllocator::reject(const void* ptr, const char* call, const char* why) {
-  ++stats_.invalid_frees;
-  throw Error(ErrorCode::kInvalidPointer, fmt::format("gmlake async: {}({}): {}", call, ptr, why));
 }
 
 void AsyncAllocator::throw_oom(std::uint64_t requested_bytes, const std::string& reason) {

@@ -22,7 +22,12 @@
 //
 // Frees: deallocate -> cudaFreeAsync on the block's stream. begin_deferred_free / end_deferred_free (record_stream,
 // a trace's free_requested ... free_completed): the block stops counting as allocated at the first, and its
-// cudaFreeAsync is made at the second, when the trace says every stream is done with it.
+// cudaFreeAsync is made at the second, when the trace says every stream is done with it. The live blocks, the
+// gauges and the rejection of invalid frees are a BlockTable's (policies/common/block_table.h), as in every
+// policy, with the reference policies' words ("gmlake async: deallocate(0x..): ..."), and so is the one rule for
+// a failed release: the free is committed first (the block leaves the table, the gauges drop), then
+// cudaFreeAsync is made; if the driver refuses it (a sticky CUDA error, nothing a retry mends), the
+// BackendError propagates with the block freed, and the pool keeps its bytes until it is trimmed or destroyed.
 //
 // Streams: a StreamId is a stream's name, not a CUDA handle: the pool gives each name a CUDA stream of its own
 // (a trace's streams, replayed). So the policy runs only where the caller's streams are names, the replay: a
@@ -38,9 +43,9 @@
 #include <optional>
 #include <vector>
 
-#include "absl/container/flat_hash_map.h"
 #include "gmlake/allocator.h"
 #include "gmlake/stream_ordered_pool.h"
+#include "../common/block_table.h"
 
 namespace gmlake {
 
@@ -80,22 +85,17 @@ class AsyncAllocator final : public Allocator {
   const StreamOrderedPool& pool() const { return *pool_; }
 
  private:
-  struct Block {
-    std::uint64_t size_bytes;       // requested_bytes rounded up to 512 B
-    std::uint64_t requested_bytes;
-    StreamId stream;
-    bool pending_free;
-  };
-  // The block at `ptr`, or Error(kInvalidPointer) naming `call` (and counted in invalid_frees).
-  Block& live_block(const void* ptr, const char* call);
-  [[noreturn]] void reject(const void* ptr, const char* call, const char* why);
+  // The table's record of a block: nothing beyond its size, request and stream (the driver keeps the rest).
+  struct NoRecord {};
+  using Table = policy::BlockTable<NoRecord>;
+
   [[noreturn]] void throw_oom(std::uint64_t requested_bytes, const std::string& reason);
 
   Backend& backend_;
   std::unique_ptr<StreamOrderedPool> pool_;
   std::uint64_t cap_bytes_;
-  absl::flat_hash_map<std::uintptr_t, Block> blocks_;  // address -> live or pending block
-  Stats stats_;  // every field but reserved_bytes, which is the pool's
+  Stats stats_;  // every field but reserved_bytes, which is the pool's; the table writes the gauges of live blocks
+  Table table_;  // address -> live or pending block
 };
 
 }  // namespace gmlake

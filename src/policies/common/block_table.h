@@ -1,8 +1,8 @@
 // BlockTable: the live blocks of one allocator, by address, and everything a free touches before the policy
 // gets the memory back: the pending (deferred) frees, the gauges of live memory, and the rejection of a free
 // of anything but a live block. Every policy keeps one (the reference policies in BlockAllocator, the engine in
-// StitchingAllocator) and composes it; the policy's own record of a block (where it lies, how to give it back)
-// rides along as `Record`.
+// StitchingAllocator, async in AsyncAllocator) and composes it; the policy's own record of a block (where it
+// lies, how to give it back) rides along as `Record`.
 //
 // It does not place, split, merge, map or cache anything, and it never calls the backend: once the table has
 // let go of a block, what happens to its memory is the policy's (give_back, below).
