@@ -8,10 +8,10 @@
 // Run: build/gmlake_bench --benchmark_filter=lake/
 #include <benchmark/benchmark.h>
 
-#include <filesystem>
 #include <map>
 #include <string>
 
+#include "bench_traces.h"
 #include "gmlake/replay.h"
 #include "gmlake/sim_backend.h"
 #include "backends/sim/vmm_cost_model.h"
@@ -105,14 +105,8 @@ void BM_LakeUnderCap(benchmark::State& state, std::string path, bool peers) {
 }
 
 int register_lake() {
-  std::map<std::string, std::string> traces;
-  if (std::filesystem::is_directory(GMLAKE_TRACES_DIR)) {
-    for (const auto& entry : std::filesystem::directory_iterator(GMLAKE_TRACES_DIR)) {
-      const std::string file = entry.path().filename().string();
-      const auto pos = file.find(".snapshot.pickle");
-      if (pos != std::string::npos) traces.emplace(file.substr(0, pos), entry.path().string());
-    }
-  }
+  const std::map<std::string, std::string> traces =
+      gmlake::bench::bench_traces(gmlake::bench::trace_dirs({GMLAKE_TRACES_DIR}));
   for (const auto& [name, path] : traces) {
     for (const bool peers : {false, true}) {
       benchmark::RegisterBenchmark(("lake/" + name + (peers ? "/peer" : "/own_only")).c_str(), BM_Lake, path, peers)

@@ -1,13 +1,13 @@
 // Allocator time per operation replaying the real traces shipped in traces/ (and ../shared/traces when
-// present), for every policy, on the sim backend. Each iteration replays one whole trace; the time reported
+// present; or the folders in GMLAKE_BENCH_TRACES, bench_traces.h), for every policy, on the sim backend. Each iteration replays one whole trace; the time reported
 // is the allocator calls alone (manual time, see replay.h), and the counter ns_per_op is that time divided by
 // the operations. Run with --benchmark_repetitions=N --benchmark_report_aggregates_only=true for medians.
 #include <benchmark/benchmark.h>
 
-#include <filesystem>
 #include <map>
 #include <string>
 
+#include "bench_traces.h"
 #include "gmlake/replay.h"
 #include "gmlake/trace.h"
 
@@ -37,15 +37,8 @@ void BM_Replay(benchmark::State& state, std::string path, gmlake::Policy policy)
 }
 
 int register_all() {
-  std::map<std::string, std::string> traces;  // name -> path
-  for (const char* dir : {GMLAKE_TRACES_DIR, GMLAKE_SHARED_TRACES_DIR}) {
-    if (!std::filesystem::is_directory(dir)) continue;
-    for (const auto& entry : std::filesystem::directory_iterator(dir)) {
-      const std::string file = entry.path().filename().string();
-      const auto pos = file.find(".snapshot.pickle");
-      if (pos != std::string::npos) traces.emplace(file.substr(0, pos), entry.path().string());
-    }
-  }
+  const std::map<std::string, std::string> traces =
+      gmlake::bench::bench_traces(gmlake::bench::trace_dirs({GMLAKE_TRACES_DIR, GMLAKE_SHARED_TRACES_DIR}));
   for (const auto& [name, path] : traces) {
     for (gmlake::Policy policy : {gmlake::Policy::kGmlake, gmlake::Policy::kCaching, gmlake::Policy::kExpandable}) {
       benchmark::RegisterBenchmark(("replay/" + name + "/" + gmlake::to_string(policy)).c_str(), BM_Replay, path,
