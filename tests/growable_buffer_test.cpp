@@ -81,7 +81,7 @@ TEST(GrowableBufferTest, AFailedSplitGrowthUnmapsItsFirstChunksAgain) {
 
 TEST(GrowableBufferTest, ShrinkToFitUnmapsTheWholeChunksPastTheSizeAndGivesThemBack) {
   HostBackend backend;
-  GrowableBuffer buffer(backend, {.max_bytes = kGiB, .chunk_bytes = 2 * kPageBytes});
+  GrowableBuffer buffer(backend, {.max_bytes = kGiB, .step_bytes = 2 * kPageBytes});
   buffer.resize(8 * kMiB);   // one chunk [0, 8 MiB)
   buffer.resize(20 * kMiB);  // one chunk [8, 20 MiB)
   buffer.resize(30 * kMiB);  // one chunk [20, 32 MiB)
@@ -165,8 +165,8 @@ TEST(GrowableBufferTest, BadOptionsAreInvalidArgumentsAndDestructionGivesEveryth
   test::expect_error([&] { GrowableBuffer b(backend, {.max_bytes = ~std::uint64_t{0}}); }, ErrorCode::kInvalidArgument,
                      "GrowableBuffer: ");
   {
-    GrowableBuffer buffer(backend, {.max_bytes = kGiB, .chunk_bytes = kMiB});  // rounded up to 2 MiB
-    EXPECT_EQ(buffer.chunk_bytes(), kPageBytes);
+    GrowableBuffer buffer(backend, {.max_bytes = kGiB, .step_bytes = kMiB});  // rounded up to 2 MiB
+    EXPECT_EQ(buffer.step_bytes(), kPageBytes);
     buffer.resize(7 * kMiB);
   }
   EXPECT_EQ(backend.live_chunks(), 0u);

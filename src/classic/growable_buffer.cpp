@@ -1,4 +1,4 @@
-// GrowableBuffer: a VmmRange whose mapped prefix follows the size, in chunk_bytes steps.
+// GrowableBuffer: a VmmRange whose mapped prefix follows the size, in step_bytes steps.
 #include "gmlake/classic/growable_buffer.h"
 
 #include <stdexcept>
@@ -13,23 +13,23 @@ namespace {
   throw Error(ErrorCode::kInvalidArgument, "GrowableBuffer: " + why);
 }
 
-std::uint64_t checked_chunk(const Backend& backend, std::uint64_t chunk_bytes) {
+std::uint64_t checked_step(const Backend& backend, std::uint64_t step_bytes) {
   std::uint64_t rounded = 0;
-  const std::uint64_t wanted = chunk_bytes == 0 ? backend.granularity_bytes() : chunk_bytes;
-  if (!checked_round_up(wanted, backend.granularity_bytes(), &rounded)) invalid("chunk_bytes overflows");
+  const std::uint64_t wanted = step_bytes == 0 ? backend.granularity_bytes() : step_bytes;
+  if (!checked_round_up(wanted, backend.granularity_bytes(), &rounded)) invalid("step_bytes overflows");
   return rounded;
 }
 
-std::uint64_t checked_max_chunk(const GrowableBufferOptions& options, std::uint64_t chunk_bytes) {
+std::uint64_t checked_max_chunk(const GrowableBufferOptions& options, std::uint64_t step_bytes) {
   std::uint64_t rounded = 0;
-  if (!checked_round_up(options.max_chunk_bytes, chunk_bytes, &rounded)) invalid("max_chunk_bytes overflows");
+  if (!checked_round_up(options.max_chunk_bytes, step_bytes, &rounded)) invalid("max_chunk_bytes overflows");
   return rounded;
 }
 
-std::uint64_t checked_max(const GrowableBufferOptions& options, std::uint64_t chunk_bytes) {
+std::uint64_t checked_max(const GrowableBufferOptions& options, std::uint64_t step_bytes) {
   if (options.max_bytes == 0) invalid("max_bytes is 0");
   std::uint64_t rounded = 0;
-  if (!checked_round_up(options.max_bytes, chunk_bytes, &rounded)) invalid("max_bytes overflows");
+  if (!checked_round_up(options.max_bytes, step_bytes, &rounded)) invalid("max_bytes overflows");
   return rounded;
 }
 
@@ -41,9 +41,9 @@ std::int64_t as_gauge(std::uint64_t bytes) { return static_cast<std::int64_t>(by
 
 GrowableBuffer::GrowableBuffer(Backend& backend, const GrowableBufferOptions& options)
     : backend_(backend),
-      chunk_bytes_(checked_chunk(backend, options.chunk_bytes)),
-      max_chunk_bytes_(checked_max_chunk(options, chunk_bytes_)),
-      range_(backend, checked_max(options, chunk_bytes_)) {}
+      step_bytes_(checked_step(backend, options.step_bytes)),
+      max_chunk_bytes_(checked_max_chunk(options, step_bytes_)),
+      range_(backend, checked_max(options, step_bytes_)) {}
 
 void GrowableBuffer::map_up_to(std::uint64_t wanted_bytes) {
   const std::uint64_t mapped = range_.mapped_bytes();
@@ -55,7 +55,7 @@ void GrowableBuffer::map_up_to(std::uint64_t wanted_bytes) {
   }
   const std::uint64_t chunks = range_.chunk_count();
   try {
-    map_growth(round_up(wanted_bytes, chunk_bytes_) - mapped);
+    map_growth(round_up(wanted_bytes, step_bytes_) - mapped);
   } catch (const OutOfMemoryError& e) {
     record_growth(mapped, chunks);  // nothing, unless a rollback failed
     ++stats_.num_ooms;
@@ -117,7 +117,7 @@ void GrowableBuffer::reserve(std::uint64_t capacity_bytes) {
 
 void GrowableBuffer::shrink_to_fit() {
   MutexLock lock(&mutex_);
-  const std::uint64_t keep_bytes = round_up(size_bytes_.load(std::memory_order_relaxed), chunk_bytes_);
+  const std::uint64_t keep_bytes = round_up(size_bytes_.load(std::memory_order_relaxed), step_bytes_);
   const std::uint64_t mapped = range_.mapped_bytes();
   try {
     while (range_.chunk_count() != 0 && range_.mapped_bytes() - range_.last_chunk_bytes() >= keep_bytes) {
@@ -148,7 +148,7 @@ void GrowableBuffer::check_invariants() const {
   const std::uint64_t capacity = capacity_bytes_.load();
   if (size > capacity) fail("size > capacity");
   if (capacity != range_.mapped_bytes()) fail("capacity != mapped bytes");
-  if (capacity % chunk_bytes_ != 0) fail("capacity is not a multiple of chunk_bytes");
+  if (capacity % step_bytes_ != 0) fail("capacity is not a multiple of step_bytes");
   if (stats_.allocated_bytes.current != as_gauge(size)) fail("allocated_bytes != size");
   if (stats_.reserved_bytes.current != as_gauge(capacity)) fail("reserved_bytes != capacity");
   if (stats_.chunks_created - stats_.chunks_released != range_.chunk_count()) fail("chunk counters != chunks mapped");

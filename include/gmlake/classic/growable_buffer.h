@@ -4,8 +4,8 @@
 // cudaFree, copies the whole buffer at each growth and needs old + new memory at once).
 //
 // Sizes: size_bytes() is what the caller asked for with resize(); capacity_bytes() is what is mapped, a
-// multiple of chunk_bytes() >= size_bytes(); max_bytes() is the reservation and the largest size. A growth
-// maps exactly the bytes it needs, rounded up to chunk_bytes() (no doubling: nothing is copied, so there is
+// multiple of step_bytes() >= size_bytes(); max_bytes() is the reservation and the largest size. A growth
+// maps exactly the bytes it needs, rounded up to step_bytes() (no doubling: nothing is copied, so there is
 // nothing to amortize), as one chunk, or as chunks of at most max_chunk_bytes() when that is set: one
 // create + map per chunk and one set_access per growth, so the backend calls per growth stay few however
 // large it is (on a GPU each chunk costs tens of microseconds). Shrinking keeps the mapping (resize is cheap
@@ -17,7 +17,7 @@
 // Alignment: data() is aligned to the backend's granularity (2 MiB by default).
 //
 // Errors (the buffer is unchanged after any of them):
-//   - bad options: Error(kInvalidArgument) (max_bytes 0; chunk_bytes, max_chunk_bytes or max_bytes
+//   - bad options: Error(kInvalidArgument) (max_bytes 0; step_bytes, max_chunk_bytes or max_bytes
 //     overflowing when rounded);
 //   - resize past max_bytes(): OutOfMemoryError with requested = the new size, reserved = capacity_bytes(),
 //     allocated = size_bytes(), cap = max_bytes(); also when the backend has no memory for the new chunks.
@@ -45,12 +45,13 @@
 namespace gmlake::classic {
 
 struct GrowableBufferOptions {
-  std::uint64_t max_bytes = 64 * kGiB;  // the reservation, rounded up to chunk_bytes: virtual only, free on
+  std::uint64_t max_bytes = 64 * kGiB;  // the reservation, rounded up to step_bytes: virtual only, free on
                                         // 64-bit hosts and on CUDA devices
-  std::uint64_t chunk_bytes = 0;        // sizes are mapped in multiples of it; 0: the backend's granularity;
-                                        // rounded up to it
+  std::uint64_t step_bytes = 0;         // sizes are mapped in multiples of it (the growth step; called
+                                        // chunk_bytes before 2026-11); 0: the backend's granularity; rounded up
+                                        // to it
   std::uint64_t max_chunk_bytes = 0;    // the largest chunk one growth maps; 0: a growth is one chunk;
-                                        // rounded up to chunk_bytes
+                                        // rounded up to step_bytes
 };
 
 class GrowableBuffer {
@@ -68,14 +69,14 @@ class GrowableBuffer {
   std::uint64_t size_bytes() const { return size_bytes_.load(std::memory_order_acquire); }
   std::uint64_t capacity_bytes() const { return capacity_bytes_.load(std::memory_order_acquire); }
   std::uint64_t max_bytes() const { return range_.reserved_bytes(); }
-  std::uint64_t chunk_bytes() const { return chunk_bytes_; }
+  std::uint64_t step_bytes() const { return step_bytes_; }
   std::uint64_t max_chunk_bytes() const { return max_chunk_bytes_; }
 
   // Sets the size, mapping chunks when it grows past capacity_bytes(). Throws OutOfMemoryError (above).
   void resize(std::uint64_t new_size_bytes);
   // Maps chunks until capacity_bytes() >= capacity_bytes; the size does not change. Throws as resize.
   void reserve(std::uint64_t capacity_bytes);
-  // Unmaps and releases every chunk that lies wholly past size_bytes() (rounded up to chunk_bytes()); a chunk
+  // Unmaps and releases every chunk that lies wholly past size_bytes() (rounded up to step_bytes()); a chunk
   // the size ends inside stays. Throws BackendError when the backend fails (the chunks not yet unmapped stay).
   void shrink_to_fit();
 
@@ -89,7 +90,7 @@ class GrowableBuffer {
   void record_growth(std::uint64_t mapped_before, std::uint64_t chunks_before) ABSL_EXCLUSIVE_LOCKS_REQUIRED(mutex_);
 
   Backend& backend_;
-  const std::uint64_t chunk_bytes_;
+  const std::uint64_t step_bytes_;
   const std::uint64_t max_chunk_bytes_;
   VmmRange range_;  // maps and unmaps under mutex_; its base and reserved size never change (data(), max_bytes())
   mutable absl::Mutex mutex_;
