@@ -80,6 +80,12 @@ def fill_device(torch, args, batch, opt, gmlake):
                                "free_after": torch.cuda.mem_get_info()[0]}}), flush=True)
 
 
+def shaped(step, *tensors):
+    """Tags a batch's step with its inputs' shapes (the A/B records them per pair), and returns it."""
+    step.shapes = [list(t.shape) for t in tensors]
+    return step
+
+
 def main():
     args = parse()
     if args.alloc == "expandable":
@@ -113,7 +119,7 @@ def main():
         def batch():
             seq = rng.randint(64, 1024) if args.model == "gpt2" else 1024
             x = torch.randint(0, vocab, (args.batch, seq), device=dev)
-            return lambda: model(input_ids=x, labels=x).loss
+            return shaped(lambda: model(input_ids=x, labels=x).loss, x)
     elif args.model == "gpt2-generate":
         from transformers import GPT2Config, GPT2LMHeadModel
 
@@ -130,7 +136,7 @@ def main():
                                          max_new_tokens=n, min_new_tokens=n, pad_token_id=cfg.eos_token_id,
                                          use_cache=True)
                 return out.float().sum()
-            return generate
+            return shaped(generate, ids)
     elif args.model == "unet3d-infer":
         sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
         from models import unet3d
@@ -145,7 +151,7 @@ def main():
             def infer():
                 with torch.no_grad():
                     return model(x).float().mean()
-            return infer
+            return shaped(infer, x)
     elif args.model == "bert":
         from transformers import BertConfig, BertForSequenceClassification
 
@@ -155,7 +161,7 @@ def main():
             seq = rng.randint(32, 512)
             x = torch.randint(0, model.config.vocab_size, (args.batch, seq), device=dev)
             y = torch.randint(0, 2, (args.batch,), device=dev)
-            return lambda: model(input_ids=x, labels=y).loss
+            return shaped(lambda: model(input_ids=x, labels=y).loss, x)
     elif args.model == "resnet50-infer":
         import torchvision
 
@@ -168,7 +174,7 @@ def main():
             def infer():
                 with torch.no_grad():
                     return model(x).float().sum()
-            return infer
+            return shaped(infer, x)
     else:
         import torchvision
 
@@ -178,7 +184,7 @@ def main():
         def batch():
             x = torch.randn(args.batch, 3, 224, 224, device=dev)
             y = torch.randint(0, 1000, (args.batch,), device=dev)
-            return lambda: loss_fn(model(x), y)
+            return shaped(lambda: loss_fn(model(x), y), x)
 
     opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
            if args.model.startswith("resnet50") or args.model == "unet3d-infer"
@@ -291,6 +297,7 @@ def ab_main(args, gmlake, batch, model, opt):
         native_s, gmlake_s = [], []
         s_warm = s0
         step_vmm_ms = []  # gmlake's VMM time in each of its steps: which pairs the driver calls fell in
+        step_counts = {"backend_calls": [], "chunks_created": [], "evictions": []}  # the same, counted
         gc_ms = []
         for k, step in enumerate(steps):
             t_gc = time.perf_counter()
@@ -298,22 +305,27 @@ def ab_main(args, gmlake, batch, model, opt):
             gc_ms.append(round((time.perf_counter() - t_gc) * 1e3, 2))
             if k == warm:
                 s_warm = gmlake.torch.memory_stats()  # the timed pairs' VMM calls: the layout formed before
-            before = gmlake.torch.memory_stats()["gmlake.backend_time_ns"]
+            stats_before = gmlake.torch.memory_stats()
+            before = stats_before["gmlake.backend_time_ns"]
             if k % 2 == 0:
                 native_s.append(run(step, True))
                 gmlake_s.append(run(step, False))
             else:
                 gmlake_s.append(run(step, False))
                 native_s.append(run(step, True))
-            step_vmm_ms.append(round((gmlake.torch.memory_stats()["gmlake.backend_time_ns"] - before) / 1e6, 3))
+            stats_after = gmlake.torch.memory_stats()
+            step_vmm_ms.append(round((stats_after["gmlake.backend_time_ns"] - before) / 1e6, 3))
+            for key, counts in step_counts.items():
+                counts.append(stats_after[f"gmlake.{key}"] - stats_before[f"gmlake.{key}"])
+        shapes = [getattr(step, "shapes", None) for step in steps]
         del steps
         s = gmlake.torch.memory_stats()
         nat = gmlake.torch.native_memory_stats()
-        return native_s, gmlake_s, s0, s_warm, s, nat, step_vmm_ms, gc_ms
+        return native_s, gmlake_s, s0, s_warm, s, nat, step_vmm_ms, gc_ms, step_counts, shapes
 
     rounds = []
     for _ in range(max(1, args.rounds)):
-        native_s, gmlake_s, s0, s_warm, s, nat, step_vmm_ms, gc_ms = one_round()
+        native_s, gmlake_s, s0, s_warm, s, nat, step_vmm_ms, gc_ms, step_counts, shapes = one_round()
         timed = max(1, args.steps - warm)
         ratios = [g / n for g, n in zip(gmlake_s[warm:], native_s[warm:])]
         rounds.append({
@@ -328,6 +340,10 @@ def ab_main(args, gmlake, batch, model, opt):
             "step_times_s_gmlake": [round(t, 5) for t in gmlake_s],
             "step_times_s_native": [round(t, 5) for t in native_s],
             "step_backend_ms_gmlake": step_vmm_ms, "gc_ms": gc_ms,
+            # per pair: gmlake's backend calls, chunks created and evictions in its step, and the inputs' shapes
+            "step_backend_calls_gmlake": step_counts["backend_calls"],
+            "step_chunks_created_gmlake": step_counts["chunks_created"],
+            "step_evictions_gmlake": step_counts["evictions"], "step_input_shapes": shapes,
             "gmlake_peak_reserved": s["reserved_bytes.all.peak"], "native_peak_reserved": nat["reserved_bytes.all.peak"],
             "gmlake_backend_calls_per_step": (s["gmlake.backend_calls"] - s0["gmlake.backend_calls"]) / args.steps,
             "gmlake_backend_ms_per_step":
