@@ -2,8 +2,7 @@
 # Run 32 (H100; main after the Pages type, AsyncAllocator on BlockTable and GrowableBuffer's step_bytes; binaries
 # built on the build machine with the CUDA backend and carried in .dev/bin, .dev/lib): the GPU tests, the device
 # pool's GPU tests, gmlake on cuda against sim on every shipped trace (scripts/gpu-cuda-vs-sim.sh), the async
-# policy on cuda over one trace, the PyTorch allocator test, then the engine's wall ns/op on the idle host
-# (gmlake_bench over traces/ and the shared traces carried in .dev/traces).
+# policy on cuda over one trace, the PyTorch allocator test, and two short bert A/B rounds read per step.
 set -uo pipefail
 source .dev/gpu_env.sh
 mkdir -p $OUT/r32
@@ -17,21 +16,18 @@ timeout 60 .dev/bin/gmlake replay traces/resnet50.snapshot.pickle.xz --policy as
 echo "async on cuda rc $?"; tail -n 4 $OUT/r32/async.txt
 timeout 200 python3 tests/gpu/torch_allocator_test.py > $OUT/r32/torch_allocator_test.log 2>&1; echo "torch allocator test rc $?"
 tail -n 3 $OUT/r32/torch_allocator_test.log
-cat /proc/loadavg
-GMLAKE_BENCH_TRACES=$PWD/traces:$PWD/.dev/traces timeout 180 .dev/bin/gmlake_bench \
-  --benchmark_filter='replay/.*/(gmlake|caching)/' --benchmark_min_time=0.2 --benchmark_format=json \
-  --benchmark_out=$OUT/r32/bench.json > $OUT/r32/bench.txt 2>&1; echo "bench rc $?"
-python3 - $OUT/r32/bench.json <<'PY'
-import json, sys, statistics
-rows = {}
-for b in json.load(open(sys.argv[1]))["benchmarks"]:
-    _, trace, policy = b["name"].split("/")[:3]
-    rows.setdefault(trace, {})[policy] = b.get("ns_per_op")
-g = [r["gmlake"] for r in rows.values() if r.get("gmlake")]
-c = [r["caching"] for r in rows.values() if r.get("caching")]
-ratio = [r["gmlake"] / r["caching"] for r in rows.values() if r.get("gmlake") and r.get("caching")]
-for t, r in sorted(rows.items()): print(f"{t:24s} gmlake {r.get('gmlake', 0):7.1f} caching {r.get('caching', 0):7.1f}")
-print(f"median ns/op gmlake {statistics.median(g):.1f} caching {statistics.median(c):.1f}; worst gmlake {max(g):.1f}; "
-      f"gmlake/caching median {statistics.median(ratio):.2f} worst {max(ratio):.2f}")
+# One short bert A/B round, to see what a step with driver time does (train.py's per-pair calls, creates, evictions)
+ROUNDS=2 timeout 150 scripts/gpu-steptime-ab.sh $OUT/r32/ab 25 bert 2>&1 | grep "round\|FAILED"
+python3 - $OUT/r32/ab/ab_bert.json <<'PY'
+import json, sys
+d = json.load(open(sys.argv[1]))
+for i, r in enumerate(d["rounds"]):
+    print(f"round {i + 1}: total {r['total_ratio_gmlake_to_native']:.3f}")
+    for k, ms in enumerate(r["step_backend_ms_gmlake"]):
+        if ms > 2:
+            print(f"  pair {k}: {ms} ms VMM, {r['step_backend_calls_gmlake'][k]} calls, "
+                  f"{r['step_chunks_created_gmlake'][k]} creates, {r['step_evictions_gmlake'][k]} evictions, "
+                  f"shape {r['step_input_shapes'][k]}, longest before {max([s[0][1] for s in r['step_input_shapes'][:k]] or [0])}, "
+                  f"gmlake {r['step_times_s_gmlake'][k] * 1e3:.1f} ms native {r['step_times_s_native'][k] * 1e3:.1f} ms")
 PY
 tar czf $OUT/run32.tgz -C $OUT r32 && rm -rf $OUT/r32
