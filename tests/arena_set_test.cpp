@@ -125,9 +125,9 @@ TEST(ArenaSetTest, ARetiredArenaStillNamedOrHoldingAChunkFailsTheCheck) {
   // Retired properly, then given a page map entry by hand: a retired arena must have no chunk mapped.
   EXPECT_EQ(set.retire_empty(false), 2u);
   set.check_invariants();
-  set[a.id].pages.insert(0, 0, 1);
+  set[a.id].pages.insert(PageNumber{0}, 0, Pages{1});
   test::expect_broken([&] { set.check_invariants(); }, "is not a spare id once, or has chunks or blocks");
-  set[a.id].pages.erase(0);
+  set[a.id].pages.erase(PageNumber{0});
   set.check_invariants();
 }
 

@@ -46,11 +46,11 @@ class ChunkSourceTest : public ::testing::Test {
   // A chunk of `pages` pages mapped at `first_page` of the large arena, with access, and idle.
   ChunkId idle_chunk(std::uint64_t first_page, std::uint64_t pages) {
     Arena& arena = arenas_.get(false, 0);
-    const ChunkId id = store_.create(pages);
-    stitcher_.map(arena, first_page, id);
-    stitcher_.grant(arena, first_page, pages);
+    const ChunkId id = store_.create(Pages{pages});
+    stitcher_.map(arena, PageNumber{first_page}, id);
+    stitcher_.grant(arena, PageNumber{first_page}, Pages{pages});
     use_.mapped_for_block(id);
-    use_.unuse(arena, first_page, first_page + pages - 1);
+    use_.unuse(arena, PageNumber{first_page}, PageNumber{first_page + pages - 1});
     return id;
   }
   // A chunk `obtain` returned goes back to the free index (the test maps nothing).
@@ -92,25 +92,25 @@ TEST_F(ChunkSourceTest, ABlocksChunksAreItsShareUpToMaxChunkBytesUnlessItWouldNe
     // The configuration as given (make_source sets max_chunk_bytes 256 MiB).
     const ChunkSource source(parse_config(row.config), kGeometry,
                              ChunkSource::Parts{sim_, store_, use_, fence_, arenas_, stitcher_, stats_, clock_});
-    EXPECT_EQ(source.chunk_limit(row.block_pages), row.limit) << row.config << " " << row.block_pages;
+    EXPECT_EQ(source.chunk_limit(Pages{row.block_pages}), Pages{row.limit}) << row.config << " " << row.block_pages;
     // Never more than about kMaxChunksPerBlock chunks for the block, never 0 pages.
-    EXPECT_GE(source.chunk_limit(row.block_pages), 1u);
+    EXPECT_GE(source.chunk_limit(Pages{row.block_pages}), Pages{1});
     EXPECT_LE((row.block_pages + row.limit - 1) / row.limit, std::max<std::uint64_t>(ChunkSource::kMaxChunksPerBlock, 32u));
   }
 }
 
 TEST_F(ChunkSourceTest, AFreeChunkOfAtLeastHalfTheRunIsTakenBeforeAnythingElse) {
   make_source("headroom_permille:0");
-  const ChunkId small = store_.create(2);
-  const ChunkId fits = store_.create(3);
+  const ChunkId small = store_.create(Pages{2});
+  const ChunkId fits = store_.create(Pages{3});
   give_back(small);
   give_back(fits);
-  EXPECT_EQ(source_->obtain(4, 4 * kPageBytes), fits) << "the largest free chunk of at most 4 pages, >= 2";
+  EXPECT_EQ(source_->obtain(Pages{4}, 4 * kPageBytes), fits) << "the largest free chunk of at most 4 pages, >= 2";
   EXPECT_EQ(stats_.chunks_created, 2u);
   // A free chunk under half the run is not worth a map of its own: with nothing idle, it is released and one
   // chunk of the run's size is made from its memory.
-  const ChunkId made = source_->obtain(8, 8 * kPageBytes);
-  EXPECT_EQ(store_[made].pages, 8u);
+  const ChunkId made = source_->obtain(Pages{8}, 8 * kPageBytes);
+  EXPECT_EQ(store_[made].pages, Pages{8});
   EXPECT_EQ(stats_.chunks_released, 1u);
   EXPECT_EQ(store_.free_chunks(), 0u);
   give_back(made);
@@ -121,8 +121,8 @@ TEST_F(ChunkSourceTest, WithinHeadroomANewChunkIsMadeRatherThanAnIdleOneMoved) {
   make_source("headroom_permille:500");
   const ChunkId idle = idle_chunk(0, 4);
   source_->note_allocated(16 * kPageBytes);  // headroom: up to 24 pages reserved
-  EXPECT_TRUE(source_->within_headroom(4));
-  const ChunkId id = source_->obtain(4, 4 * kPageBytes);
+  EXPECT_TRUE(source_->within_headroom(Pages{4}));
+  const ChunkId id = source_->obtain(Pages{4}, 4 * kPageBytes);
   EXPECT_NE(id, idle);
   EXPECT_EQ(stats_.evictions, 0u);
   EXPECT_TRUE(store_[idle].mapped());
@@ -133,7 +133,7 @@ TEST_F(ChunkSourceTest, PastTheHeadroomTheOldestIdleChunkIsMovedWhileTheMoveBudg
   make_source("headroom_permille:0,move_share_permille:0");  // unbounded moves
   const ChunkId older = idle_chunk(0, 4);
   const ChunkId newer = idle_chunk(8, 4);
-  const ChunkId id = source_->obtain(4, 4 * kPageBytes);
+  const ChunkId id = source_->obtain(Pages{4}, 4 * kPageBytes);
   EXPECT_EQ(id, older) << "evicted, then taken from the free chunks: no new memory";
   EXPECT_EQ(stats_.evictions, 1u);
   EXPECT_EQ(stats_.chunks_created, 2u);
@@ -142,7 +142,7 @@ TEST_F(ChunkSourceTest, PastTheHeadroomTheOldestIdleChunkIsMovedWhileTheMoveBudg
   // Its mapping at page 0 stays, a standby one (standby_mappings, 4 by default): no unmap.
   EXPECT_FALSE(store_[older].mapped());
   ASSERT_EQ(store_[older].standby.size(), 1u);
-  EXPECT_EQ(store_[older].standby[0].first_page, 0u);
+  EXPECT_EQ(store_[older].standby[0].first_page, PageNumber{0});
   EXPECT_EQ(sim_.counters()[BackendCall::kUnmap], 0u);
   EXPECT_EQ(sim_.live_mappings(), 2u);
   give_back(id);
@@ -152,7 +152,7 @@ TEST_F(ChunkSourceTest, WithoutStandbyMappingsAnEvictedChunkIsUnmapped) {
   make_source("headroom_permille:0,move_share_permille:0,standby_mappings:0");
   const ChunkId older = idle_chunk(0, 4);
   idle_chunk(8, 4);
-  const ChunkId id = source_->obtain(4, 4 * kPageBytes);
+  const ChunkId id = source_->obtain(Pages{4}, 4 * kPageBytes);
   EXPECT_EQ(id, older);
   EXPECT_TRUE(store_[older].standby.empty());
   EXPECT_EQ(sim_.counters()[BackendCall::kUnmap], 1u);
@@ -178,29 +178,29 @@ TEST_F(ChunkSourceTest, OutOfMoveCreditAndWithNoCapTheSourceGrowsInstead) {
   idle_chunk(8, 4);
   source_->note_allocated(100 * kPageBytes);  // growth for time within move_headroom_permille (2% of it): 2 pages
   source_->earn();
-  const ChunkId moved = source_->obtain(4, 4 * kPageBytes);
+  const ChunkId moved = source_->obtain(Pages{4}, 4 * kPageBytes);
   EXPECT_EQ(stats_.evictions, 1u);
   source_->earn();
-  const ChunkId grown = source_->obtain(4, 4 * kPageBytes);
+  const ChunkId grown = source_->obtain(Pages{4}, 4 * kPageBytes);
   EXPECT_EQ(stats_.evictions, 1u) << "no second move: a new chunk instead";
   EXPECT_EQ(stats_.chunks_created, 3u);
   // With a peer that may lend, the same refusal leaves the run to the peer.
   source_->set_cap_bytes(12 * kPageBytes);  // the own device cannot grow past what it holds
-  EXPECT_EQ(source_->obtain(4, 4 * kPageBytes, ChunkSource::OverBudget::kPeer), kNoChunk);
+  EXPECT_EQ(source_->obtain(Pages{4}, 4 * kPageBytes, ChunkSource::OverBudget::kPeer), kNoChunk);
   give_back(moved);
   give_back(grown);
 }
 
 TEST_F(ChunkSourceTest, UnderACapChunksArePageSizedAndPastItTheErrorChangesNothing) {
   make_source("cap_bytes:" + std::to_string(6 * kPageBytes) + ",headroom_permille:0");
-  EXPECT_TRUE(source_->near_cap(1));
-  const ChunkId a = source_->obtain(4, 4 * kPageBytes);
-  EXPECT_EQ(store_[a].pages, 1u) << "memory first: page-sized chunks";
+  EXPECT_TRUE(source_->near_cap(Pages{1}));
+  const ChunkId a = source_->obtain(Pages{4}, 4 * kPageBytes);
+  EXPECT_EQ(store_[a].pages, Pages{1}) << "memory first: page-sized chunks";
   std::vector<ChunkId> held{a};
-  for (int i = 0; i < 5; ++i) held.push_back(source_->obtain(1, kPageBytes));
+  for (int i = 0; i < 5; ++i) held.push_back(source_->obtain(Pages{1}, kPageBytes));
   EXPECT_EQ(source_->reserved_now(), 6 * kPageBytes);
-  EXPECT_FALSE(source_->cap_allows(1));
-  EXPECT_THROW(source_->obtain(1, kPageBytes), OutOfMemoryError);
+  EXPECT_FALSE(source_->cap_allows(Pages{1}));
+  EXPECT_THROW(source_->obtain(Pages{1}, kPageBytes), OutOfMemoryError);
   EXPECT_EQ(source_->reserved_now(), 6 * kPageBytes);
   EXPECT_EQ(store_.live_chunks(), 6u);
   for (const ChunkId id : held) give_back(id);
@@ -224,20 +224,20 @@ TEST_F(ChunkSourceTest, AnIdleChunkABlockWouldStrandIsRecutAboveMaxStrandBytes) 
   Arena& arena = arenas_.get(false, 0);
   const ChunkId big = idle_chunk(0, 8);
   // A block on pages 0..5 would leave 2 pages of the chunk uncovered: within the bound, nothing moves.
-  EXPECT_EQ(source_->recut(arena, 0, 5, 2), 0u);
+  EXPECT_EQ(source_->recut(arena, PageNumber{0}, PageNumber{5}, Pages{2}), 0u);
   EXPECT_TRUE(store_[big].mapped());
   // On pages 0..4 it would leave 3: the chunk is unmapped and released, its pages unmapped again.
-  EXPECT_EQ(source_->recut(arena, 0, 4, 3), 1u);
+  EXPECT_EQ(source_->recut(arena, PageNumber{0}, PageNumber{4}, Pages{3}), 1u);
   EXPECT_EQ(stats_.evictions, 1u);
   EXPECT_EQ(stats_.chunks_released, 1u);
   EXPECT_EQ(store_.live_chunks(), 0u);
   EXPECT_EQ(source_->reserved_now(), 0u);
   bool mapped = false;
-  arena.pages.for_each(0, 7, [&](std::uint64_t, const PageMap::Entry&) { mapped = true; });
+  arena.pages.for_each(PageNumber{0}, PageNumber{7}, [&](PageNumber, const PageMap::Entry&) { mapped = true; });
   EXPECT_FALSE(mapped);
   // A chunk a block covers whole, or one that is used, is never re-cut.
   const ChunkId whole = idle_chunk(16, 2);
-  EXPECT_EQ(source_->recut(arena, 16, 17, 3), 0u);
+  EXPECT_EQ(source_->recut(arena, PageNumber{16}, PageNumber{17}, Pages{3}), 0u);
   EXPECT_TRUE(store_[whole].mapped());
 }
 
@@ -247,9 +247,9 @@ TEST_F(ChunkSourceTest, ARecutIsAMoveTheMoveBudgetMayRefuse) {
   idle_chunk(0, 8);
   idle_chunk(8, 8);
   source_->earn();
-  EXPECT_EQ(source_->recut(arena, 0, 1, 6), 1u) << "credit is not negative yet";
+  EXPECT_EQ(source_->recut(arena, PageNumber{0}, PageNumber{1}, Pages{6}), 1u) << "credit is not negative yet";
   source_->earn();
-  EXPECT_EQ(source_->recut(arena, 8, 9, 6), 0u) << "the first re-cut spent the credit";
+  EXPECT_EQ(source_->recut(arena, PageNumber{8}, PageNumber{9}, Pages{6}), 0u) << "the first re-cut spent the credit";
   EXPECT_EQ(use_.idle_chunks(), 1u);
 }
 
@@ -258,16 +258,16 @@ TEST_F(ChunkSourceTest, NearTheDevicesEndChunksArePageSized) {
   sim_.set_device_limit_bytes(20 * kPageBytes);
   make_source("headroom_permille:0");
   source_->begin();
-  EXPECT_FALSE(source_->near_cap(8));
-  const ChunkId a = source_->obtain(8, 8 * kPageBytes);
-  EXPECT_EQ(store_[a].pages, 8u);
+  EXPECT_FALSE(source_->near_cap(Pages{8}));
+  const ChunkId a = source_->obtain(Pages{8}, 8 * kPageBytes);
+  EXPECT_EQ(store_[a].pages, Pages{8});
   source_->begin();
-  const ChunkId b = source_->obtain(8, 8 * kPageBytes);
-  EXPECT_EQ(store_[b].pages, 8u) << "16 pages of 20: not yet past 90%";
+  const ChunkId b = source_->obtain(Pages{8}, 8 * kPageBytes);
+  EXPECT_EQ(store_[b].pages, Pages{8}) << "16 pages of 20: not yet past 90%";
   source_->begin();
-  EXPECT_TRUE(source_->near_cap(4));
-  const ChunkId c = source_->obtain(4, 4 * kPageBytes);
-  EXPECT_EQ(store_[c].pages, 1u) << "18 + 4 pages would pass 90% of the device: one page";
+  EXPECT_TRUE(source_->near_cap(Pages{4}));
+  const ChunkId c = source_->obtain(Pages{4}, 4 * kPageBytes);
+  EXPECT_EQ(store_[c].pages, Pages{1}) << "18 + 4 pages would pass 90% of the device: one page";
   give_back(a);
   give_back(b);
   give_back(c);

@@ -16,8 +16,8 @@ TEST(ChunkStoreTest, CreateAndReleaseKeepReservedBytesAndTheBackendInStep) {
   SimBackend sim;
   Stats stats;
   ChunkStore store(sim, PageGeometry(kPageBytes), stats);
-  const ChunkId a = store.create(3);
-  const ChunkId b = store.create(1);
+  const ChunkId a = store.create(Pages{3});
+  const ChunkId b = store.create(Pages{1});
   EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(4 * kPageBytes));
   EXPECT_EQ(sim.live_chunk_bytes(), 4 * kPageBytes);
   EXPECT_EQ(store.live_chunks(), 2u);
@@ -25,9 +25,9 @@ TEST(ChunkStoreTest, CreateAndReleaseKeepReservedBytesAndTheBackendInStep) {
   EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(kPageBytes));
   EXPECT_EQ(stats.chunks_created, 2u);
   EXPECT_EQ(stats.chunks_released, 1u);
-  const ChunkId c = store.create(2);  // reuses a's record
+  const ChunkId c = store.create(Pages{2});  // reuses a's record
   EXPECT_EQ(c, a);
-  EXPECT_EQ(store[c].pages, 2u);
+  EXPECT_EQ(store[c].pages, Pages{2});
   store.release(b);
   store.release(c);
   EXPECT_EQ(sim.live_chunks(), 0u);
@@ -37,8 +37,8 @@ TEST(ChunkStoreTest, AnAdoptedChunkIsAPeerChunkAndARecalledOneIsListedUntilRelea
   SimBackend sim;
   Stats stats;
   ChunkStore store(sim, PageGeometry(kPageBytes), stats);
-  const ChunkId own = store.create(1);
-  const ChunkId lent = store.adopt(sim.create(2 * kPageBytes), 2);  // as a PeerSource records a loan
+  const ChunkId own = store.create(Pages{1});
+  const ChunkId lent = store.adopt(sim.create(2 * kPageBytes), Pages{2});  // as a PeerSource records a loan
   EXPECT_TRUE(store[lent].on_peer);
   EXPECT_EQ(store.peer_bytes(), 2 * kPageBytes);
   EXPECT_EQ(stats.reserved_bytes.current, static_cast<std::int64_t>(3 * kPageBytes));
@@ -64,8 +64,8 @@ TEST(ChunkStoreTest, ARecalledChunkNeverEntersTheFreeIndexEvenWhenItsReleaseFail
   FaultBackend faulty(sim);
   Stats stats;
   ChunkStore store(faulty, PageGeometry(kPageBytes), stats);
-  const ChunkId kept = store.adopt(faulty.create(kPageBytes), 1);
-  const ChunkId lent = store.adopt(faulty.create(kPageBytes), 1);
+  const ChunkId kept = store.adopt(faulty.create(kPageBytes), Pages{1});
+  const ChunkId lent = store.adopt(faulty.create(kPageBytes), Pages{1});
   faulty.arm({BackendCall::kRelease, 1, 2});
   store.add_free(kept);  // its release fails: indexed, as any free chunk
   EXPECT_EQ(store.free_chunks(), 1u);
@@ -88,15 +88,15 @@ TEST(ChunkStoreTest, TheFreeIndexFindsTheLargestFreeChunkOfAtMostNPages) {
   SimBackend sim;
   Stats stats;
   ChunkStore store(sim, PageGeometry(kPageBytes), stats);
-  for (std::uint64_t pages : {1, 4, 8}) store.add_free(store.create(pages));
-  EXPECT_EQ(store.free_pages(), 13u);
-  EXPECT_EQ(store[store.largest_free_at_most(5)].pages, 4u);
-  EXPECT_EQ(store[store.largest_free_at_most(100)].pages, 8u);
-  EXPECT_EQ(store[store.largest_free()].pages, 8u);
-  const ChunkId four = store.largest_free_at_most(4);
+  for (std::uint64_t pages : {1, 4, 8}) store.add_free(store.create(Pages{pages}));
+  EXPECT_EQ(store.free_pages(), Pages{13});
+  EXPECT_EQ(store[store.largest_free_at_most(Pages{5})].pages, Pages{4});
+  EXPECT_EQ(store[store.largest_free_at_most(Pages{100})].pages, Pages{8});
+  EXPECT_EQ(store[store.largest_free()].pages, Pages{8});
+  const ChunkId four = store.largest_free_at_most(Pages{4});
   store.take_free(four);
-  EXPECT_EQ(store.largest_free_at_most(7), store.largest_free_at_most(1));
-  EXPECT_EQ(store.free_pages(), 9u);
+  EXPECT_EQ(store.largest_free_at_most(Pages{7}), store.largest_free_at_most(Pages{1}));
+  EXPECT_EQ(store.free_pages(), Pages{9});
   store.check_invariants();
   store.release_all_free();
   EXPECT_EQ(store.free_chunks(), 0u);
@@ -111,22 +111,22 @@ TEST(ChunkStoreTest, AmongChunksOfOneSizeTheLastEnteredIsFoundFirstAndAnyCanBeTa
   Stats stats;
   ChunkStore store(sim, PageGeometry(kPageBytes), stats);
   std::vector<ChunkId> ones;
-  for (int i = 0; i < 1000; ++i) ones.push_back(store.create(1));
+  for (int i = 0; i < 1000; ++i) ones.push_back(store.create(Pages{1}));
   for (const ChunkId id : ones) store.add_free(id);
-  const ChunkId two = store.create(2);
+  const ChunkId two = store.create(Pages{2});
   store.add_free(two);
   store.check_invariants();
-  EXPECT_EQ(store.largest_free_at_most(1), ones.back());
-  EXPECT_EQ(store.largest_free_at_most(5), two);
+  EXPECT_EQ(store.largest_free_at_most(Pages{1}), ones.back());
+  EXPECT_EQ(store.largest_free_at_most(Pages{5}), two);
   store.take_free(ones[500]);  // from the middle of its size
   store.take_free(ones.back());
-  EXPECT_EQ(store.largest_free_at_most(1), ones[998]);
+  EXPECT_EQ(store.largest_free_at_most(Pages{1}), ones[998]);
   EXPECT_EQ(store.free_chunks(), 999u);
-  EXPECT_EQ(store.free_pages(), 1000u);
+  EXPECT_EQ(store.free_pages(), Pages{1000});
   store.check_invariants();
   EXPECT_THROW(store.take_free(ones[500]), std::logic_error) << "taken already";
   store.add_free(ones[500]);  // back in: now the last entered of its size
-  EXPECT_EQ(store.largest_free_at_most(1), ones[500]);
+  EXPECT_EQ(store.largest_free_at_most(Pages{1}), ones[500]);
   store.check_invariants();
   store.release_all_free();
   store.release(ones.back());
@@ -137,10 +137,10 @@ TEST(ChunkStoreTest, ACreateTheBackendRefusesChangesNothing) {
   SimBackend sim(kPageBytes, 4 * kPageBytes);
   Stats stats;
   ChunkStore store(sim, PageGeometry(kPageBytes), stats);
-  EXPECT_THROW(store.create(5), OutOfMemoryError);
+  EXPECT_THROW(store.create(Pages{5}), OutOfMemoryError);
   EXPECT_EQ(store.live_chunks(), 0u);
   EXPECT_EQ(stats.reserved_bytes.current, 0);
-  store.release(store.create(4));
+  store.release(store.create(Pages{4}));
 }
 
 }  // namespace

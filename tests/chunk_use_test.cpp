@@ -20,10 +20,10 @@ class ChunkUseTest : public ::testing::Test {
 
   // A chunk of `pages` pages mapped at `first_page` for a block being placed (users 1, as a stitch leaves it).
   ChunkId mapped_for_block(std::uint64_t first_page, std::uint64_t pages) {
-    const ChunkId id = store_.create(pages);
+    const ChunkId id = store_.create(Pages{pages});
     store_[id].arena = arena_.id;
-    store_[id].first_page = first_page;
-    arena_.pages.insert(first_page, id, pages);
+    store_[id].first_page = PageNumber{first_page};
+    arena_.pages.insert(PageNumber{first_page}, id, Pages{pages});
     use_.mapped_for_block(id);
     use_.check_invariants();
     return id;
@@ -43,45 +43,45 @@ class ChunkUseTest : public ::testing::Test {
 
 TEST_F(ChunkUseTest, AChunkTurnsIdleWhenItsLastBlockGoesAndUsedAgainWhenOneComes) {
   const ChunkId a = mapped_for_block(0, 4);
-  EXPECT_EQ(use_.used_pages(), 4u);
-  use_.use(arena_, 2, 3);  // a second block on pages 2-3
+  EXPECT_EQ(use_.used_pages(), Pages{4});
+  use_.use(arena_, PageNumber{2}, PageNumber{3});  // a second block on pages 2-3
   use_.check_invariants();
   EXPECT_EQ(store_[a].users, 2u);
-  EXPECT_EQ(use_.unuse(arena_, 0, 1), 0u) << "still used by the second block: no tick";
+  EXPECT_EQ(use_.unuse(arena_, PageNumber{0}, PageNumber{1}), 0u) << "still used by the second block: no tick";
   use_.check_invariants();
-  const std::uint64_t tick = use_.unuse(arena_, 2, 3);
+  const std::uint64_t tick = use_.unuse(arena_, PageNumber{2}, PageNumber{3});
   use_.check_invariants();
   EXPECT_NE(tick, 0u);
   EXPECT_EQ(store_[a].idle_since, tick);
-  EXPECT_EQ(use_.used_pages(), 0u);
-  EXPECT_EQ(use_.idle_pages(), 4u);
+  EXPECT_EQ(use_.used_pages(), Pages{0});
+  EXPECT_EQ(use_.idle_pages(), Pages{4});
   EXPECT_EQ(use_.idle_chunks(), 1u);
   EXPECT_EQ(use_.oldest_idle(), a);
   use_.check_invariants();
-  use_.use(arena_, 1, 1);  // reused in place: no longer idle
+  use_.use(arena_, PageNumber{1}, PageNumber{1});  // reused in place: no longer idle
   use_.check_invariants();
   EXPECT_EQ(use_.idle_chunks(), 0u);
-  EXPECT_EQ(use_.used_pages(), 4u);
+  EXPECT_EQ(use_.used_pages(), Pages{4});
   EXPECT_TRUE(idle_order().empty()) << "its queue entry is dead";
 }
 
 TEST_F(ChunkUseTest, AFreeChunkWhoseStandbyMappingIsActivatedCountsIdleThenUsedWhenTheBlockComes) {
   const ChunkId other = mapped_for_block(8, 2);  // an unrelated used chunk: its count must not move
-  const ChunkId a = store_.create(3);
+  const ChunkId a = store_.create(Pages{3});
   store_[a].arena = arena_.id;  // what Stitcher::activate leaves: an active place, users 0
-  store_[a].first_page = 0;
-  arena_.pages.insert(0, a, 3);
+  store_[a].first_page = PageNumber{0};
+  arena_.pages.insert(PageNumber{0}, a, Pages{3});
   use_.mapped_idle(a);
   use_.check_invariants();
-  EXPECT_EQ(use_.used_pages(), 2u);
-  EXPECT_EQ(use_.idle_pages(), 3u);
+  EXPECT_EQ(use_.used_pages(), Pages{2});
+  EXPECT_EQ(use_.idle_pages(), Pages{3});
   EXPECT_EQ(use_.idle_chunks(), 1u);
   EXPECT_EQ(use_.oldest_idle(), a);
   use_.check_invariants();
-  use_.use(arena_, 0, 2);
+  use_.use(arena_, PageNumber{0}, PageNumber{2});
   use_.check_invariants();
-  EXPECT_EQ(use_.used_pages(), 5u);
-  EXPECT_EQ(use_.idle_pages(), 0u);
+  EXPECT_EQ(use_.used_pages(), Pages{5});
+  EXPECT_EQ(use_.idle_pages(), Pages{0});
   EXPECT_EQ(store_[a].users, 1u);
   EXPECT_EQ(store_[other].users, 1u);
 }
@@ -90,11 +90,11 @@ TEST_F(ChunkUseTest, TheOldestIdleChunkComesFirstAndTicksGrow) {
   const ChunkId a = mapped_for_block(0, 1);
   const ChunkId b = mapped_for_block(1, 2);
   const ChunkId c = mapped_for_block(3, 1);
-  const std::uint64_t tb = use_.unuse(arena_, 1, 2);
+  const std::uint64_t tb = use_.unuse(arena_, PageNumber{1}, PageNumber{2});
   use_.check_invariants();
-  const std::uint64_t ta = use_.unuse(arena_, 0, 0);
+  const std::uint64_t ta = use_.unuse(arena_, PageNumber{0}, PageNumber{0});
   use_.check_invariants();
-  const std::uint64_t tc = use_.unuse(arena_, 3, 3);
+  const std::uint64_t tc = use_.unuse(arena_, PageNumber{3}, PageNumber{3});
   use_.check_invariants();
   EXPECT_LT(tb, ta);
   EXPECT_LT(ta, tc);
@@ -104,10 +104,10 @@ TEST_F(ChunkUseTest, TheOldestIdleChunkComesFirstAndTicksGrow) {
   EXPECT_GT(use_.next_tick(), tc);
   // b leaves (evicted): the next oldest is a.
   store_[b].arena = Chunk::kUnmapped;
-  arena_.pages.erase(1);
-  use_.unmapped(2, /*was_used=*/false);
+  arena_.pages.erase(PageNumber{1});
+  use_.unmapped(Pages{2}, /*was_used=*/false);
   use_.check_invariants();
-  EXPECT_EQ(use_.idle_pages(), 2u);
+  EXPECT_EQ(use_.idle_pages(), Pages{2});
   EXPECT_EQ(use_.idle_chunks(), 2u);
   EXPECT_EQ(use_.oldest_idle(), a);
   use_.check_invariants();
@@ -119,28 +119,28 @@ TEST_F(ChunkUseTest, ChunksGrownPastABlockTurnIdleButTheOneItEndsInStaysUsed) {
   const ChunkId ends_in = mapped_for_block(4, 2);
   const ChunkId grown1 = mapped_for_block(6, 2);
   const ChunkId grown2 = mapped_for_block(8, 2);
-  const std::uint64_t tick = use_.idle_past(arena_, /*block_last=*/4, /*last=*/9);
+  const std::uint64_t tick = use_.idle_past(arena_, /*block_last=*/PageNumber{4}, /*last=*/PageNumber{9});
   use_.check_invariants();
   EXPECT_NE(tick, 0u);
   EXPECT_EQ(store_[first].users, 1u);
   EXPECT_EQ(store_[ends_in].users, 1u);
   EXPECT_EQ(store_[grown1].users, 0u);
   EXPECT_EQ(store_[grown2].users, 0u);
-  EXPECT_EQ(use_.used_pages(), 6u);
-  EXPECT_EQ(use_.idle_pages(), 4u);
+  EXPECT_EQ(use_.used_pages(), Pages{6});
+  EXPECT_EQ(use_.idle_pages(), Pages{4});
   EXPECT_EQ(idle_order(), (std::vector<ChunkId>{grown1, grown2}));
-  EXPECT_EQ(use_.idle_past(arena_, 9, 9), 0u) << "nothing past the last page";
+  EXPECT_EQ(use_.idle_past(arena_, PageNumber{9}, PageNumber{9}), 0u) << "nothing past the last page";
   use_.check_invariants();
 }
 
 TEST_F(ChunkUseTest, AnUnmappedUsedChunkLeavesTheUsedCount) {
   const ChunkId a = mapped_for_block(0, 3);
   store_[a].arena = Chunk::kUnmapped;  // a stitch undone
-  arena_.pages.erase(0);
-  use_.unmapped(3, /*was_used=*/true);
+  arena_.pages.erase(PageNumber{0});
+  use_.unmapped(Pages{3}, /*was_used=*/true);
   use_.check_invariants();
-  EXPECT_EQ(use_.used_pages(), 0u);
-  EXPECT_EQ(use_.idle_pages(), 0u);
+  EXPECT_EQ(use_.used_pages(), Pages{0});
+  EXPECT_EQ(use_.idle_pages(), Pages{0});
   EXPECT_EQ(use_.idle_chunks(), 0u);
 }
 
@@ -158,12 +158,12 @@ TEST_F(ChunkUseTest, AChunkWhoseUsersChangedUntoldFailsTheRecount) {
 
 TEST_F(ChunkUseTest, AnIdleChunkMappedUntoldFailsTheIdleCount) {
   mapped_for_block(0, 1);
-  use_.unuse(arena_, 0, 0);
+  use_.unuse(arena_, PageNumber{0}, PageNumber{0});
   use_.check_invariants();
   // A chunk mapped idle by hand, not through mapped_idle(): queued by no one, counted by no one.
-  const ChunkId b = store_.create(2);
+  const ChunkId b = store_.create(Pages{2});
   store_[b].arena = arena_.id;
-  store_[b].first_page = 4;
+  store_[b].first_page = PageNumber{4};
   test::expect_broken([&] { use_.check_invariants(); }, "an idle chunk is not queued");
 }
 

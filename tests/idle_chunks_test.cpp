@@ -23,7 +23,7 @@ class IdleChunksTest : public ::testing::Test {
 
   // A chunk mapped somewhere and turned idle now (pushed with a new tick).
   ChunkId idle_chunk() {
-    const ChunkId id = store_.create(1);
+    const ChunkId id = store_.create(Pages{1});
     store_[id].arena = 0;
     store_[id].users = 0;
     store_[id].idle_since = queue_.next_tick();

@@ -24,7 +24,7 @@ struct Row {
 // A pool with idle memory past the headroom, moves allowed, no cap, no peer: what most rows start from.
 ObtainState busy_pool() {
   ObtainState s;
-  s.want_pages = 4;
+  s.want_pages = Pages{4};
   s.idle_chunks = 3;
   return s;
 }
@@ -39,9 +39,11 @@ ObtainState with(F&& change) {
 TEST(ObtainDecisionTest, EveryRowOfThePolicyTable) {
   const std::vector<Row> rows = {
       {"a free chunk of at least half the run is mapped as it is",
-       with([](ObtainState& s) { s.best_free_pages = 2; s.free_chunks = 1; s.free_pages = 2; }), A::kTakeFree},
+       with([](ObtainState& s) { s.best_free_pages = Pages{2}; s.free_chunks = 1; s.free_pages = Pages{2}; }),
+       A::kTakeFree},
       {"a free chunk under half the run, too little free and idle memory left: the oldest idle chunk moves",
-       with([](ObtainState& s) { s.best_free_pages = 1; s.free_chunks = 1; s.free_pages = 1; }), A::kEvict},
+       with([](ObtainState& s) { s.best_free_pages = Pages{1}; s.free_chunks = 1; s.free_pages = Pages{1}; }),
+       A::kEvict},
       {"within the headroom a new chunk is made rather than an idle one moved",
        with([](ObtainState& s) { s.within_headroom = true; }), A::kCreate, true},
       {"releases in this call made room: a new chunk of the run's size",
@@ -73,11 +75,11 @@ TEST(ObtainDecisionTest, EveryRowOfThePolicyTable) {
       {"with a peer and moves allowed, the own memory moves",
        with([](ObtainState& s) { s.device_found_full = true; s.peer_takes_over = true; }), A::kEvict},
       {"free chunks that do not suit are released once enough is free",
-       with([](ObtainState& s) { s.free_chunks = 2; s.free_pages = 4; }), A::kReleaseFree},
+       with([](ObtainState& s) { s.free_chunks = 2; s.free_pages = Pages{4}; }), A::kReleaseFree},
       {"free chunks are released when nothing idle is left",
-       with([](ObtainState& s) { s.free_chunks = 1; s.free_pages = 1; s.idle_chunks = 0; }), A::kReleaseFree},
+       with([](ObtainState& s) { s.free_chunks = 1; s.free_pages = Pages{1}; s.idle_chunks = 0; }), A::kReleaseFree},
       {"free chunks are released when the cap leaves no room",
-       with([](ObtainState& s) { s.free_chunks = 1; s.free_pages = 1; s.cap_allows_want = false; }),
+       with([](ObtainState& s) { s.free_chunks = 1; s.free_pages = Pages{1}; s.cap_allows_want = false; }),
        A::kReleaseFree},
       {"the oldest idle chunk, covered by a mark: wait for it (cheap), then move it",
        with([](ObtainState& s) { s.oldest_idle = R::kCovered; s.lag_allows = true; }), A::kWaitAndEvict},
@@ -102,9 +104,9 @@ TEST(ObtainDecisionTest, AFreeChunkComesFirstWhateverElseHolds) {
   // Every combination of the flags that steps 2-5 read: a suitable free chunk wins in all of them.
   for (unsigned bits = 0; bits < (1u << 8); ++bits) {
     ObtainState s = busy_pool();
-    s.best_free_pages = 3;
+    s.best_free_pages = Pages{3};
     s.free_chunks = 1;
-    s.free_pages = 3;
+    s.free_pages = Pages{3};
     s.within_headroom = bits & 1;
     s.room_made = bits & 2;
     s.moves_allowed = bits & 4;

@@ -23,29 +23,39 @@ TEST(PageGeometryTest, IsBuiltFromThePageSizeOrItsLog2) {
 
 TEST(PageGeometryTest, ConvertsBetweenPagesAndBytes) {
   const PageGeometry page(2 * kMiB);
-  EXPECT_EQ(page.bytes_of(0), 0u);
-  EXPECT_EQ(page.bytes_of(3), 6 * kMiB);
-  EXPECT_EQ(page.pages_in(6 * kMiB), 3u);
-  EXPECT_EQ(page.pages_in(6 * kMiB + 1), 3u) << "rounded down";
-  EXPECT_EQ(page.pages_in(2 * kMiB - 1), 0u) << "less than a page is no page";
-  EXPECT_EQ(page.pages_in(1 * kTiB), std::uint64_t{1} << 19);
-  for (std::uint64_t pages : {std::uint64_t{0}, std::uint64_t{1}, std::uint64_t{4096}, std::uint64_t{1} << 30}) {
+  EXPECT_EQ(page.bytes_of(Pages{0}), 0u);
+  EXPECT_EQ(page.bytes_of(Pages{3}), 6 * kMiB);
+  EXPECT_EQ(page.pages_in(6 * kMiB), Pages{3});
+  EXPECT_EQ(page.pages_in(6 * kMiB + 1), Pages{3}) << "rounded down";
+  EXPECT_EQ(page.pages_in(2 * kMiB - 1), Pages{0}) << "less than a page is no page";
+  EXPECT_EQ(page.pages_in(1 * kTiB), Pages{std::uint64_t{1} << 19});
+  for (const Pages pages : {Pages{0}, Pages{1}, Pages{4096}, Pages{std::uint64_t{1} << 30}}) {
     EXPECT_EQ(page.pages_in(page.bytes_of(pages)), pages);
   }
 }
 
 TEST(PageGeometryTest, FirstAndLastPageBoundARange) {
   const PageGeometry page(2 * kMiB);
-  EXPECT_EQ(page.first_page(0), 0u);
-  EXPECT_EQ(page.first_page(2 * kMiB - 1), 0u);
-  EXPECT_EQ(page.first_page(2 * kMiB), 1u);
-  EXPECT_EQ(page.last_page(0, 1), 0u);
-  EXPECT_EQ(page.last_page(0, 2 * kMiB), 0u) << "a range of exactly one page";
-  EXPECT_EQ(page.last_page(0, 2 * kMiB + 1), 1u);
-  EXPECT_EQ(page.last_page(2 * kMiB - 512, 1024), 1u) << "a small range across a page boundary";
-  EXPECT_EQ(page.last_page(4 * kMiB, 512), 2u);
+  EXPECT_EQ(page.first_page(0), PageNumber{0});
+  EXPECT_EQ(page.first_page(2 * kMiB - 1), PageNumber{0});
+  EXPECT_EQ(page.first_page(2 * kMiB), PageNumber{1});
+  EXPECT_EQ(page.last_page(0, 1), PageNumber{0});
+  EXPECT_EQ(page.last_page(0, 2 * kMiB), PageNumber{0}) << "a range of exactly one page";
+  EXPECT_EQ(page.last_page(0, 2 * kMiB + 1), PageNumber{1});
+  EXPECT_EQ(page.last_page(2 * kMiB - 512, 1024), PageNumber{1}) << "a small range across a page boundary";
+  EXPECT_EQ(page.last_page(4 * kMiB, 512), PageNumber{2});
   // A range's pages are last - first + 1, the whole pages it touches.
-  EXPECT_EQ(page.last_page(3 * kMiB, 4 * kMiB) - page.first_page(3 * kMiB) + 1, 3u);
+  EXPECT_EQ(page.last_page(3 * kMiB, 4 * kMiB) - page.first_page(3 * kMiB) + Pages{1}, Pages{3});
+}
+
+TEST(PageGeometryTest, APageNumbersOffsetIsItsFirstByte) {
+  const PageGeometry page(2 * kMiB);
+  EXPECT_EQ(page.offset_of(PageNumber{0}), 0u);
+  EXPECT_EQ(page.offset_of(PageNumber{3}), 6 * kMiB);
+  for (const std::uint64_t offset : {std::uint64_t{0}, 2 * kMiB, 6 * kMiB, 1 * kTiB}) {
+    EXPECT_EQ(page.offset_of(page.first_page(offset)), offset) << "a page's first byte is in it";
+  }
+  EXPECT_EQ(page.offset_of(page.first_page(6 * kMiB + 512)), 6 * kMiB) << "rounded down to its page";
 }
 
 }  // namespace

@@ -25,7 +25,7 @@ TEST(PeerSourceTest, WithoutPeersOrLenderTheSourceIsNeverEnabled) {
   EXPECT_FALSE(source->may_recall());
   EXPECT_TRUE(source->take_recalls().empty());
   std::uint64_t retries = 0;
-  EXPECT_EQ(source->borrow(store, 1, retries), kNoChunk);
+  EXPECT_EQ(source->borrow(store, Pages{1}, retries), kNoChunk);
 }
 
 TEST(PeerSourceTest, PeerDevicesGiveTheDirectSourceWhosePoolReleasesPeerChunksThroughIt) {
@@ -37,11 +37,11 @@ TEST(PeerSourceTest, PeerDevicesGiveTheDirectSourceWhosePoolReleasesPeerChunksTh
   EXPECT_TRUE(source->enabled());
   EXPECT_EQ(source->room_bytes(0), 2 * kMiB);
   std::uint64_t retries = 0;
-  const ChunkId id = source->borrow(store, 4, retries);  // the budget allows one page
+  const ChunkId id = source->borrow(store, Pages{4}, retries);  // the budget allows one page
   ASSERT_NE(id, kNoChunk);
-  EXPECT_EQ(store[id].pages, 1u);
+  EXPECT_EQ(store[id].pages, Pages{1});
   EXPECT_EQ(host.live_chunk_bytes(1), 2 * kMiB);
-  EXPECT_EQ(source->borrow(store, 1, retries), kNoChunk) << "the budget is spent";
+  EXPECT_EQ(source->borrow(store, Pages{1}, retries), kNoChunk) << "the budget is spent";
   store.release(id);
   EXPECT_EQ(host.live_chunks(), 0u);
   store.check_invariants();
@@ -59,7 +59,7 @@ TEST(PeerSourceTest, AGivenLakeGivesTheProvidedSourceOverIt) {
   EXPECT_FALSE(source->may_recall()) << "nothing lent";
   EXPECT_EQ(source->imported_bytes(), 0u);
   std::uint64_t retries = 0;
-  const ChunkId id = source->borrow(store, 1, retries);
+  const ChunkId id = source->borrow(store, Pages{1}, retries);
   ASSERT_NE(id, kNoChunk);
   EXPECT_EQ(source->imported_bytes(), kPageBytes);
   store.release(id);  // through the lake

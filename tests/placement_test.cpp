@@ -23,11 +23,11 @@ class PlacementTest : public ::testing::Test {
 
   // A chunk of `pages` pages shown as mapped at `first_page`, used by `users` blocks.
   ChunkId mapped(std::uint64_t first_page, std::uint64_t pages, std::uint32_t users) {
-    const ChunkId id = store_.create(pages);
+    const ChunkId id = store_.create(Pages{pages});
     store_[id].arena = arena_.id;
-    store_[id].first_page = first_page;
+    store_[id].first_page = PageNumber{first_page};
     store_[id].users = users;
-    arena_.pages.insert(first_page, id, pages);
+    arena_.pages.insert(PageNumber{first_page}, id, Pages{pages});
     return id;
   }
   // Marks [offset, offset + size) used in the arena's free ranges.
@@ -59,13 +59,13 @@ TEST_F(PlacementTest, CostCountsUnmappedPagesAndTheIdlePagesABlockWouldPin) {
   mapped(4, 2, /*users=*/1);  // used, pages 4-5
   const Placer placer(store_, kGeometry, 8);
   // Pages 2..7: 2 of the idle chunk (2 more pinned), 2 of the used one (none pinned: it is in use), 2 unmapped.
-  const Placer::Cost c = placer.cost_of(arena_, 2, 7);
-  EXPECT_EQ(c.unmapped, 2u);
-  EXPECT_EQ(c.pinned_waste, 2u);
+  const Placer::Cost c = placer.cost_of(arena_, PageNumber{2}, PageNumber{7});
+  EXPECT_EQ(c.unmapped, Pages{2});
+  EXPECT_EQ(c.pinned_waste, Pages{2});
   // The whole idle chunk: nothing pinned, nothing to map.
-  EXPECT_EQ(placer.cost_of(arena_, 0, 3).total(), 0u);
+  EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{3}).total(), Pages{0});
   // Past every chunk: all unmapped.
-  EXPECT_EQ(placer.cost_of(arena_, 10, 12).unmapped, 3u);
+  EXPECT_EQ(placer.cost_of(arena_, PageNumber{10}, PageNumber{12}).unmapped, Pages{3});
 }
 
 TEST_F(PlacementTest, AMappedPlaceWinsOverAnUnmappedOneOfTheSameFit) {
@@ -77,11 +77,11 @@ TEST_F(PlacementTest, AMappedPlaceWinsOverAnUnmappedOneOfTheSameFit) {
   const Placer placer(store_, kGeometry, 8);
   const Placer::Placement p = choose(placer, 3 * kPage);
   EXPECT_EQ(p.range.offset, 20 * kPage);
-  EXPECT_EQ(p.cost.unmapped, 0u);
+  EXPECT_EQ(p.cost.unmapped, Pages{0});
   // It fits at either end with nothing to map; the start would pin the chunk's last page, the end its first:
   // equal costs, so the start is kept.
   EXPECT_EQ(p.offset, 20 * kPage);
-  EXPECT_EQ(p.cost.pinned_waste, 1u);
+  EXPECT_EQ(p.cost.pinned_waste, Pages{1});
 }
 
 TEST_F(PlacementTest, TheEndOfARangeIsTakenWhenItsMappedPartLiesThere) {
@@ -91,7 +91,7 @@ TEST_F(PlacementTest, TheEndOfARangeIsTakenWhenItsMappedPartLiesThere) {
   const Placer placer(store_, kGeometry, 8);
   const Placer::Placement p = choose(placer, 4 * kPage);
   EXPECT_EQ(p.offset, 12 * kPage);
-  EXPECT_EQ(p.cost.total(), 0u);
+  EXPECT_EQ(p.cost.total(), Pages{0});
   EXPECT_GE(p.offset, p.range.offset);
   EXPECT_LE(p.offset + 4 * kPage, p.range.offset + p.range.size_bytes);
 }
@@ -100,16 +100,16 @@ TEST_F(PlacementTest, ARecalledChunkIsNeverChosenAndNothingLargeEnoughGivesAnEmp
   // Free [0, 4) lies on a lent chunk its lender recalled; free [8, 12) is unmapped.
   occupy(4 * kPage, 4 * kPage);
   occupy(12 * kPage, 52 * kPage);
-  const ChunkId lent = store_.adopt(sim_.create(4 * kPage), 4);
+  const ChunkId lent = store_.adopt(sim_.create(4 * kPage), Pages{4});
   store_[lent].arena = arena_.id;
-  store_[lent].first_page = 0;
-  arena_.pages.insert(0, lent, 4);
+  store_[lent].first_page = PageNumber{0};
+  arena_.pages.insert(PageNumber{0}, lent, Pages{4});
   store_.recall(lent);
   const Placer placer(store_, kGeometry, 8);
-  EXPECT_EQ(placer.cost_of(arena_, 0, 1).unmapped, UINT64_MAX);
+  EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{1}).unmapped, Pages::max());
   const Placer::Placement p = choose(placer, 2 * kPage);
   EXPECT_EQ(p.range.offset, 8 * kPage);
-  EXPECT_EQ(p.cost.unmapped, 2u);
+  EXPECT_EQ(p.cost.unmapped, Pages{2});
   EXPECT_EQ(choose(placer, 5 * kPage).range.size_bytes, 0u);
 }
 
@@ -122,7 +122,7 @@ TEST_F(PlacementTest, OnlyFitCandidatesRangesAreWeighed) {
   // With one candidate the first range of the good-fit order is taken, whatever it costs.
   const Placer one(store_, kGeometry, 1);
   const Placer::Placement first = choose(one, 2 * kPage);
-  EXPECT_EQ(first.cost.unmapped, first.range.offset == 8 * kPage ? 0u : 2u);
+  EXPECT_EQ(first.cost.unmapped, first.range.offset == 8 * kPage ? Pages{0} : Pages{2});
   // With all three weighed, the mapped one wins.
   const Placer three(store_, kGeometry, 3);
   EXPECT_EQ(choose(three, 2 * kPage).range.offset, 8 * kPage);
@@ -141,22 +141,24 @@ TEST_F(PlacementTest, APlaceOutsideItsRangeOrWithAnotherCostFailsTheCheck) {
   p.offset = 512 * 3 + 100;
   test::expect_broken([&] { placer.check_invariants(arena_, 2 * kPage, p); }, "is not 512 B aligned");
   p = good;
-  p.cost.unmapped = 1;  // pages 0-1 are mapped: nothing to map
+  p.cost.unmapped = Pages{1};  // pages 0-1 are mapped: nothing to map
   test::expect_broken([&] { placer.check_invariants(arena_, 2 * kPage, p); },
                       "a placement's cost differs from the cost of its pages");
-  placer.check_invariants(arena_, 2 * kPage, Placer::Placement{{0, 0}, 0, {UINT64_MAX, 0}});  // no place: nothing
+  // No place: nothing to check.
+  placer.check_invariants(arena_, 2 * kPage, Placer::Placement{{0, 0}, 0, {Pages::max(), Pages{0}}});
 }
 
 TEST_F(PlacementTest, AWalkPastItsBoundIsCutShortAndNeverWins) {
   // Pages 0-1 unmapped, 2-3 an idle chunk, 4-7 unmapped: 6 of the 8 pages unmapped.
   mapped(2, 2, /*users=*/0);
   const Placer placer(store_, kGeometry, 8);
-  EXPECT_EQ(placer.cost_of(arena_, 0, 7).unmapped, 6u);
-  EXPECT_EQ(placer.cost_of(arena_, 0, 7, /*unmapped_bound=*/6).unmapped, 6u);  // at the bound: exact
+  EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{7}).unmapped, Pages{6});
+  // At the bound: exact.
+  EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{7}, /*unmapped_bound=*/Pages{6}).unmapped, Pages{6});
   // Below it: the gap before the chunk already exceeds a bound of 1, so the walk stops at the chunk.
-  EXPECT_EQ(placer.cost_of(arena_, 0, 7, /*unmapped_bound=*/1).unmapped, UINT64_MAX);
+  EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{7}, /*unmapped_bound=*/Pages{1}).unmapped, Pages::max());
   // The trailing gap is not walked, so a bound the leading pages stay within gives the exact cost.
-  EXPECT_EQ(placer.cost_of(arena_, 2, 7, /*unmapped_bound=*/4).unmapped, 4u);
+  EXPECT_EQ(placer.cost_of(arena_, PageNumber{2}, PageNumber{7}, /*unmapped_bound=*/Pages{4}).unmapped, Pages{4});
 }
 
 // Without standby mappings, cost_of reads the page table's bitmaps instead of walking the chunks: it must give
@@ -191,17 +193,18 @@ TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
         const Chunk& c = store_[owner[p]];
         // An idle chunk's pages outside the range, counted once per chunk at its first page in the range.
         if (c.users == 0 && (p == first || owner[p - 1] != owner[p])) {
-          for (std::uint64_t k = c.first_page; k < c.first_page + c.pages; ++k) pinned += k < first || k > last;
+          const std::uint64_t chunk_first = c.first_page.value();
+          for (std::uint64_t k = chunk_first; k < chunk_first + c.pages.count(); ++k) pinned += k < first || k > last;
         }
       }
       for (const std::uint64_t bound : {std::uint64_t{0}, std::uint64_t{3}, UINT64_MAX}) {
-        const Placer::Cost c = placer.cost_of(arena_, first, last, bound);
+        const Placer::Cost c = placer.cost_of(arena_, PageNumber{first}, PageNumber{last}, Pages{bound});
         if (before_last_mapped > bound) {
-          EXPECT_EQ(c.unmapped, UINT64_MAX) << first << ".." << last << " bound " << bound;
+          EXPECT_EQ(c.unmapped, Pages::max()) << first << ".." << last << " bound " << bound;
           continue;
         }
-        EXPECT_EQ(c.unmapped, unmapped) << first << ".." << last << " bound " << bound;
-        EXPECT_EQ(c.pinned_waste, pinned) << first << ".." << last;
+        EXPECT_EQ(c.unmapped, Pages{unmapped}) << first << ".." << last << " bound " << bound;
+        EXPECT_EQ(c.pinned_waste, Pages{pinned}) << first << ".." << last;
         EXPECT_EQ(c.standby, 0u);
       }
     }
@@ -215,18 +218,18 @@ TEST_F(PlacementTest, StandbyMappingsInThePagesAreCountedEitherKind) {
   // (unmapped first: counts as unmapped).
   mapped(0, 2, /*users=*/0);
   const ChunkId idle = mapped(10, 2, /*users=*/0);
-  arena_.pages.insert(2, idle, 2);
-  arena_.pages.set_active(2, false);  // a standby mapping, as Stitcher::to_standby leaves it
-  store_[idle].standby.push_back({arena_.id, 2});
+  arena_.pages.insert(PageNumber{2}, idle, Pages{2});
+  arena_.pages.set_active(PageNumber{2}, false);  // a standby mapping, as Stitcher::to_standby leaves it
+  store_[idle].standby.push_back({arena_.id, PageNumber{2}});
   const ChunkId used = mapped(20, 2, /*users=*/1);
-  arena_.pages.insert(4, used, 2);
-  arena_.pages.set_active(4, false);
-  store_[used].standby.push_back({arena_.id, 4});
+  arena_.pages.insert(PageNumber{4}, used, Pages{2});
+  arena_.pages.set_active(PageNumber{4}, false);
+  store_[used].standby.push_back({arena_.id, PageNumber{4}});
   const Placer placer(store_, kGeometry, 8);
-  const Placer::Cost c = placer.cost_of(arena_, 0, 5);
+  const Placer::Cost c = placer.cost_of(arena_, PageNumber{0}, PageNumber{5});
   EXPECT_EQ(c.standby, 2u);
-  EXPECT_EQ(c.unmapped, 2u);
-  EXPECT_EQ(placer.cost_of(arena_, 0, 1).standby, 0u);
+  EXPECT_EQ(c.unmapped, Pages{2});
+  EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{1}).standby, 0u);
 }
 
 }  // namespace

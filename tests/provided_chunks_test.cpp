@@ -31,16 +31,16 @@ TEST(ProvidedChunksTest, ASizeTheProviderHasNoRoomForIsHalvedAndTheChunkGoesBack
   store.set_peer_source(&source);
   EXPECT_TRUE(source.enabled());
   std::uint64_t retries = 0;
-  const ChunkId id = source.borrow(store, 4, retries);  // 8 MiB refused, 4 MiB lent
+  const ChunkId id = source.borrow(store, Pages{4}, retries);  // 8 MiB refused, 4 MiB lent
   ASSERT_NE(id, kNoChunk);
   EXPECT_EQ(provider.asked(), (std::vector<std::uint64_t>{8 * kMiB, 4 * kMiB}));
   EXPECT_EQ(retries, 1u);
-  EXPECT_EQ(store[id].pages, 2u);
+  EXPECT_EQ(store[id].pages, Pages{2});
   EXPECT_TRUE(store[id].on_peer);
   EXPECT_EQ(store.peer_bytes(), 4 * kMiB);
   EXPECT_EQ(source.imported_bytes(), 4 * kMiB);
   EXPECT_EQ(host.live_imported_bytes(), 4 * kMiB);
-  EXPECT_EQ(source.borrow(store, 1, retries), kNoChunk) << "the provider's memory is spent";
+  EXPECT_EQ(source.borrow(store, Pages{1}, retries), kNoChunk) << "the provider's memory is spent";
   store.check_invariants();
   store.release(id);  // through the provider
   EXPECT_TRUE(provider.lent().empty());
@@ -57,10 +57,10 @@ TEST(ProvidedChunksTest, TheBudgetBoundsWhatIsAskedAndAProviderGoneIsNotAsked) {
   ProvidedChunks source(provider, 2 * kMiB);
   store.set_peer_source(&source);
   std::uint64_t retries = 0;
-  const ChunkId id = source.borrow(store, 4, retries);
+  const ChunkId id = source.borrow(store, Pages{4}, retries);
   ASSERT_NE(id, kNoChunk);
-  EXPECT_EQ(store[id].pages, 1u) << "the budget holds one page";
-  EXPECT_EQ(source.borrow(store, 1, retries), kNoChunk) << "the budget is spent";
+  EXPECT_EQ(store[id].pages, Pages{1}) << "the budget holds one page";
+  EXPECT_EQ(source.borrow(store, Pages{1}, retries), kNoChunk) << "the budget is spent";
   EXPECT_EQ(provider.asked().size(), 1u) << "nothing asked past the budget";
   provider.go();
   EXPECT_FALSE(source.enabled());
@@ -70,7 +70,7 @@ TEST(ProvidedChunksTest, TheBudgetBoundsWhatIsAskedAndAProviderGoneIsNotAsked) {
   ASSERT_EQ(recalled.size(), 1u) << "a provider gone recalls every chunk";
   EXPECT_EQ(store.find(recalled[0]), id);
   store.release(id);
-  EXPECT_EQ(source.borrow(store, 1, retries), kNoChunk);
+  EXPECT_EQ(source.borrow(store, Pages{1}, retries), kNoChunk);
   EXPECT_EQ(provider.asked().size(), 1u) << "a provider gone is not asked";
   test::expect_error([&] { source.give_back(host, ChunkHandle{12345}); }, ErrorCode::kInvalidArgument, "not lent");
   EXPECT_EQ(host.live_chunks(), 0u);

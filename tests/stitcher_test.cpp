@@ -20,18 +20,18 @@ TEST(StitcherTest, ARunOfTwoChunksTakesTwoMapsAndOneSetAccess) {
   ChunkStore store(sim, PageGeometry(kPageBytes), stats);
   Stitcher stitcher(sim, store, PageGeometry::from_shift(21));
   Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
-  const ChunkId a = store.create(3), b = store.create(2);
-  stitcher.map(arena, 4, a);
-  stitcher.map(arena, 7, b);
-  stitcher.grant(arena, 4, 5);
+  const ChunkId a = store.create(Pages{3}), b = store.create(Pages{2});
+  stitcher.map(arena, PageNumber{4}, a);
+  stitcher.map(arena, PageNumber{7}, b);
+  stitcher.grant(arena, PageNumber{4}, Pages{5});
   EXPECT_EQ(sim.counters()[BackendCall::kMap], 2u);
   EXPECT_EQ(sim.counters()[BackendCall::kSetAccess], 1u);
-  EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, 4), 5 * kPageBytes));
-  EXPECT_EQ(arena.pages.unmapped_pages(4, 8), 0u);
-  EXPECT_EQ(store[b].first_page, 7u);
+  EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, PageNumber{4}), 5 * kPageBytes));
+  EXPECT_EQ(arena.pages.unmapped_pages(PageNumber{4}, PageNumber{8}), Pages{0});
+  EXPECT_EQ(store[b].first_page, PageNumber{7});
   stitcher.unmap(arena, a);
   EXPECT_FALSE(store[a].mapped());
-  EXPECT_EQ(arena.pages.unmapped_pages(4, 8), 3u);
+  EXPECT_EQ(arena.pages.unmapped_pages(PageNumber{4}, PageNumber{8}), Pages{3});
   stitcher.unmap(arena, b);
   store.release(a);
   store.release(b);
@@ -46,12 +46,12 @@ TEST(StitcherTest, AFailedMapOrUnmapChangesNothing) {
   ChunkStore store(fault, PageGeometry(kPageBytes), stats);
   Stitcher stitcher(fault, store, PageGeometry::from_shift(21));
   Arena arena(0, 0, fault.reserve(16 * kPageBytes), 16 * kPageBytes);
-  const ChunkId a = store.create(2);
+  const ChunkId a = store.create(Pages{2});
   fault.arm({BackendCall::kMap, 1, 1, FaultError::kBackendError});
-  EXPECT_THROW(stitcher.map(arena, 0, a), BackendError);
+  EXPECT_THROW(stitcher.map(arena, PageNumber{0}, a), BackendError);
   EXPECT_FALSE(store[a].mapped());
   EXPECT_EQ(arena.pages.mapped_chunks(), 0u);
-  stitcher.map(arena, 0, a);
+  stitcher.map(arena, PageNumber{0}, a);
   fault.arm({BackendCall::kUnmap, 1, 1, FaultError::kBackendError});
   EXPECT_THROW(stitcher.unmap(arena, a), BackendError);
   EXPECT_TRUE(store[a].mapped());
@@ -93,7 +93,8 @@ TEST(SimCostModelTest, ModelledBackendsChargeEachCallItsMeasuredCostAndSumOverMa
 // Whether the page map calls the mapping at `page` its chunk's active place.
 bool active_in_map(const Arena& arena, std::uint64_t page) {
   bool active = false;
-  arena.pages.for_each(page, page, [&](std::uint64_t, const PageMap::Entry& e) { active = e.active; });
+  arena.pages.for_each(PageNumber{page}, PageNumber{page},
+                       [&](PageNumber, const PageMap::Entry& e) { active = e.active; });
   return active;
 }
 
@@ -103,32 +104,33 @@ TEST(StitcherTest, AChunkMovedToStandbyStaysMappedAndCanBeActivatedAgainWithNoBa
   ChunkStore store(sim, PageGeometry(kPageBytes), stats);
   Stitcher stitcher(sim, store, PageGeometry::from_shift(21));
   Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
-  const ChunkId a = store.create(2);
-  stitcher.map(arena, 4, a);
-  stitcher.grant(arena, 4, 2);
+  const ChunkId a = store.create(Pages{2});
+  stitcher.map(arena, PageNumber{4}, a);
+  stitcher.grant(arena, PageNumber{4}, Pages{2});
   stitcher.to_standby(arena, a);
   EXPECT_FALSE(store[a].mapped()) << "no active place: free";
   ASSERT_EQ(store[a].standby.size(), 1u);
   EXPECT_EQ(arena.pages.mapped_chunks(), 1u) << "the standby mapping is still a page map entry";
   EXPECT_FALSE(active_in_map(arena, 5)) << "the page map knows it as a standby mapping";
   // Mapped a second time elsewhere: two mappings of one chunk (aliasing), both in the page map.
-  stitcher.map(arena, 10, a);
-  stitcher.grant(arena, 10, 2);
+  stitcher.map(arena, PageNumber{10}, a);
+  stitcher.grant(arena, PageNumber{10}, Pages{2});
   EXPECT_EQ(sim.live_mappings(), 2u);
-  EXPECT_TRUE(store[a].active_at(0, 10));
-  EXPECT_FALSE(store[a].active_at(0, 4));
+  EXPECT_TRUE(store[a].active_at(0, PageNumber{10}));
+  EXPECT_FALSE(store[a].active_at(0, PageNumber{4}));
   EXPECT_TRUE(active_in_map(arena, 10));
   const BackendCounters before = sim.counters();
-  stitcher.activate(arena, 4, a, &arena);
+  stitcher.activate(arena, PageNumber{4}, a, &arena);
   EXPECT_EQ(sim.counters().calls, before.calls) << "activation is bookkeeping only";
-  EXPECT_TRUE(store[a].active_at(0, 4));
+  EXPECT_TRUE(store[a].active_at(0, PageNumber{4}));
   ASSERT_EQ(store[a].standby.size(), 1u);
-  EXPECT_EQ(store[a].standby[0].first_page, 10u) << "the old active place became the standby one";
+  EXPECT_EQ(store[a].standby[0].first_page, PageNumber{10}) << "the old active place became the standby one";
   EXPECT_TRUE(active_in_map(arena, 4));
   EXPECT_FALSE(active_in_map(arena, 11)) << "and the page map says so on all its pages";
-  EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, 4), 2 * kPageBytes)) << "access stays with the mapping";
-  EXPECT_THROW(stitcher.activate(arena, 20, a, &arena), std::logic_error) << "no mapping there";
-  stitcher.unmap_standby(arena, 10, a);
+  EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, PageNumber{4}), 2 * kPageBytes))
+      << "access stays with the mapping";
+  EXPECT_THROW(stitcher.activate(arena, PageNumber{20}, a, &arena), std::logic_error) << "no mapping there";
+  stitcher.unmap_standby(arena, PageNumber{10}, a);
   EXPECT_TRUE(store[a].standby.empty());
   EXPECT_EQ(sim.live_mappings(), 1u);
   stitcher.unmap(arena, a);
@@ -144,14 +146,14 @@ TEST(StitcherTest, AFailedUnmapOfAStandbyMappingChangesNothing) {
   ChunkStore store(fault, PageGeometry(kPageBytes), stats);
   Stitcher stitcher(fault, store, PageGeometry::from_shift(21));
   Arena arena(0, 0, fault.reserve(16 * kPageBytes), 16 * kPageBytes);
-  const ChunkId a = store.create(1);
-  stitcher.map(arena, 3, a);
+  const ChunkId a = store.create(Pages{1});
+  stitcher.map(arena, PageNumber{3}, a);
   stitcher.to_standby(arena, a);
   fault.arm({BackendCall::kUnmap, 1, 1, FaultError::kBackendError});
-  EXPECT_THROW(stitcher.unmap_standby(arena, 3, a), BackendError);
+  EXPECT_THROW(stitcher.unmap_standby(arena, PageNumber{3}, a), BackendError);
   EXPECT_EQ(store[a].standby.size(), 1u);
   EXPECT_EQ(arena.pages.mapped_chunks(), 1u);
-  stitcher.unmap_standby(arena, 3, a);
+  stitcher.unmap_standby(arena, PageNumber{3}, a);
   EXPECT_EQ(arena.pages.mapped_chunks(), 0u);
   store.release(a);
   fault.address_free(arena.base, arena.virtual_bytes);
@@ -172,13 +174,13 @@ TEST(StitcherTest, TheObserverSeesActivePlacesOnlyNotStandbyMappings) {
   ChunkStore store(sim, PageGeometry(kPageBytes), stats);
   Stitcher stitcher(sim, store, PageGeometry::from_shift(21));
   Arena arena(0, 0, sim.reserve(64 * kPageBytes), 64 * kPageBytes);
-  const std::uintptr_t at4 = stitcher.address(arena, 4), at10 = stitcher.address(arena, 10);
-  const ChunkId a = store.create(1);
-  stitcher.map(arena, 4, a);
+  const std::uintptr_t at4 = stitcher.address(arena, PageNumber{4}), at10 = stitcher.address(arena, PageNumber{10});
+  const ChunkId a = store.create(Pages{1});
+  stitcher.map(arena, PageNumber{4}, a);
   stitcher.to_standby(arena, a);  // no backend call, but the memory left page 4
-  stitcher.map(arena, 10, a);
-  stitcher.activate(arena, 4, a, &arena);  // back at page 4, no backend call
-  stitcher.unmap_standby(arena, 10, a);    // page 10 held no memory of its own: no event
+  stitcher.map(arena, PageNumber{10}, a);
+  stitcher.activate(arena, PageNumber{4}, a, &arena);  // back at page 4, no backend call
+  stitcher.unmap_standby(arena, PageNumber{10}, a);    // page 10 held no memory of its own: no event
   const std::vector<std::pair<char, std::uintptr_t>> expected{{'m', at4}, {'u', at4}, {'m', at10}, {'u', at10}, {'m', at4}};
   EXPECT_EQ(recorder.events, expected);
   stitcher.unmap(arena, a);

@@ -21,7 +21,7 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
       max_chunk_pages_(page.pages_in(config.max_chunk_bytes)),
       chunks_per_block_(config.chunks_per_block),
       headroom_permille_(config.headroom_permille),
-      lag_grow_pages_(config.lag_grow_pages),
+      lag_grow_pages_(Pages{config.lag_grow_pages}),
       memory_first_under_cap_(config.memory_first_under_cap),
       cap_bytes_(config.cap_bytes),
       clock_(parts.clock),
@@ -30,17 +30,18 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
       move_headroom_permille_(config.move_headroom_permille),
       moves_({config.move_budget_ns_per_op, config.move_share_permille, config.move_burst_ms * 1'000'000}) {}
 
-std::uint64_t ChunkSource::chunk_limit(std::uint64_t block_pages) const {
-  const std::uint64_t share = chunks_per_block_ == 0 ? UINT64_MAX : std::max<std::uint64_t>(1, block_pages / chunks_per_block_);
-  const std::uint64_t largest = std::max(max_chunk_pages_, (block_pages + kMaxChunksPerBlock - 1) / kMaxChunksPerBlock);
+Pages ChunkSource::chunk_limit(Pages block_pages) const {
+  const Pages share = chunks_per_block_ == 0 ? Pages::max() : std::max(Pages{1}, block_pages / chunks_per_block_);
+  const Pages largest =
+      std::max(max_chunk_pages_, Pages{(block_pages.count() + kMaxChunksPerBlock - 1) / kMaxChunksPerBlock});
   return std::min(share, largest);
 }
 
-ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget) {
+ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget over_budget) {
   // Near the cap or the device's end memory comes first: page-sized chunks, which move one page at a time and
   // strand nothing; unless a peer takes what the own device cannot hold (OverBudget::kPeer).
   const bool peer_takes_over = over_budget == OverBudget::kPeer;
-  const std::uint64_t want = !peer_takes_over && near_cap(pages) ? 1 : pages;
+  const Pages want = !peer_takes_over && near_cap(pages) ? Pages{1} : pages;
   const std::uint64_t reserved_at_start = reserved_now();
   ObtainState s;
   s.want_pages = want;
@@ -48,7 +49,7 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
   s.peer_takes_over = peer_takes_over;
   for (;;) {
     const ChunkId free = store_.largest_free_at_most(pages);
-    s.best_free_pages = free == kNoChunk ? 0 : store_[free].pages;
+    s.best_free_pages = free == kNoChunk ? Pages{0} : store_[free].pages;
     s.free_chunks = store_.free_chunks();
     s.free_pages = store_.free_pages();
     s.idle_chunks = use_.idle_chunks();
@@ -106,26 +107,28 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
           fence_.wait_safe(arenas_[store_[oldest].arena].stream, store_[oldest].idle_since, use_.next_tick());
           ++stats_.fence_waits;
         }
-        lag_grown_pages_ = 0;  // the oldest idle chunk is safe now: the device caught up
+        lag_grown_pages_ = Pages{0};  // the oldest idle chunk is safe now: the device caught up
         evict(oldest, EvictTo::kStandby);
         charge_eviction();
         s.create_refused = false;
         break;
       case ObtainAction::kCreateWhatFits: {
         // Nothing idle, nothing free: new memory, as much of the run as the cap and the device allow.
-        std::uint64_t n = want;
+        Pages n = want;
         if (cap_bytes_ != 0) {
           const std::uint64_t reserved = reserved_now();
-          n = std::min(n, reserved >= cap_bytes_ ? 0 : page_.pages_in(cap_bytes_ - reserved));
+          n = std::min(n, reserved >= cap_bytes_ ? Pages{0} : page_.pages_in(cap_bytes_ - reserved));
         }
-        if (n == 0) throw_oom(requested, "the cap would be exceeded");
+        if (n == Pages{0}) throw_oom(requested, "the cap would be exceeded");
         for (;;) {
           try {
             return store_.create(n);
           } catch (const OutOfMemoryError&) {
-            if (n == 1) throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
+            if (n == Pages{1}) {
+              throw_oom(requested, std::string(backend_.name()) + " backend has no physical memory left");
+            }
             ++stats_.num_alloc_retries;  // retried smaller, as PyTorch retries a failed cudaMalloc
-            n /= 2;
+            n = n / 2;
           }
         }
       }
@@ -133,17 +136,17 @@ ChunkId ChunkSource::obtain(std::uint64_t pages, std::uint64_t requested, OverBu
   }
 }
 
-std::uint64_t ChunkSource::recut(Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t stranded_pages) {
+std::uint64_t ChunkSource::recut(Arena& arena, PageNumber first, PageNumber last, Pages stranded_pages) {
   if (stranded_pages <= max_strand_pages_ || !moves_allowed()) return 0;
   // Idle chunks mapped (active or standby) at the pages, and free chunks with a standby mapping there.
   std::vector<ChunkId> stranding;
-  arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+  arena.pages.for_each(first, last, [&](PageNumber p, const PageMap::Entry& e) {
     const Chunk& c = store_[e.chunk];
-    if (c.users == 0 && !c.on_peer && (p < first || p + e.pages - 1 > last)) stranding.push_back(e.chunk);
+    if (c.users == 0 && !c.on_peer && (p < first || p + e.pages - Pages{1} > last)) stranding.push_back(e.chunk);
   });
   std::uint64_t recut_chunks = 0;
   for (const ChunkId id : stranding) {
-    if (store_[id].pages == 0 || store_[id].users != 0) continue;  // released or taken by an earlier step
+    if (store_[id].pages == Pages{0} || store_[id].users != 0) continue;  // released or taken by an earlier step
     if (store_[id].mapped()) {
       if (!safe_to_evict(id)) continue;  // queued work may still touch it: it strands, as it would have
       evict(id);  // throws: nothing changed for this chunk
@@ -169,7 +172,7 @@ void ChunkSource::release_free(ChunkId id) {
 
 void ChunkSource::evict(ChunkId id, EvictTo to) {
   Chunk& c = store_[id];
-  const std::uint64_t pages = c.pages;
+  const Pages pages = c.pages;
   if (to == EvictTo::kStandby && standby_limit_ != 0 && !c.on_peer) {
     if (c.standby.size() >= standby_limit_) {
       const ChunkPlace oldest = c.standby.front();
@@ -184,19 +187,19 @@ void ChunkSource::evict(ChunkId id, EvictTo to) {
   ++stats_.evictions;
 }
 
-const ChunkPlace& ChunkSource::standby_place(ChunkId id, std::uint32_t arena, std::uint64_t first_page) const {
+const ChunkPlace& ChunkSource::standby_place(ChunkId id, std::uint32_t arena, PageNumber first_page) const {
   const Chunk& c = store_[id];
   const auto it = c.standby_at(arena, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: a chunk lacks a standby mapping");
   return *it;
 }
 
-bool ChunkSource::standby_safe(ChunkId id, std::uint32_t arena, std::uint64_t first_page) {
+bool ChunkSource::standby_safe(ChunkId id, std::uint32_t arena, PageNumber first_page) {
   const std::uint64_t left_tick = standby_place(id, arena, first_page).left_tick;
   return !fence_.asynchronous() || fence_.safe(arenas_[arena].stream, left_tick);
 }
 
-void ChunkSource::unmap_standby(ChunkId id, std::uint32_t arena, std::uint64_t first_page) {
+void ChunkSource::unmap_standby(ChunkId id, std::uint32_t arena, PageNumber first_page) {
   const std::uint64_t left_tick = standby_place(id, arena, first_page).left_tick;
   if (fence_.asynchronous() && !fence_.safe(arenas_[arena].stream, left_tick)) {
     fence_.wait_safe(arenas_[arena].stream, left_tick, use_.next_tick());
@@ -243,7 +246,7 @@ std::uint64_t ChunkSource::device_free_bytes() {
   return device_free_;
 }
 
-bool ChunkSource::near_cap(std::uint64_t pages) {
+bool ChunkSource::near_cap(Pages pages) {
   const std::uint64_t reserved = reserved_now();
   const std::uint64_t bytes = page_.bytes_of(pages);
   if (cap_bytes_ != 0 && (memory_first_under_cap_ || reserved + bytes > cap_bytes_ / 10 * 9)) return true;
@@ -253,17 +256,17 @@ bool ChunkSource::near_cap(std::uint64_t pages) {
   return reserved + bytes > capacity / 10 * 9;
 }
 
-bool ChunkSource::cap_allows(std::uint64_t pages) const {
+bool ChunkSource::cap_allows(Pages pages) const {
   return cap_bytes_ == 0 || reserved_now() + page_.bytes_of(pages) <= cap_bytes_;
 }
 
-bool ChunkSource::within_permille_of_high(std::uint64_t pages, std::uint64_t permille) const {
+bool ChunkSource::within_permille_of_high(Pages pages, std::uint64_t permille) const {
   if (!cap_allows(pages)) return false;
   const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * permille;
   return reserved_now() + page_.bytes_of(pages) <= target_bytes;
 }
 
-bool ChunkSource::within_headroom(std::uint64_t pages) const {
+bool ChunkSource::within_headroom(Pages pages) const {
   return headroom_permille_ != 0 && !headroom_exhausted_ && within_permille_of_high(pages, headroom_permille_);
 }
 

@@ -29,6 +29,7 @@
 #include "obtain_decision.h"
 #include "chunk_store.h"
 #include "page_geometry.h"
+#include "pages.h"
 #include "chunk_use.h"
 #include "move_budget.h"
 #include "stitcher.h"
@@ -69,19 +70,19 @@ class ChunkSource {
   //       max(max_chunk_pages, ceil(block_pages / kMaxChunksPerBlock)))
   // so a block maps at most about kMaxChunksPerBlock new chunks, however large it is (a 1 TB block of 4 MiB
   // chunks would be 262,144 chunks, each walked at every placement, use and free of the block).
-  std::uint64_t chunk_limit(std::uint64_t block_pages) const;
+  Pages chunk_limit(Pages block_pages) const;
   // The most new chunks one block is stitched from: above max_chunk_bytes x this (16 GiB at the default), a
   // block's chunks grow with it. Fewer chunks cost fewer driver calls (one create, map and access grant each).
   static constexpr std::uint64_t kMaxChunksPerBlock = 4096;
   // A free chunk for a run of `pages` pages (> 0, at most chunk_limit() of the block) for a request of
   // `requested` bytes (for the error), as above.
-  ChunkId obtain(std::uint64_t pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice);
+  ChunkId obtain(Pages pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice);
   // A block is about to use pages [first, last] of `arena`, which would strand `stranded_pages` pages of idle
   // chunks (Placer::Cost::pinned_waste). Above max_strand_bytes, and while the move budget allows, every idle
   // chunk of its own device that the pages cover only in part and that no queued work can touch is unmapped and
   // released (counted in Stats::evictions); returns how many. Throws BackendError: chunks re-cut before stay
   // released, the rest as they were; the pool stays consistent.
-  std::uint64_t recut(Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t stranded_pages);
+  std::uint64_t recut(Arena& arena, PageNumber first, PageNumber last, Pages stranded_pages);
   // Where an evicted chunk's mapping goes: unmapped, or kept as a standby mapping (chunk_store.h) when
   // Config::standby_mappings allows (never for a peer chunk; beyond the limit the chunk's oldest standby mapping
   // is unmapped first).
@@ -91,10 +92,10 @@ class ChunkSource {
   void evict(ChunkId id, EvictTo to = EvictTo::kUnmap);
   // True when no queued work can touch the standby mapping of chunk `id` at `first_page` of arena `arena` any
   // more (its left_tick is safe), so that it may be unmapped now. Throws std::logic_error when there is none.
-  bool standby_safe(ChunkId id, std::uint32_t arena, std::uint64_t first_page);
+  bool standby_safe(ChunkId id, std::uint32_t arena, PageNumber first_page);
   // Unmaps that standby mapping, first waiting (counted in Stats::fence_waits) until no queued work can touch
   // it. Throws BackendError: nothing changed.
-  void unmap_standby(ChunkId id, std::uint32_t arena, std::uint64_t first_page);
+  void unmap_standby(ChunkId id, std::uint32_t arena, PageNumber first_page);
   // Unmaps every standby mapping of chunk `id` (before it is released). Throws BackendError: those unmapped
   // before stay unmapped, the rest stay.
   void drop_standby(ChunkId id);
@@ -120,18 +121,18 @@ class ChunkSource {
   void set_cap_bytes(std::uint64_t cap_bytes);
 
   std::uint64_t cap_bytes() const { return cap_bytes_; }
-  std::uint64_t max_chunk_pages() const { return max_chunk_pages_; }
+  Pages max_chunk_pages() const { return max_chunk_pages_; }
   // The own device's reserved bytes (peer chunks are not counted).
   std::uint64_t reserved_now() const {
     return static_cast<std::uint64_t>(stats_.reserved_bytes.current - stats_.peer_reserved_bytes.current);
   }
   // True when `pages` more stay within the cap (or there is none).
-  bool cap_allows(std::uint64_t pages) const;
+  bool cap_allows(Pages pages) const;
   // True when memory comes first: a cap is set and memory_first_under_cap is on, or `pages` more would take
   // reserved bytes past 90% of it, or past 90% of what the device holds (reserved + device_free_bytes).
-  bool near_cap(std::uint64_t pages);
+  bool near_cap(Pages pages);
   // True when `pages` more stay within headroom_permille of the highest allocated bytes (and the cap).
-  bool within_headroom(std::uint64_t pages) const;
+  bool within_headroom(Pages pages) const;
   // Checks its own state: the move budget's equations (move_budget.h), and that the highest allocated bytes it
   // follows are at least the allocated bytes now. The parts it works on (pool, use, fence, arenas) are checked
   // by their own check_invariants. Throws std::logic_error (engine_checks.h). O(1).
@@ -148,10 +149,10 @@ class ChunkSource {
   Stitcher& stitcher_;
   Stats& stats_;
   PageGeometry page_;
-  std::uint64_t max_chunk_pages_;
+  Pages max_chunk_pages_;
   std::uint64_t chunks_per_block_;
   std::uint64_t headroom_permille_;
-  std::uint64_t lag_grow_pages_;
+  Pages lag_grow_pages_;
   bool memory_first_under_cap_;
   std::uint64_t cap_bytes_;
   // Releases free chunk `id` (in the free index). Throws BackendError: nothing changed, it is still free.
@@ -159,19 +160,19 @@ class ChunkSource {
   // True when a move may be made now (MoveBudget; the clock is read only for its wall-time share).
   bool moves_allowed() { return moves_.allows_move(moves_.timed() ? clock_.now_ns() : 0); }
   // True when `pages` more stay within `permille` of the highest allocated bytes (and the cap).
-  bool within_permille_of_high(std::uint64_t pages, std::uint64_t permille) const;
+  bool within_permille_of_high(Pages pages, std::uint64_t permille) const;
   // The same for move_headroom_permille.
-  bool within_move_headroom(std::uint64_t pages) const {
+  bool within_move_headroom(Pages pages) const {
     return within_permille_of_high(pages, move_headroom_permille_);
   }
   // Chunk `id`'s standby mapping at `first_page` of `arena`; throws std::logic_error when it has none there.
-  const ChunkPlace& standby_place(ChunkId id, std::uint32_t arena, std::uint64_t first_page) const;
+  const ChunkPlace& standby_place(ChunkId id, std::uint32_t arena, PageNumber first_page) const;
   void charge_eviction() { moves_.charge_eviction(); }
   void charge_release() { moves_.charge_release(); }
   std::uint64_t device_free_bytes();
 
   Clock& clock_;
-  std::uint64_t max_strand_pages_;
+  Pages max_strand_pages_;
   std::uint64_t standby_limit_;  // Config::standby_mappings; 0 with max_idle_mapped_bytes set
   std::uint64_t move_headroom_permille_;
   MoveBudget moves_;
@@ -179,7 +180,7 @@ class ChunkSource {
   std::uint64_t device_free_ = 0;
   std::uint64_t allocated_high_bytes_ = 0;  // highest allocated bytes ever (reset_peak_stats leaves it)
   bool headroom_exhausted_ = false;         // a headroom chunk found the device full; reset by device_has_room
-  std::uint64_t lag_grown_pages_ = 0;       // pages created in a row because the oldest idle chunk was uncovered
+  Pages lag_grown_pages_;                   // pages created in a row because the oldest idle chunk was uncovered
 };
 
 }  // namespace gmlake::engine

@@ -14,10 +14,10 @@ namespace {
 // flags as a read of uninitialized storage.
 void clear(Chunk& c) {
   c.handle = ChunkHandle{};
-  c.pages = 0;
+  c.pages = Pages{0};
   c.arena = Chunk::kUnmapped;
   c.users = 0;
-  c.first_page = 0;
+  c.first_page = PageNumber{0};
   c.idle_since = 0;
   c.on_peer = false;
   c.recalled = false;
@@ -26,7 +26,7 @@ void clear(Chunk& c) {
 
 }  // namespace
 
-ChunkId ChunkStore::create(std::uint64_t pages, DeviceId device) {
+ChunkId ChunkStore::create(Pages pages, DeviceId device) {
   const ChunkHandle handle = backend_.create(page_.bytes_of(pages), device);  // throws: nothing changed
   try {
     return record(handle, pages, device != backend_.device());
@@ -36,9 +36,9 @@ ChunkId ChunkStore::create(std::uint64_t pages, DeviceId device) {
   }
 }
 
-ChunkId ChunkStore::adopt(ChunkHandle handle, std::uint64_t pages) { return record(handle, pages, true); }
+ChunkId ChunkStore::adopt(ChunkHandle handle, Pages pages) { return record(handle, pages, true); }
 
-ChunkId ChunkStore::record(ChunkHandle handle, std::uint64_t pages, bool on_peer) {
+ChunkId ChunkStore::record(ChunkHandle handle, Pages pages, bool on_peer) {
   ChunkId id;
   if (!spare_.empty()) {
     id = spare_.back();
@@ -60,7 +60,7 @@ ChunkId ChunkStore::record(ChunkHandle handle, std::uint64_t pages, bool on_peer
 
 void ChunkStore::release(ChunkId id) {
   Chunk& c = chunks_[id];
-  GMLAKE_DCHECK(c.pages != 0, "releasing a chunk record that holds no chunk");
+  GMLAKE_DCHECK(c.pages != Pages{0}, "releasing a chunk record that holds no chunk");
   if (c.on_peer && peers_ != nullptr) {
     peers_->give_back(backend_, c.handle);  // throws: nothing changed
   } else {
@@ -84,7 +84,7 @@ void ChunkStore::recall(ChunkId id) {
 
 ChunkId ChunkStore::find(ChunkHandle handle) const {
   for (ChunkId id = 0; id < chunks_.size(); ++id) {
-    if (chunks_[id].pages != 0 && chunks_[id].handle == handle) return id;
+    if (chunks_[id].pages != Pages{0} && chunks_[id].handle == handle) return id;
   }
   return kNoChunk;
 }
@@ -98,7 +98,7 @@ bool ChunkStore::release_quietly(ChunkId id) {
   }
 }
 
-ChunkId ChunkStore::largest_free_at_most(std::uint64_t pages) const {
+ChunkId ChunkStore::largest_free_at_most(Pages pages) const {
   auto it = free_.upper_bound(FreeKey{pages, UINT64_MAX});
   if (it == free_.begin()) return kNoChunk;
   return std::prev(it)->second;
@@ -119,7 +119,7 @@ bool ChunkStore::erase_free(ChunkId id) {
 void ChunkStore::release_all_free() {
   while (!free_.empty()) {
     const ChunkId id = std::prev(free_.end())->second;
-    const std::uint64_t pages = chunks_[id].pages;
+    const Pages pages = chunks_[id].pages;
     release(id);  // throws: it stays free
     free_.erase(std::prev(free_.end()));
     free_pages_ -= pages;
@@ -128,10 +128,10 @@ void ChunkStore::release_all_free() {
 
 void ChunkStore::check_invariants() const {
   auto broken = [](const std::string& what) { throw std::logic_error("gmlake invariant broken: " + what); };
-  std::uint64_t pages = 0;
+  Pages pages;
   for (const auto& [key, id] : free_) {
     const Chunk& c = chunks_.at(id);
-    const std::uint64_t size = key.first;
+    const Pages size = key.first;
     if (c.pages != size) broken("a free chunk is indexed under another size");
     if (c.free_seq != key.second) broken("a free chunk is indexed under another entry than its own");
     if (c.mapped() || c.users != 0) broken("a free chunk is mapped or used");
@@ -139,9 +139,10 @@ void ChunkStore::check_invariants() const {
     pages += size;
   }
   if (pages != free_pages_) broken("free pages differ from the recount");
-  std::uint64_t peer_pages = 0, recalled = 0;
+  Pages peer_pages;
+  std::uint64_t recalled = 0;
   for_each([&](ChunkId, const Chunk& c) {
-    peer_pages += c.on_peer ? c.pages : 0;
+    peer_pages += c.on_peer ? c.pages : Pages{0};
     recalled += c.recalled ? 1 : 0;
   });
   if (page_.bytes_of(peer_pages) != peer_bytes()) broken("peer_reserved_bytes differs from the recount");

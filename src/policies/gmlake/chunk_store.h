@@ -58,7 +58,7 @@ class PeerSource;
 // without the fence: it is on the same arena's stream, after that work. Places are equal when arena and page are.
 struct ChunkPlace {
   std::uint32_t arena;
-  std::uint64_t first_page;
+  PageNumber first_page;
   std::uint64_t left_tick = 0;
   bool operator==(const ChunkPlace& o) const { return arena == o.arena && first_page == o.first_page; }
 };
@@ -66,10 +66,10 @@ struct ChunkPlace {
 struct Chunk {
   static constexpr std::uint32_t kUnmapped = UINT32_MAX;
   ChunkHandle handle;
-  std::uint64_t pages = 0;            // 0: this record is unused
+  Pages pages;                        // 0: this record is unused
   std::uint32_t arena = kUnmapped;    // the arena it is mapped in
   std::uint32_t users = 0;            // blocks overlapping its pages (mapped chunks only)
-  std::uint64_t first_page = 0;       // where it is mapped in `arena`
+  PageNumber first_page;              // where it is mapped in `arena`
   std::uint64_t idle_since = 0;       // IdleChunks tick of its last turn to idle
   bool on_peer = false;               // made on a peer device or lent by another process (the lake)
   bool recalled = false;              // its lender wants it back: no new block on it (ChunkStore::recall)
@@ -77,14 +77,14 @@ struct Chunk {
   std::uint64_t free_seq = 0;         // its key in the free index while free (ChunkStore::add_free)
   bool mapped() const { return arena != kUnmapped; }
   // Its standby mapping at page `page` of arena `in_arena`, or standby.end() when it has none there.
-  auto standby_at(std::uint32_t in_arena, std::uint64_t page) {
+  auto standby_at(std::uint32_t in_arena, PageNumber page) {
     return std::find(standby.begin(), standby.end(), ChunkPlace{in_arena, page});
   }
-  auto standby_at(std::uint32_t in_arena, std::uint64_t page) const {
+  auto standby_at(std::uint32_t in_arena, PageNumber page) const {
     return std::find(standby.begin(), standby.end(), ChunkPlace{in_arena, page});
   }
   // True when the mapping at page `page` of arena `in_arena` is the chunk's active place (else a standby one).
-  bool active_at(std::uint32_t in_arena, std::uint64_t page) const { return arena == in_arena && first_page == page; }
+  bool active_at(std::uint32_t in_arena, PageNumber page) const { return arena == in_arena && first_page == page; }
 };
 
 class ChunkStore {
@@ -94,12 +94,12 @@ class ChunkStore {
   ChunkStore(Backend& backend, PageGeometry page, Stats& stats) : backend_(backend), page_(page), stats_(stats) {}
 
   // Creates a chunk of `pages` pages (free, not yet in the free index: the caller maps it). Throws as above.
-  ChunkId create(std::uint64_t pages) { return create(pages, backend_.device()); }
+  ChunkId create(Pages pages) { return create(pages, backend_.device()); }
   // The same on `device` (the backend's own device, or a peer: then on_peer).
-  ChunkId create(std::uint64_t pages, DeviceId device);
+  ChunkId create(Pages pages, DeviceId device);
   // Records live chunk `handle` of `pages` pages that a PeerSource made (a loan, imported): on_peer, free and
   // not in the free index. Throws std::bad_alloc only (then nothing is recorded).
-  ChunkId adopt(ChunkHandle handle, std::uint64_t pages);
+  ChunkId adopt(ChunkHandle handle, Pages pages);
   // Where peer chunks go back (make_peer_source sets it; null: the backend releases them like any chunk). It
   // must outlive the store's releases.
   void set_peer_source(PeerSource* source) { peers_ = source; }
@@ -126,12 +126,12 @@ class ChunkStore {
     free_pages_ += chunks_[id].pages;
   }
   // The largest free chunk of at most `pages` pages, or kNoChunk; it stays in the index.
-  ChunkId largest_free_at_most(std::uint64_t pages) const;
+  ChunkId largest_free_at_most(Pages pages) const;
   // The largest free chunk, or kNoChunk.
   ChunkId largest_free() const { return free_.empty() ? kNoChunk : std::prev(free_.end())->second; }
   // Removes free chunk `id` from the index (to map or release it).
   void take_free(ChunkId id);
-  std::uint64_t free_pages() const { return free_pages_; }
+  Pages free_pages() const { return free_pages_; }
   std::uint64_t free_chunks() const { return free_.size(); }
   // Releases every free chunk; stops at the first failure (BackendError), leaving that chunk and the rest free.
   void release_all_free();
@@ -143,10 +143,11 @@ class ChunkStore {
   template <typename F>
   void for_each(F&& f) const {
     for (ChunkId id = 0; id < chunks_.size(); ++id) {
-      if (chunks_[id].pages != 0) f(id, chunks_[id]);
+      if (chunks_[id].pages != Pages{0}) f(id, chunks_[id]);
     }
   }
-  std::uint64_t page_bytes() const { return page_.bytes(); }
+  // The page its chunks are counted in (the engine's PageGeometry).
+  PageGeometry page() const { return page_; }
   // Bytes of live chunks on peer devices (Stats::peer_reserved_bytes).
   std::uint64_t peer_bytes() const { return static_cast<std::uint64_t>(stats_.peer_reserved_bytes.current); }
   // Checks the free index against the chunks' records (throws std::logic_error).
@@ -158,7 +159,7 @@ class ChunkStore {
   // Takes free chunk `id` out of the index; false when it is not there.
   bool erase_free(ChunkId id);
 
-  ChunkId record(ChunkHandle handle, std::uint64_t pages, bool on_peer);
+  ChunkId record(ChunkHandle handle, Pages pages, bool on_peer);
 
   Backend& backend_;
   PageGeometry page_;
@@ -169,10 +170,10 @@ class ChunkStore {
   std::vector<ChunkId> spare_;                    // unused records
   // The free index: (pages, order of entry) -> free chunk. Among chunks of one size the latest entered is the
   // last, and each chunk is found by its own key (Chunk::free_seq) in O(log f), however many share its size.
-  using FreeKey = std::pair<std::uint64_t, std::uint64_t>;
+  using FreeKey = std::pair<Pages, std::uint64_t>;
   absl::btree_map<FreeKey, ChunkId> free_;
   std::uint64_t free_seq_ = 0;  // entries made into the free index
-  std::uint64_t free_pages_ = 0;
+  Pages free_pages_;
 };
 
 }  // namespace gmlake::engine

@@ -6,31 +6,31 @@
 
 namespace gmlake::engine {
 
-void ChunkUse::use(const Arena& arena, std::uint64_t first, std::uint64_t last) {
-  // Counted in locals and stored once, as for count_idle (chunk_use.h).
+void ChunkUse::use(const Arena& arena, PageNumber first, PageNumber last) {
+  // Counted in raw locals and stored once, as for count_idle (chunk_use.h).
   std::uint64_t used_pages = 0, used_chunks = 0;
-  arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
+  arena.pages.for_each(first, last, [&](PageNumber, const PageMap::Entry& e) {
     Chunk& c = store_[e.chunk];
     if (c.users++ != 0) return;
-    used_pages += c.pages;
+    used_pages += c.pages.count();
     ++used_chunks;
   });
-  idle_pages_ -= used_pages;
+  idle_pages_ -= Pages{used_pages};
   idle_chunks_ -= used_chunks;
-  used_ += used_pages;
+  used_ += Pages{used_pages};
 }
 
-std::uint64_t ChunkUse::unuse(const Arena& arena, std::uint64_t first, std::uint64_t last) {
+std::uint64_t ChunkUse::unuse(const Arena& arena, PageNumber first, PageNumber last) {
   std::uint64_t tick = 0, idle_pages = 0, idle_chunks = 0;
-  arena.pages.for_each(first, last, [&](std::uint64_t, const PageMap::Entry& e) {
+  arena.pages.for_each(first, last, [&](PageNumber, const PageMap::Entry& e) {
     Chunk& c = store_[e.chunk];
     if (--c.users != 0) return;
     if (tick == 0) tick = idle_.next_tick();
     turn_idle(e.chunk, c, tick);
-    idle_pages += c.pages;
+    idle_pages += c.pages.count();
     ++idle_chunks;
   });
-  count_idle(idle_pages, idle_chunks);
+  count_idle(Pages{idle_pages}, idle_chunks);
   if (tick != 0) idle_.compact_if_dead(idle_chunks_, store_);
   return tick;
 }
@@ -51,22 +51,22 @@ void ChunkUse::mapped_idle(ChunkId id) {
   ++idle_chunks_;
 }
 
-std::uint64_t ChunkUse::idle_past(const Arena& arena, std::uint64_t block_last, std::uint64_t last) {
+std::uint64_t ChunkUse::idle_past(const Arena& arena, PageNumber block_last, PageNumber last) {
   std::uint64_t tick = 0, idle_pages = 0, idle_chunks = 0;
-  arena.pages.for_each(block_last + 1, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+  arena.pages.for_each(block_last + Pages{1}, last, [&](PageNumber p, const PageMap::Entry& e) {
     Chunk& c = store_[e.chunk];
     if (p <= block_last || c.users != 1) return;  // the chunk the block ends in stays used
     if (tick == 0) tick = idle_.next_tick();
     c.users = 0;
     turn_idle(e.chunk, c, tick);
-    idle_pages += c.pages;
+    idle_pages += c.pages.count();
     ++idle_chunks;
   });
-  count_idle(idle_pages, idle_chunks);
+  count_idle(Pages{idle_pages}, idle_chunks);
   return tick;
 }
 
-void ChunkUse::unmapped(std::uint64_t pages, bool was_used) {
+void ChunkUse::unmapped(Pages pages, bool was_used) {
   GMLAKE_DCHECK(was_used ? used_ >= pages : idle_pages_ >= pages && idle_chunks_ != 0,
                 "a chunk unmapped was not counted as mapped");
   if (was_used) {
@@ -87,7 +87,8 @@ void ChunkUse::check_invariants() const {
   idle_.check_invariants();
   absl::flat_hash_set<ChunkId> queued;
   for_each_idle([&](ChunkId id) { queued.insert(id); });
-  std::uint64_t used = 0, idle = 0, idle_chunks = 0;
+  Pages used, idle;
+  std::uint64_t idle_chunks = 0;
   store_.for_each([&](ChunkId id, const Chunk& c) {
     if (!c.mapped()) return;
     if (c.users != 0) {

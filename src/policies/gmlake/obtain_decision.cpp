@@ -3,7 +3,7 @@
 namespace gmlake::engine {
 
 ObtainStep decide(const ObtainState& s) {
-  if (s.best_free_pages != 0 && s.best_free_pages * 2 >= s.want_pages) return {ObtainAction::kTakeFree};
+  if (s.best_free_pages != Pages{0} && s.best_free_pages * 2 >= s.want_pages) return {ObtainAction::kTakeFree};
   const bool something_to_move = s.idle_chunks != 0 || s.free_chunks != 0;
   const bool grow_for_time =
       !s.moves_allowed && !s.has_cap && !s.device_found_full && s.within_move_headroom && something_to_move;

@@ -23,15 +23,16 @@
 
 #include <cstdint>
 
+#include "pages.h"
 #include "stream_fence.h"
 
 namespace gmlake::engine {
 
 struct ObtainState {
-  std::uint64_t want_pages = 1;       // size of the chunk sought, in pages (1 near the cap)
-  std::uint64_t best_free_pages = 0;  // the largest free chunk of at most the run's pages (0: none)
+  Pages want_pages{1};                // size of the chunk sought (1 near the cap)
+  Pages best_free_pages;              // the largest free chunk of at most the run's pages (0: none)
   std::uint64_t free_chunks = 0;      // chunks mapped nowhere
-  std::uint64_t free_pages = 0;       // their pages
+  Pages free_pages;                   // their pages
   std::uint64_t idle_chunks = 0;      // mapped chunks no block uses
   bool within_headroom = false;       // want_pages more stay within the headroom (and the cap)
   bool within_move_headroom = true;   // want_pages more stay within move_headroom_permille (and the cap)

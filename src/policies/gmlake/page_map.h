@@ -16,6 +16,7 @@
 // its mapped slots (mapped_bits) and for those that are active (active_bits); mapped_chunks() counts the
 // mappings' first pages. The owner keeps `active` equal to Chunk::active_at (StitchingAllocator::check_invariants
 // checks it).
+// Page numbers and counts are PageNumber and Pages (pages.h); the leaves index raw numbers inside.
 // Thread safety: none (the owning allocator is serialized by its caller).
 #pragma once
 
@@ -30,6 +31,7 @@
 
 #include "engine_checks.h"
 #include "gmlake/dcheck.h"
+#include "pages.h"
 
 namespace gmlake::engine {
 
@@ -40,18 +42,20 @@ class PageMap {
  public:
   struct Entry {
     ChunkId chunk;
-    std::uint64_t pages;
+    Pages pages;
     bool active;  // the chunk's active place, else a standby mapping
   };
 
-  // Chunk `chunk` of `pages` pages (1 <= pages < 2^32) now backs pages [first_page, first_page + pages), which
-  // no chunk backs (the caller's invariant: GMLAKE_DCHECK checks it; check_invariants finds an overlap after the
-  // fact), as its active place. An empty chunk (pages == 0) records nothing. Throws std::bad_alloc when a leaf
-  // cannot be made (nothing changed).
-  void insert(std::uint64_t first_page, ChunkId chunk, std::uint64_t pages) {
-    GMLAKE_DCHECK(pages >= 1 && pages <= UINT32_MAX && unmapped_pages(first_page, first_page + pages - 1) == pages,
-                  "a chunk is mapped over pages another chunk backs");
-    if (pages == 0) return;
+  // Chunk `chunk` of `size` pages (1 <= size < 2^32) now backs pages [first, first + size), which no chunk backs
+  // (the caller's invariant: GMLAKE_DCHECK checks it; check_invariants finds an overlap after the fact), as its
+  // active place. An empty chunk (size 0) records nothing. Throws std::bad_alloc when a leaf cannot be made
+  // (nothing changed).
+  void insert(PageNumber first, ChunkId chunk, Pages size) {
+    GMLAKE_DCHECK(
+        size >= Pages{1} && size <= Pages{UINT32_MAX} && unmapped_pages(first, first + size - Pages{1}) == size,
+        "a chunk is mapped over pages another chunk backs");
+    if (size == Pages{0}) return;
+    const std::uint64_t first_page = first.value(), pages = size.count();
     for (std::uint64_t i = first_page >> kLeafShift; i <= (first_page + pages - 1) >> kLeafShift; ++i) leaf_for(i);
     for (std::uint64_t k = 0; k < pages; ++k) {
       Leaf& leaf = *leaves_[(first_page + k) >> kLeafShift];
@@ -62,9 +66,10 @@ class PageMap {
     }
     ++chunks_;
   }
-  // The mapping that starts at `first_page` becomes the chunk's active place (`active`) or a standby one; nothing
+  // The mapping that starts at `first` becomes the chunk's active place (`active`) or a standby one; nothing
   // happens when none starts there. O(pages of the chunk).
-  void set_active(std::uint64_t first_page, bool active) {
+  void set_active(PageNumber first, bool active) {
+    const std::uint64_t first_page = first.value();
     const Slot* start = slot(first_page);
     if (start == nullptr || start->chunk == kNoChunk || start->back != 0) return;
     const std::uint64_t pages = start->pages;
@@ -75,15 +80,18 @@ class PageMap {
     }
   }
 
-  // What pages [first, last] (first <= last) hold, read from the bitmaps: O(leaves + pages / 64).
+  // What pages [first_page, last_page] (first_page <= last_page) hold, read from the bitmaps: O(leaves + pages / 64).
   struct Summary {
-    std::uint64_t active_pages = 0;          // pages in an active place
-    std::uint64_t standby_pages = 0;         // pages in a standby mapping
-    std::uint64_t last_mapped = UINT64_MAX;  // the range's highest mapped page; UINT64_MAX when none is
+    Pages active_pages;                          // pages in an active place
+    Pages standby_pages;                         // pages in a standby mapping
+    PageNumber last_mapped = PageNumber::max();  // the range's highest mapped page; max() when none is
   };
-  Summary summarize(std::uint64_t first, std::uint64_t last) const {
-    Summary out;
-    if (leaves_.empty() || (first >> kLeafShift) >= leaves_.size()) return out;
+  Summary summarize(PageNumber first_page, PageNumber last_page) const {
+    const std::uint64_t first = first_page.value(), last = last_page.value();
+    // Counted in raw locals (one popcount per 64 pages), typed once at the end.
+    std::uint64_t active_pages = 0, standby_pages = 0, last_mapped = UINT64_MAX;
+    auto summary = [&] { return Summary{Pages{active_pages}, Pages{standby_pages}, PageNumber{last_mapped}}; };
+    if (leaves_.empty() || (first >> kLeafShift) >= leaves_.size()) return summary();
     const std::uint64_t end_leaf = std::min<std::uint64_t>(last >> kLeafShift, leaves_.size() - 1);
     for (std::uint64_t i = first >> kLeafShift; i <= end_leaf; ++i) {
       const Leaf* leaf = leaves_[i].get();
@@ -95,23 +103,24 @@ class PageMap {
         if (w == lo >> 6) mask &= ~std::uint64_t{0} << (lo & 63);
         if (w == hi >> 6) mask &= ~std::uint64_t{0} >> (63 - (hi & 63));
         const std::uint64_t mapped = leaf->mapped_bits[w] & mask, active = leaf->active_bits[w] & mask;
-        out.active_pages += static_cast<std::uint64_t>(__builtin_popcountll(active));
-        out.standby_pages += static_cast<std::uint64_t>(__builtin_popcountll(mapped & ~active));
+        active_pages += static_cast<std::uint64_t>(__builtin_popcountll(active));
+        standby_pages += static_cast<std::uint64_t>(__builtin_popcountll(mapped & ~active));
         if (mapped != 0) {
-          out.last_mapped = (i << kLeafShift) + (w << 6) + 63 - static_cast<std::uint64_t>(__builtin_clzll(mapped));
+          last_mapped = (i << kLeafShift) + (w << 6) + 63 - static_cast<std::uint64_t>(__builtin_clzll(mapped));
         }
       }
     }
-    return out;
+    return summary();
   }
   // The mapping that backs page `page`: its first page and entry; entry.chunk == kNoChunk when none does. O(1).
-  std::pair<std::uint64_t, Entry> at(std::uint64_t page) const {
-    const Slot* s = slot(page);
-    if (s == nullptr || s->chunk == kNoChunk) return {page, Entry{kNoChunk, 0, false}};
-    return {page - s->back, Entry{s->chunk, s->pages, s->active}};
+  std::pair<PageNumber, Entry> at(PageNumber page) const {
+    const Slot* s = slot(page.value());
+    if (s == nullptr || s->chunk == kNoChunk) return {page, Entry{kNoChunk, Pages{0}, false}};
+    return {page - Pages{s->back}, Entry{s->chunk, Pages{s->pages}, s->active}};
   }
-  // The chunk whose first page is `first_page` no longer backs its pages; nothing happens when none starts there.
-  void erase(std::uint64_t first_page) {
+  // The chunk whose first page is `first` no longer backs its pages; nothing happens when none starts there.
+  void erase(PageNumber first) {
+    const std::uint64_t first_page = first.value();
     const Slot* start = slot(first_page);
     if (start == nullptr || start->chunk == kNoChunk || start->back != 0) return;
     const std::uint64_t pages = start->pages;
@@ -127,21 +136,22 @@ class PageMap {
 
   // Calls f(first_page, entry) for every mapped chunk overlapping pages [first, last], in page order.
   template <typename F>
-  void for_each(std::uint64_t first, std::uint64_t last, F&& f) const {
-    for_each_until(first, last, [&](std::uint64_t p, const Entry& e) {
+  void for_each(PageNumber first, PageNumber last, F&& f) const {
+    for_each_until(first, last, [&](PageNumber p, const Entry& e) {
       f(p, e);
       return true;
     });
   }
   // The same, stopping after the first call of f that returns false.
   template <typename F>
-  void for_each_until(std::uint64_t first, std::uint64_t last, F&& f) const {
+  void for_each_until(PageNumber first_page, PageNumber last_page, F&& f) const {
+    const std::uint64_t first = first_page.value(), last = last_page.value();
     const Slot* s = slot(first);
     std::uint64_t p = s != nullptr && s->chunk != kNoChunk ? first - s->back : next_start(first, last);
     while (p <= last) {
       const Leaf& leaf = *leaves_[p >> kLeafShift];
       s = &leaf.slots[p & kLeafMask];
-      if (!f(p, Entry{s->chunk, s->pages, s->active})) return;
+      if (!f(PageNumber{p}, Entry{s->chunk, Pages{s->pages}, s->active})) return;
       const std::uint64_t next = p + s->pages;
       // Fast path: the next chunk starts right after this one, in the same leaf (as a block's chunks do).
       if (next <= last && (next >> kLeafShift) == (p >> kLeafShift) && leaf.slots[next & kLeafMask].chunk != kNoChunk) {
@@ -154,39 +164,40 @@ class PageMap {
 
   // The first page of the first chunk mapped after `page` (at a higher page), or UINT64_MAX when none is at or
   // before `upto` (the search stops there).
-  std::uint64_t next_mapped_after(std::uint64_t page, std::uint64_t upto = UINT64_MAX - 1) const {
-    const Slot* s = slot(page);
-    const std::uint64_t from = s != nullptr && s->chunk != kNoChunk ? page - s->back + s->pages : page + 1;
-    return next_start(from, upto);
+  PageNumber next_mapped_after(PageNumber page, PageNumber upto = PageNumber::max() - Pages{1}) const {
+    const std::uint64_t p = page.value();
+    const Slot* s = slot(p);
+    const std::uint64_t from = s != nullptr && s->chunk != kNoChunk ? p - s->back + s->pages : p + 1;
+    return PageNumber{next_start(from, upto.value())};
   }
 
   // Pages of [first, last] that no chunk backs.
-  std::uint64_t unmapped_pages(std::uint64_t first, std::uint64_t last) const {
-    std::uint64_t mapped = 0;
-    for_each(first, last, [&](std::uint64_t p, const Entry& e) {
-      const std::uint64_t lo = p < first ? first : p;
-      const std::uint64_t hi = p + e.pages - 1 > last ? last : p + e.pages - 1;
-      mapped += hi - lo + 1;
+  Pages unmapped_pages(PageNumber first, PageNumber last) const {
+    Pages mapped;
+    for_each(first, last, [&](PageNumber p, const Entry& e) {
+      const PageNumber lo = p < first ? first : p;
+      const PageNumber hi = p + e.pages - Pages{1} > last ? last : p + e.pages - Pages{1};
+      mapped += hi - lo + Pages{1};
     });
-    return (last - first + 1) - mapped;
+    return (last - first + Pages{1}) - mapped;
   }
 
-  // Calls gap(first_page, count) for every maximal run of unmapped pages inside [first, last], in page order.
+  // Calls gap(first_page, pages) for every maximal run of unmapped pages inside [first, last], in page order.
   template <typename F>
-  void for_each_gap(std::uint64_t first, std::uint64_t last, F&& gap) const {
-    std::uint64_t next = first;  // first page not yet accounted for
-    for_each(first, last, [&](std::uint64_t p, const Entry& e) {
+  void for_each_gap(PageNumber first, PageNumber last, F&& gap) const {
+    PageNumber next = first;  // first page not yet accounted for
+    for_each(first, last, [&](PageNumber p, const Entry& e) {
       if (p > next) gap(next, p - next);
       next = p + e.pages;
     });
-    if (next <= last) gap(next, last - next + 1);
+    if (next <= last) gap(next, last - next + Pages{1});
   }
 
   // Every entry in page order (checks, teardown).
   template <typename F>
   void for_all(F&& f) const {
     if (chunks_ == 0) return;
-    for_each(0, (static_cast<std::uint64_t>(leaves_.size()) << kLeafShift) - 1, f);
+    for_each(PageNumber{0}, PageNumber{(static_cast<std::uint64_t>(leaves_.size()) << kLeafShift) - 1}, f);
   }
 
   // The equations of the header comment; throws std::logic_error naming the first one broken. O(leaves + mapped
@@ -195,11 +206,13 @@ class PageMap {
   void check_invariants() const {
     std::vector<std::uint64_t> per_leaf(leaves_.size(), 0), active_per_leaf(leaves_.size(), 0);
     std::uint64_t starts = 0;
-    for_all([&](std::uint64_t first, const Entry& e) {
+    for_all([&](PageNumber first_page, const Entry& e) {
       ++starts;
-      for (std::uint64_t k = 0; k < e.pages; ++k) {
+      const std::uint64_t first = first_page.value();
+      for (std::uint64_t k = 0; k < e.pages.count(); ++k) {
         const Slot* s = slot(first + k);
-        if (s == nullptr || s->chunk != e.chunk || s->back != k || s->pages != e.pages || s->active != e.active) {
+        if (s == nullptr || s->chunk != e.chunk || s->back != k || s->pages != e.pages.count() ||
+            s->active != e.active) {
           broken("page map slot " + std::to_string(first + k) + " disagrees with the chunk at page " +
                  std::to_string(first) + " (chunks overlap there)");
         }

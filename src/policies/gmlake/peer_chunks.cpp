@@ -23,10 +23,10 @@ PeerChunks::PeerChunks(const Backend& backend, std::vector<int> devices, std::ui
   }
 }
 
-ChunkId PeerChunks::borrow(ChunkStore& store, std::uint64_t pages, std::uint64_t& retries) {
-  const std::uint64_t room_pages = room_bytes(store.peer_bytes()) / store.page_bytes();
+ChunkId PeerChunks::borrow(ChunkStore& store, Pages pages, std::uint64_t& retries) {
+  const Pages room_pages = store.page().pages_in(room_bytes(store.peer_bytes()));
   for (const int device : devices_) {
-    for (std::uint64_t n = std::min(pages, room_pages); n != 0; n /= 2) {
+    for (Pages n = std::min(pages, room_pages); n != Pages{0}; n = n / 2) {
       try {
         return store.create(n, device);
       } catch (const OutOfMemoryError&) {

@@ -29,7 +29,7 @@ class PeerChunks final : public PeerSource {
   const std::vector<int>& devices() const { return devices_; }
   // Creates the chunk on the first peer with room (see above). Throws BackendError from the backend (a peer
   // the driver cannot reach): nothing changed.
-  ChunkId borrow(ChunkStore& store, std::uint64_t pages, std::uint64_t& retries) override;
+  ChunkId borrow(ChunkStore& store, Pages pages, std::uint64_t& retries) override;
   // backend.release(handle).
   void give_back(Backend& backend, ChunkHandle handle) override { backend.release(handle); }
 

@@ -22,6 +22,7 @@
 #include <vector>
 
 #include "chunk_store.h"
+#include "pages.h"
 #include "gmlake/backend.h"
 #include "gmlake/chunk_provider.h"
 #include "gmlake/config.h"
@@ -46,7 +47,7 @@ class PeerSource {
   // A new chunk of at most `pages` pages (>= 1), recorded in `store` as on_peer, free and out of the free index
   // (the caller maps it), or kNoChunk when no peer has room, the budget is spent or the source is gone. Counts
   // each refused size in `retries`. Throws BackendError when the backend or the link fails (nothing changed).
-  virtual ChunkId borrow(ChunkStore& store, std::uint64_t pages, std::uint64_t& retries) = 0;
+  virtual ChunkId borrow(ChunkStore& store, Pages pages, std::uint64_t& retries) = 0;
   // Gives live peer chunk `handle` (mapped nowhere) back: `backend` releases it and its owner is told. Throws
   // what Backend::release throws, and then nothing changed.
   virtual void give_back(Backend& backend, ChunkHandle handle) = 0;

@@ -9,71 +9,78 @@
 
 namespace gmlake::engine {
 
-Placer::Cost Placer::cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last,
-                             std::uint64_t unmapped_bound) const {
+Placer::Cost Placer::cost_of(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound) const {
   GMLAKE_DCHECK(first <= last, "the cost of an empty page range");
   const bool any_recalled = !store_.recalled().empty();
   // No standby mapping and no recalled chunk in the pages (the common case): the page table's bitmaps give the
   // mapped pages, and only the chunks at the two ends can be covered in part, so no walk is needed.
   if (!any_recalled) {
     const PageMap::Summary sum = arena.pages.summarize(first, last);
-    if (sum.standby_pages == 0) return cost_without_standby(arena, first, last, unmapped_bound, sum);
+    if (sum.standby_pages == Pages{0}) return cost_without_standby(arena, first, last, unmapped_bound, sum);
   }
-  Cost cost{last - first + 1, 0};
+  // The walk counts in raw page numbers (one step per chunk), typed once at the end.
+  const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
+  std::uint64_t unmapped = last_raw - first_raw + 1, pinned_waste = 0, standby = 0;
   bool recalled = false;
-  std::uint64_t next = first;       // the first page not yet walked
+  std::uint64_t next = first_raw;    // the first page not yet walked
   std::uint64_t known_unmapped = 0;  // pages before `next` that would have to be stitched
-  arena.pages.for_each_until(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
-    const std::uint64_t lo = std::max(p, first), hi = std::min(p + e.pages - 1, last);
+  arena.pages.for_each_until(first, last, [&](PageNumber start, const PageMap::Entry& e) {
+    const std::uint64_t p = start.value(), pages = e.pages.count();
+    const std::uint64_t lo = std::max(p, first_raw), hi = std::min(p + pages - 1, last_raw);
     const std::uint64_t covered = hi - lo + 1;
     known_unmapped += lo - next;  // the gap before this chunk
     next = hi + 1;
     // An active mapping the pages cover whole costs nothing, whatever its chunk's state: only the chunks at the
     // ends of the pages, and standby mappings, need the chunk's record.
-    if (e.active && covered == e.pages && !any_recalled) {
-      cost.unmapped -= covered;
-      return known_unmapped <= unmapped_bound;
+    if (e.active && covered == pages && !any_recalled) {
+      unmapped -= covered;
+      return known_unmapped <= bound;
     }
     const Chunk& c = store_[e.chunk];
-    cost.standby += e.active ? 0 : 1;
+    standby += e.active ? 0 : 1;
     // A standby mapping of a chunk that a block uses elsewhere goes: its pages are stitched anew.
     if (c.users != 0 && !e.active) {
       known_unmapped += covered;
     } else {
-      cost.unmapped -= covered;
-      if (c.users == 0) cost.pinned_waste += e.pages - covered;
+      unmapped -= covered;
+      if (c.users == 0) pinned_waste += pages - covered;
       recalled = recalled || c.recalled;
     }
-    return known_unmapped <= unmapped_bound;
+    return known_unmapped <= bound;
   });
   // Past the bound, or on a recalled chunk (it takes no new block): never chosen.
-  return recalled || known_unmapped > unmapped_bound ? Cost{UINT64_MAX, 0} : cost;
+  if (recalled || known_unmapped > bound) return Cost{Pages::max(), Pages{0}};
+  return Cost{Pages{unmapped}, Pages{pinned_waste}, standby};
 }
 
-Placer::Cost Placer::cost_without_standby(const Arena& arena, std::uint64_t first, std::uint64_t last,
-                                          std::uint64_t unmapped_bound, const PageMap::Summary& sum) const {
+Placer::Cost Placer::cost_without_standby(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound,
+                                          const PageMap::Summary& sum) const {
+  // Counted in raw page numbers, typed once at the end (as the walk in cost_of).
+  const std::uint64_t first_raw = first.value(), last_raw = last.value(), active = sum.active_pages.count();
   // Pages before the last mapped one that are unmapped: what the walk would have found (it stops past the bound).
   const std::uint64_t before_last_mapped =
-      sum.last_mapped == UINT64_MAX ? 0 : (sum.last_mapped - first + 1) - sum.active_pages;
-  if (before_last_mapped > unmapped_bound) return Cost{UINT64_MAX, 0};
-  Cost cost{last - first + 1 - sum.active_pages, 0};
+      sum.last_mapped == PageNumber::max() ? 0 : (sum.last_mapped.value() - first_raw + 1) - active;
+  if (before_last_mapped > unmapped_bound.count()) return Cost{Pages::max(), Pages{0}};
+  std::uint64_t pinned_waste = 0;
   // An idle chunk the pages cover in part pins the rest of it; only the chunks at `first` and `last` can.
   const auto [first_start, at_first] = arena.pages.at(first);
   if (at_first.chunk != kNoChunk) {
-    const std::uint64_t covered = std::min(first_start + at_first.pages - 1, last) - first + 1;
-    if (covered != at_first.pages && store_[at_first.chunk].users == 0) cost.pinned_waste += at_first.pages - covered;
+    const std::uint64_t pages = at_first.pages.count();
+    const std::uint64_t covered = std::min(first_start.value() + pages - 1, last_raw) - first_raw + 1;
+    if (covered != pages && store_[at_first.chunk].users == 0) pinned_waste += pages - covered;
   }
   const auto [last_start, at_last] = arena.pages.at(last);
   if (at_last.chunk != kNoChunk && !(at_first.chunk != kNoChunk && last_start == first_start)) {
-    const std::uint64_t covered = last - std::max(last_start, first) + 1;
-    if (covered != at_last.pages && store_[at_last.chunk].users == 0) cost.pinned_waste += at_last.pages - covered;
+    const std::uint64_t pages = at_last.pages.count();
+    const std::uint64_t covered = last_raw - std::max(last_start.value(), first_raw) + 1;
+    if (covered != pages && store_[at_last.chunk].users == 0) pinned_waste += pages - covered;
   }
-  return cost;
+  return Cost{Pages{last_raw - first_raw + 1 - active}, Pages{pinned_waste}};
 }
 
 Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes) const {
   GMLAKE_DCHECK(rounded_bytes != 0 && rounded_bytes % kRoundBytes == 0, "a request not rounded to 512 B");
-  Placement best{{0, 0}, 0, {UINT64_MAX, 0}};
+  Placement best{{0, 0}, 0, {Pages::max(), Pages{0}}};
   auto weigh = [&](const FreeRange& r) {
     const std::uint64_t end_offset = r.offset + r.size_bytes - rounded_bytes;
     for (const std::uint64_t offset : {r.offset, end_offset}) {
@@ -83,7 +90,7 @@ Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes
           (c.unmapped == best.cost.unmapped && c.pinned_waste < best.cost.pinned_waste)) {
         best = {r, offset, c};
       }
-      if (c.total() == 0) return true;
+      if (c.total() == Pages{0}) return true;
       if (end_offset == r.offset) break;
     }
     return false;

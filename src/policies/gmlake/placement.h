@@ -30,10 +30,10 @@ class Placer {
   // What placing a block on pages [first, last] costs: pages to map, and pages of idle chunks it would overlap
   // without covering them (pinned: unusable elsewhere while the block lives).
   struct Cost {
-    std::uint64_t unmapped;
-    std::uint64_t pinned_waste;
+    Pages unmapped;
+    Pages pinned_waste;
     std::uint64_t standby = 0;  // standby mappings in the pages (either kind: taken back, or unmapped first)
-    std::uint64_t total() const { return unmapped + pinned_waste; }
+    Pages total() const { return unmapped + pinned_waste; }
   };
   // Where a block goes: `offset` (bytes from the arena's base) inside free range `range`, at cost `cost`.
   struct Placement {
@@ -47,13 +47,12 @@ class Placer {
   Placer(const ChunkStore& store, PageGeometry page, std::uint64_t fit_candidates)
       : store_(store), page_(page), fit_candidates_(fit_candidates) {}
 
-  // The cost of pages [first, last] of `arena` (first <= last); unmapped == UINT64_MAX when a recalled chunk
+  // The cost of pages [first, last] of `arena` (first <= last); unmapped == Pages::max() when a recalled chunk
   // backs any of them, or when more than `unmapped_bound` of the pages are found unmapped (the walk stops
   // there: such a place cannot beat one that costs `unmapped_bound`). O(n / 64) for n pages from the page
   // table's bitmaps when no standby mapping or recalled chunk lies in them, else O(k) for the k chunks mapped
   // in the pages (fewer with a bound).
-  Cost cost_of(const Arena& arena, std::uint64_t first, std::uint64_t last,
-               std::uint64_t unmapped_bound = UINT64_MAX) const;
+  Cost cost_of(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound = Pages::max()) const;
   // The cheapest place for `rounded_bytes` (> 0, a multiple of 512) in `arena`, as above; range.size_bytes == 0
   // when no free range is large enough. When every candidate lies on a recalled chunk, every free range is
   // weighed.
@@ -65,7 +64,7 @@ class Placer {
  private:
   // cost_of where `sum` (the pages' summary) shows no standby mapping, and no chunk is recalled: the same
   // figures as the walk, from the bitmaps and the two end chunks.
-  Cost cost_without_standby(const Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t unmapped_bound,
+  Cost cost_without_standby(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound,
                             const PageMap::Summary& sum) const;
 
   const ChunkStore& store_;

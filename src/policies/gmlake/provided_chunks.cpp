@@ -7,12 +7,12 @@
 
 namespace gmlake::engine {
 
-ChunkId ProvidedChunks::borrow(ChunkStore& store, std::uint64_t pages, std::uint64_t& retries) {
-  const std::uint64_t room_pages = room_bytes(store.peer_bytes()) / store.page_bytes();
-  for (std::uint64_t n = std::min(pages, room_pages); n != 0 && enabled(); n /= 2) {
+ChunkId ProvidedChunks::borrow(ChunkStore& store, Pages pages, std::uint64_t& retries) {
+  const Pages room_pages = store.page().pages_in(room_bytes(store.peer_bytes()));
+  for (Pages n = std::min(pages, room_pages); n != Pages{0} && enabled(); n = n / 2) {
     std::optional<ChunkHandle> chunk;
     try {
-      chunk = provider_.create(n * store.page_bytes());
+      chunk = provider_.create(store.page().bytes_of(n));
     } catch (const OutOfMemoryError&) {
       ++retries;  // the provider's device or budget: ask for less
       continue;

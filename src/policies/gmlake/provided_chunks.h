@@ -29,7 +29,7 @@ class ProvidedChunks final : public PeerSource {
       : PeerSource(budget_bytes), provider_(provider) {}
 
   bool enabled() const override { return provider_.available(); }
-  ChunkId borrow(ChunkStore& store, std::uint64_t pages, std::uint64_t& retries) override;
+  ChunkId borrow(ChunkStore& store, Pages pages, std::uint64_t& retries) override;
   // provider.release(handle): throws Error(kInvalidArgument) for a handle the provider did not create, or a
   // chunk still mapped; nothing changed.
   void give_back(Backend& backend, ChunkHandle handle) override;

@@ -7,9 +7,9 @@
 
 namespace gmlake::engine {
 
-void Stitcher::map(Arena& arena, std::uint64_t first_page, ChunkId id) {
+void Stitcher::map(Arena& arena, PageNumber first_page, ChunkId id) {
   Chunk& c = store_[id];
-  GMLAKE_DCHECK(c.pages != 0 && !c.mapped(), "mapping a chunk that is not free");
+  GMLAKE_DCHECK(c.pages != Pages{0} && !c.mapped(), "mapping a chunk that is not free");
   backend_.map(address(arena, first_page), page_.bytes_of(c.pages), c.handle);  // throws: nothing changed
   c.arena = arena.id;
   c.first_page = first_page;
@@ -17,7 +17,7 @@ void Stitcher::map(Arena& arena, std::uint64_t first_page, ChunkId id) {
   arena.pages.insert(first_page, id, c.pages);
 }
 
-void Stitcher::grant(Arena& arena, std::uint64_t first_page, std::uint64_t pages) {
+void Stitcher::grant(Arena& arena, PageNumber first_page, Pages pages) {
   backend_.set_access(address(arena, first_page), page_.bytes_of(pages));
 }
 
@@ -38,7 +38,7 @@ void Stitcher::to_standby(Arena& active_arena, ChunkId id) {
   c.users = 0;
 }
 
-void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, Arena* active_arena) {
+void Stitcher::activate(Arena& arena, PageNumber first_page, ChunkId id, Arena* active_arena) {
   Chunk& c = store_[id];
   const auto it = c.standby_at(arena.id, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: activating a mapping a chunk lacks");
@@ -62,7 +62,7 @@ void Stitcher::activate(Arena& arena, std::uint64_t first_page, ChunkId id, Aren
   if (o != nullptr) o->on_map(address(arena, first_page), page_.bytes_of(c.pages));
 }
 
-void Stitcher::unmap_standby(Arena& arena, std::uint64_t first_page, ChunkId id) {
+void Stitcher::unmap_standby(Arena& arena, PageNumber first_page, ChunkId id) {
   Chunk& c = store_[id];
   const auto it = c.standby_at(arena.id, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: unmapping a mapping a chunk lacks");

@@ -32,12 +32,13 @@ class Stitcher {
   // `page`: the engine's page (Config::page_bytes). `backend` and `store` must outlive the Stitcher.
   Stitcher(Backend& backend, ChunkStore& store, PageGeometry page) : backend_(backend), store_(store), page_(page) {}
 
-  std::uintptr_t address(const Arena& arena, std::uint64_t page) const { return arena.base + page_.bytes_of(page); }
+  // The address of page `page` of `arena`.
+  std::uintptr_t address(const Arena& arena, PageNumber page) const { return arena.base + page_.offset_of(page); }
   // Maps free chunk `id` (not in the free index) whole at `first_page` of `arena`; its pages must be unmapped.
   // The chunk has no access until grant() covers it. Throws BackendError: nothing changed.
-  void map(Arena& arena, std::uint64_t first_page, ChunkId id);
+  void map(Arena& arena, PageNumber first_page, ChunkId id);
   // Grants read/write access to pages [first_page, first_page + pages), exactly a run of whole mapped chunks.
-  void grant(Arena& arena, std::uint64_t first_page, std::uint64_t pages);
+  void grant(Arena& arena, PageNumber first_page, Pages pages);
   // Unmaps chunk `id` (mapped in `arena`); it is then free but not in the free index. Throws BackendError:
   // nothing changed.
   void unmap(Arena& arena, ChunkId id);
@@ -50,10 +51,10 @@ class Stitcher {
   // active place it had elsewhere (in `active_arena`; null when the chunk is free) becomes a standby one.
   // Throws std::logic_error when the chunk has no standby mapping there, or is mapped but `active_arena` is null
   // (nothing changed).
-  void activate(Arena& arena, std::uint64_t first_page, ChunkId id, Arena* active_arena);
+  void activate(Arena& arena, PageNumber first_page, ChunkId id, Arena* active_arena);
   // Unmaps the standby mapping of chunk `id` at `first_page` of `arena`; the caller has made sure no queued work
   // touches it (ChunkPlace::left_tick, ChunkSource::unmap_standby). Throws BackendError: nothing changed.
-  void unmap_standby(Arena& arena, std::uint64_t first_page, ChunkId id);
+  void unmap_standby(Arena& arena, PageNumber first_page, ChunkId id);
   // backend.unmap(addr, size_bytes) without telling the backend's observer (a standby mapping's unmap; teardown).
   void unmap_unobserved(std::uintptr_t addr, std::uint64_t size_bytes);
 

@@ -24,7 +24,7 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
     : config_(validated(config)),
       backend_(backend),
       page_(config.page_bytes),
-      grow_pages_(std::max<std::uint64_t>(1, page_.pages_in(std::min(config.grow_bytes, config.max_chunk_bytes)))),
+      grow_pages_(std::max(Pages{1}, page_.pages_in(std::min(config.grow_bytes, config.max_chunk_bytes)))),
       store_(backend, PageGeometry(config.page_bytes), stats_),
       peers_(make_peer_source(config_, backend, store_, lake)),
       stitcher_(backend, store_, page_),
@@ -105,9 +105,9 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     ++stats_.num_ooms;
     source_.throw_oom(size_bytes, "the cap would be exceeded");
   }
-  const std::uint64_t first = first_page(at.offset), last = last_page(at.offset, rounded);
+  const PageNumber first = first_page(at.offset), last = last_page(at.offset, rounded);
   // A block that would strand much of an idle chunk gets the chunk re-cut (a move, within the move budget).
-  if (at.cost.pinned_waste != 0 && source_.recut(arena, first, last, at.cost.pinned_waste) != 0) {
+  if (at.cost.pinned_waste != Pages{0} && source_.recut(arena, first, last, at.cost.pinned_waste) != 0) {
     at.cost = placer_.cost_of(arena, first, last);
   }
   const PieceId piece = arena.free.take(at.range, at.offset, rounded);
@@ -121,7 +121,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     }
   }
   use_.use(arena, first, last);  // first, so that no chunk of the range is evicted to back the rest
-  if (at.cost.unmapped == 0 && dropped == 0) {
+  if (at.cost.unmapped == Pages{0} && dropped == 0) {
     ++stats_.stitch_reuses;
   } else {
     try {
@@ -153,21 +153,20 @@ void* StitchingAllocator::place(Arena& arena, PieceId piece, std::uint64_t offse
   return reinterpret_cast<void*>(address);
 }
 
-std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std::uint64_t last,
-                                         std::uint64_t requested) {
+std::uint64_t StitchingAllocator::stitch(Arena& arena, PageNumber first, PageNumber last, std::uint64_t requested) {
   runs_.clear();
-  arena.pages.for_each_gap(first, last, [&](std::uint64_t p, std::uint64_t n) { runs_.emplace_back(p, n); });
+  arena.pages.for_each_gap(first, last, [&](PageNumber p, Pages n) { runs_.emplace_back(p, n); });
   // Grow-ahead: a run that ends the block's range, followed by unmapped pages, is backed up to grow_pages at
   // once (PyTorch's allocator likewise gives requests under 10 MiB a 20 MiB segment): the next blocks placed
   // after this one find their pages mapped, and the pool grows by a few large chunks, not many small ones.
   // Within the cap and away from it; a grown run the device cannot back is stitched again at the block's size.
-  const std::uint64_t grow_pages = arena.small ? 1 : grow_pages_;
+  const Pages grow_pages = arena.small ? Pages{1} : grow_pages_;
   const auto [run_first, run_pages] = runs_.back();
-  std::uint64_t grown_pages = run_pages;
-  if (run_first + run_pages - 1 == last && run_pages < grow_pages) {
-    const std::uint64_t arena_pages = page_.pages_in(arena.virtual_bytes);
-    const std::uint64_t limit = std::min(arena.pages.next_mapped_after(last, run_first + grow_pages), arena_pages);
-    const std::uint64_t candidate = std::min(grow_pages, limit - run_first);
+  Pages grown_pages = run_pages;
+  if (run_first + run_pages - Pages{1} == last && run_pages < grow_pages) {
+    const PageNumber arena_end = PageNumber{0} + page_.pages_in(arena.virtual_bytes);  // past its last page
+    const PageNumber limit = std::min(arena.pages.next_mapped_after(last, run_first + grow_pages), arena_end);
+    const Pages candidate = std::min(grow_pages, limit - run_first);
     if (source_.cap_allows(candidate) && !source_.near_cap(candidate) && store_.peer_bytes() == 0) {
       grown_pages = candidate;
     }
@@ -175,7 +174,7 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
   // Chunks of at most 1/chunks_per_block of the block (at least a page) and of max_chunk_bytes: what a smaller
   // block later covers in part strands little; a block past max_chunk_bytes x kMaxChunksPerBlock gets larger
   // chunks, so that it maps in a bounded number of chunks (ChunkSource::chunk_limit).
-  const std::uint64_t limit = source_.chunk_limit(last - first + 1);
+  const Pages limit = source_.chunk_limit(last - first + Pages{1});
   std::uint64_t chunks = 0;
   for (std::size_t i = 0; i + 1 < runs_.size(); ++i) {
     chunks += stitch_run(arena, runs_[i].first, runs_[i].second, last, limit, requested);
@@ -189,15 +188,15 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, std::uint64_t first, std:
   }
 }
 
-std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages,
-                                             std::uint64_t block_last, std::uint64_t chunk_limit,
-                                             std::uint64_t requested) {
-  std::uint64_t done = 0, chunks = 0;
+std::uint64_t StitchingAllocator::stitch_run(Arena& arena, PageNumber first, Pages pages, PageNumber block_last,
+                                             Pages chunk_limit, std::uint64_t requested) {
+  Pages done;
+  std::uint64_t chunks = 0;
   try {
     while (done < pages) {
-      const std::uint64_t at = first + done;  // pages past block_last are grown ahead: never borrowed
-      const ChunkId id =
-          obtain_or_borrow(pages - done, chunk_limit, at <= block_last ? block_last - at + 1 : 0, requested);
+      const PageNumber at = first + done;  // pages past block_last are grown ahead: never borrowed
+      const Pages block_pages = at <= block_last ? block_last - at + Pages{1} : Pages{0};
+      const ChunkId id = obtain_or_borrow(pages - done, chunk_limit, block_pages, requested);
       try {
         stitcher_.map(arena, first + done, id);
       } catch (...) {
@@ -212,19 +211,21 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
     }
     stitcher_.grant(arena, first, pages);
     // Chunks grown ahead, wholly past the block, are idle from the start.
-    if (first + pages - 1 > block_last) noted(arena, use_.idle_past(arena, block_last, first + pages - 1));
+    const PageNumber run_last = first + pages - Pages{1};
+    if (run_last > block_last) noted(arena, use_.idle_past(arena, block_last, run_last));
   } catch (...) {
     // This run's chunks have no access yet: unmap them back into the free chunks. One that cannot be unmapped
     // gets access instead, so that it is an ordinary chunk once the caller unuses the range (the first failure
     // may have been no backend call at all, the cap, so this can be the only one); should that fail too, a
     // second backend failure in one call, it stays without access.
     std::vector<ChunkId> mapped;
-    if (done != 0) {
-      arena.pages.for_each(first, first + done - 1, [&](std::uint64_t, const PageMap::Entry& e) { mapped.push_back(e.chunk); });
+    if (done != Pages{0}) {
+      arena.pages.for_each(first, first + done - Pages{1},
+                           [&](PageNumber, const PageMap::Entry& e) { mapped.push_back(e.chunk); });
     }
     for (const ChunkId id : mapped) {
       const bool used = store_[id].users != 0;
-      const std::uint64_t n = store_[id].pages;
+      const Pages n = store_[id].pages;
       try {
         stitcher_.unmap(arena, id);
       } catch (...) {
@@ -238,15 +239,17 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, std::uint64_t first, 
       store_.add_free(id);
     }
     // Grown chunks left mapped past the block: the caller unuses only the block's pages.
-    if (done != 0 && first + done - 1 > block_last) noted(arena, use_.idle_past(arena, block_last, first + done - 1));
+    if (done != Pages{0} && first + done - Pages{1} > block_last) {
+      noted(arena, use_.idle_past(arena, block_last, first + done - Pages{1}));
+    }
     throw;
   }
   return chunks;
 }
 
-std::uint64_t StitchingAllocator::take_standby(Arena& arena, std::uint64_t first, std::uint64_t last) {
+std::uint64_t StitchingAllocator::take_standby(Arena& arena, PageNumber first, PageNumber last) {
   standby_.clear();
-  arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+  arena.pages.for_each(first, last, [&](PageNumber p, const PageMap::Entry& e) {
     if (!store_[e.chunk].active_at(arena.id, p)) standby_.emplace_back(p, e.chunk);
   });
   std::uint64_t dropped = 0;
@@ -271,9 +274,9 @@ std::uint64_t StitchingAllocator::take_standby(Arena& arena, std::uint64_t first
 }
 
 bool StitchingAllocator::unmap_arena(Arena& arena) {
-  std::vector<std::pair<std::uint64_t, ChunkId>> entries;
+  std::vector<std::pair<PageNumber, ChunkId>> entries;
   bool safe = true;
-  arena.pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
+  arena.pages.for_all([&](PageNumber p, const PageMap::Entry& e) {
     entries.emplace_back(p, e.chunk);
     safe = safe && (store_[e.chunk].active_at(arena.id, p) ? source_.safe_to_evict(e.chunk)
                                                           : source_.standby_safe(e.chunk, arena.id, p));

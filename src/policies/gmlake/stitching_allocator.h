@@ -139,28 +139,30 @@ class StitchingAllocator final : public Allocator {
   };
   using LiveTable = policy::BlockTable<BlockPlace>;
   using Block = LiveTable::Block;
-  std::uint64_t first_page(std::uint64_t offset) const { return page_.first_page(offset); }
-  std::uint64_t last_page(std::uint64_t offset, std::uint64_t size) const { return page_.last_page(offset, size); }
+  PageNumber first_page(std::uint64_t offset) const { return page_.first_page(offset); }
+  PageNumber last_page(std::uint64_t offset, std::uint64_t size_bytes) const {
+    return page_.last_page(offset, size_bytes);
+  }
   // Tells the stream fence that chunks of `arena` turned idle at `tick` (0: none did).
   void noted(const Arena& arena, std::uint64_t tick) {
     if (tick != 0) fence_.note_idle(arena.stream, tick);
   }
   // Maps every unmapped run of [first, last] (whose mapped chunks are used); returns the chunks mapped.
-  std::uint64_t stitch(Arena& arena, std::uint64_t first, std::uint64_t last, std::uint64_t requested);
+  std::uint64_t stitch(Arena& arena, PageNumber first, PageNumber last, std::uint64_t requested);
   // Backs pages [first, first + pages) (unmapped) with chunks and grants access; chunks starting past
   // `block_last` (grown ahead) are idle from the start.
   // `chunk_limit`: the largest chunk, in pages, a run of this block gets (chunks_per_block).
-  std::uint64_t stitch_run(Arena& arena, std::uint64_t first, std::uint64_t pages, std::uint64_t block_last,
-                           std::uint64_t chunk_limit, std::uint64_t requested);
+  std::uint64_t stitch_run(Arena& arena, PageNumber first, Pages pages, PageNumber block_last, Pages chunk_limit,
+                           std::uint64_t requested);
   // obtain() of at most min(pages, chunk_limit) pages, and with a peer source, a chunk of at most `block_pages`
   // pages (the block's own pages left in the run; 0 for pages grown ahead: never borrowed), not bounded by
   // chunk_limit, borrowed from a peer when obtain() runs out of memory or leaves an over-budget move to the peer
   // (stitching_allocator_lake.cpp). When the peers refuse, obtain() again with memory first; throws its
   // OutOfMemoryError when the own device cannot serve either.
-  ChunkId obtain_or_borrow(std::uint64_t pages, std::uint64_t chunk_limit, std::uint64_t block_pages,
-                           std::uint64_t requested);
-  // Pages the lake may still add beyond the own device's cap (UINT64_MAX without a budget, 0 without peers).
-  std::uint64_t peer_room_pages() const;
+  ChunkId obtain_or_borrow(Pages pages, Pages chunk_limit, Pages block_pages, std::uint64_t requested);
+  // Pages the lake may still add beyond the own device's cap (without a budget, the pages in UINT64_MAX bytes;
+  // 0 without peers).
+  Pages peer_room_pages() const;
   // The lake's equations of the header comment (stitching_allocator_lake.cpp).
   void check_lake_invariants() const;
   // Gives recalled chunk `id` back if no block uses it and no queued work can touch it (evict, then release);
@@ -171,7 +173,7 @@ class StitchingAllocator final : public Allocator {
   // unmaps it where its chunk cannot come (a block uses it elsewhere, it is active in the range already, or
   // another stream's queued work may touch it): no backend call but those unmaps. Returns how many it unmapped.
   // Throws BackendError: what was done stays done (idle chunks at their new places), consistent.
-  std::uint64_t take_standby(Arena& arena, std::uint64_t first, std::uint64_t last);
+  std::uint64_t take_standby(Arena& arena, PageNumber first, PageNumber last);
   // ArenaSet's Unmapper: evicts every chunk of `arena` (no block in it) once no queued work can touch any, and
   // unmaps the standby mappings in it; false (nothing done) while some may.
   bool unmap_arena(Arena& arena);
@@ -186,7 +188,7 @@ class StitchingAllocator final : public Allocator {
   Config config_;
   Backend& backend_;
   PageGeometry page_;             // the engine's page, handed to every part
-  std::uint64_t grow_pages_;      // Config::grow_bytes in pages
+  Pages grow_pages_;              // Config::grow_bytes in pages
   Stats stats_;
   ChunkStore store_;
   std::unique_ptr<PeerSource> peers_;  // peer_devices or the lake; set as store_'s source
@@ -197,8 +199,8 @@ class StitchingAllocator final : public Allocator {
   ArenaSet arenas_;
   ChunkSource source_;
   LiveTable blocks_;  // live and pending blocks by address; after stats_, which it updates
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> runs_;  // scratch: unmapped runs of a placement
-  std::vector<std::pair<std::uint64_t, ChunkId>> standby_;      // scratch: standby mappings of a placement
+  std::vector<std::pair<PageNumber, Pages>> runs_;       // scratch: unmapped runs of a placement
+  std::vector<std::pair<PageNumber, ChunkId>> standby_;  // scratch: standby mappings of a placement
 };
 
 }  // namespace gmlake::engine

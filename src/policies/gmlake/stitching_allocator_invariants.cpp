@@ -49,10 +49,10 @@ void StitchingAllocator::check_invariants() const {
     if (!arena.free.used(b.piece)) broken("block " + hex(address) + " has no used piece");
     const FreeRange piece = arena.free.extent(b.piece);
     if (piece.offset != b.offset || piece.size_bytes != b.size_bytes) broken("block " + hex(address) + " differs from its piece");
-    const std::uint64_t first = first_page(b.offset), last = last_page(b.offset, b.size_bytes);
-    if (arena.pages.unmapped_pages(first, last) != 0) broken("block " + hex(address) + " has an unmapped page");
+    const PageNumber first = first_page(b.offset), last = last_page(b.offset, b.size_bytes);
+    if (arena.pages.unmapped_pages(first, last) != Pages{0}) broken("block " + hex(address) + " has an unmapped page");
     const std::uintptr_t block_address = address;  // a structured binding cannot be captured before C++20
-    arena.pages.for_each(first, last, [&](std::uint64_t p, const PageMap::Entry& e) {
+    arena.pages.for_each(first, last, [&](PageNumber p, const PageMap::Entry& e) {
       if (!store_[e.chunk].active_at(arena.id, p)) broken("block " + hex(block_address) + " lies on a standby mapping");
       ++users[e.chunk];
     });
@@ -71,7 +71,7 @@ void StitchingAllocator::check_invariants() const {
   // Page map entries match their chunks.
   std::uint64_t mapped = 0, standby = 0;
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
-    arenas_[a].pages.for_all([&](std::uint64_t p, const PageMap::Entry& e) {
+    arenas_[a].pages.for_all([&](PageNumber p, const PageMap::Entry& e) {
       const Chunk& c = store_[e.chunk];
       if (c.pages != e.pages) broken("a page map entry differs from its chunk's size");
       if (e.active != c.active_at(static_cast<std::uint32_t>(a), p)) {
@@ -95,7 +95,8 @@ void StitchingAllocator::check_invariants() const {
   });
   if (standby_listed != standby) broken("standby mappings listed by the chunks differ from the page maps");
   // Chunk users recounted from the blocks (ChunkUse checked the page counts it keeps from them).
-  std::uint64_t live_pages = 0, mapped_chunks = 0;
+  Pages live_pages;
+  std::uint64_t mapped_chunks = 0;
   store_.for_each([&](ChunkId id, const Chunk& c) {
     live_pages += c.pages;
     if (!c.mapped()) return;

@@ -18,14 +18,14 @@ constexpr std::uint64_t kMaxLoanBytes = 256ull << 20;
 
 }  // namespace
 
-ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t chunk_limit, std::uint64_t block_pages,
+ChunkId StitchingAllocator::obtain_or_borrow(Pages pages, Pages chunk_limit, Pages block_pages,
                                              std::uint64_t requested) {
   // The own device's chunks are at most chunk_limit pages (what a smaller block may later strand); a peer's are
   // as large as the block's pages allow: they go back as soon as no block uses them, and each loan costs a
   // round trip and a cuMemSetAccess over the peer link.
-  const std::uint64_t own_pages = std::min(pages, chunk_limit);
+  const Pages own_pages = std::min(pages, chunk_limit);
   // Pages grown ahead of a block (block_pages 0) never borrow: a peer holds only what blocks need.
-  if (!peers_->enabled() || block_pages == 0) return source_.obtain(own_pages, requested);
+  if (!peers_->enabled() || block_pages == Pages{0}) return source_.obtain(own_pages, requested);
   try {
     // The own device's idle, free and new memory, in its order, time first: a move over budget is left to the
     // peer (kNoChunk).
@@ -34,13 +34,13 @@ ChunkId StitchingAllocator::obtain_or_borrow(std::uint64_t pages, std::uint64_t 
   } catch (const OutOfMemoryError&) {
     // Nothing idle or free, and the own device or the cap refuses: the peer's turn.
   }
-  const std::uint64_t max_loan_pages = std::max<std::uint64_t>(1, page_.pages_in(kMaxLoanBytes));
+  const Pages max_loan_pages = std::max(Pages{1}, page_.pages_in(kMaxLoanBytes));
   const ChunkId id = peers_->borrow(store_, std::min({pages, block_pages, max_loan_pages}), stats_.num_alloc_retries);
   if (id != kNoChunk) return id;
   return source_.obtain(own_pages, requested);  // the peers refused: memory first on the own device, or its OutOfMemoryError
 }
 
-std::uint64_t StitchingAllocator::peer_room_pages() const {
+Pages StitchingAllocator::peer_room_pages() const {
   return page_.pages_in(peers_->room_bytes(store_.peer_bytes()));
 }
 

@@ -24,7 +24,7 @@ std::vector<SegmentInfo> StitchingAllocator::segments() const {
     std::size_t next_block = 0;
     constexpr std::size_t kNone = SIZE_MAX;
     std::size_t open_index = kNone;  // out[open_index]: the segment of the run being read
-    std::uint64_t run_end_page = 0;
+    PageNumber run_end_page;
     // Closes the open segment: its blocks from the arena's blocks, gaps as inactive blocks.
     auto close = [&] {
       if (open_index == kNone) return;
@@ -48,11 +48,11 @@ std::vector<SegmentInfo> StitchingAllocator::segments() const {
       }
       open_index = kNone;
     };
-    arena.pages.for_all([&](std::uint64_t first_page, const PageMap::Entry& e) {
+    arena.pages.for_all([&](PageNumber first_page, const PageMap::Entry& e) {
       if (!store_[e.chunk].active_at(arena.id, first_page)) return;  // standby: no memory of its own to show
       if (open_index == kNone || first_page != run_end_page) {
         close();
-        out.push_back(SegmentInfo{arena.base + page_.bytes_of(first_page), 0, arena.stream,
+        out.push_back(SegmentInfo{arena.base + page_.offset_of(first_page), 0, arena.stream,
                                   arena.small ? SegmentType::kSmall : SegmentType::kLarge,
                                   /*is_expandable=*/true, {}, {}});
         open_index = out.size() - 1;
