@@ -13,11 +13,11 @@
 //               last - first + Pages{1} pages.
 // Both are made from a std::uint64_t only explicitly (Pages{3}, PageNumber{0}) and give it back only by name
 // (count(), value()): no implicit conversion either way. They are trivially copyable wrappers of one
-// std::uint64_t, passed in a register like it, every operation constexpr and inline. One cost seen: GCC 12 kept
-// a Pages sum in a per-chunk walk with one more instruction per step than a raw one (ChunkUse::use, +3% of its
-// instructions), so the engine's hot walks add up raw integers in locals and wrap the total once; with that,
-// the engine's instructions per replay did not grow. Arithmetic wraps as on std::uint64_t and nothing checks
-// for overflow, as before; max() is the sentinel the engine used UINT64_MAX for (no bound, no page).
+// std::uint64_t, passed in a register like it, every operation constexpr and inline. The engine's per-chunk walks
+// (ChunkUse, the Placer's cost) still add up raw integers in locals and wrap the total once: GCC 12 kept a Pages
+// sum there with one more instruction per step (docs/benchmarks.md, the third session of 2026-11-26).
+// Arithmetic wraps as on std::uint64_t and nothing checks for overflow, as before; max() is the sentinel the
+// engine used UINT64_MAX for (no bound, no page).
 // Thread safety: value types; only the compound assignments and ++ change one.
 #pragma once
 
