@@ -162,8 +162,8 @@ class PageMap {
     }
   }
 
-  // The first page of the first chunk mapped after `page` (at a higher page), or UINT64_MAX when none is at or
-  // before `upto` (the search stops there).
+  // The first page of the first chunk mapped after `page` (at a higher page), or PageNumber::max() when none is at
+  // or before `upto` (the search stops there).
   PageNumber next_mapped_after(PageNumber page, PageNumber upto = PageNumber::max() - Pages{1}) const {
     const std::uint64_t p = page.value();
     const Slot* s = slot(p);
