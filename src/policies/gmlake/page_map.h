@@ -9,7 +9,8 @@
 // found in O(1), and a walk over pages [first, last] costs one step per chunk (the next chunk of a block starts
 // right after the last) and one per unmapped page inside leaves that hold any mapping; leaves with none are
 // skipped whole. Each leaf also keeps two bitmaps, of its mapped pages and of its active ones, so that how many
-// pages of a range are mapped, and how, costs one popcount per 64 pages (summarize), with no walk.
+// pages of a range are mapped, and how, costs one popcount per 64 pages (summarize), and the standby mappings
+// among them are found by a scan of the words (for_each_standby), with no walk.
 //
 // Invariant (check_invariants): slot(first + k) = {chunk, k, pages, active} for every mapping of a chunk at
 // `first` and k < pages; a leaf's `mapped` counts its mapped slots, and its bitmaps have a bit set exactly for
@@ -103,8 +104,8 @@ class PageMap {
         if (w == lo >> 6) mask &= ~std::uint64_t{0} << (lo & 63);
         if (w == hi >> 6) mask &= ~std::uint64_t{0} >> (63 - (hi & 63));
         const std::uint64_t mapped = leaf->mapped_bits[w] & mask, active = leaf->active_bits[w] & mask;
-        active_pages += static_cast<std::uint64_t>(__builtin_popcountll(active));
-        standby_pages += static_cast<std::uint64_t>(__builtin_popcountll(mapped & ~active));
+        active_pages += bits_in(active);
+        standby_pages += bits_in(mapped & ~active);
         if (mapped != 0) {
           last_mapped = (i << kLeafShift) + (w << 6) + 63 - static_cast<std::uint64_t>(__builtin_clzll(mapped));
         }
@@ -159,6 +160,20 @@ class PageMap {
         continue;
       }
       p = next_start(next, last);
+    }
+  }
+
+  // Calls f(first_page, entry) for every standby mapping (entry.active false) overlapping pages [first, last], in
+  // page order, found from the bitmaps: O(leaves + pages / 64 + the mappings found), with no step over the active
+  // mappings between them.
+  template <typename F>
+  void for_each_standby(PageNumber first, PageNumber last, F&& f) const {
+    const std::uint64_t upto = last.value();
+    for (std::uint64_t p = first.value(); (p = next_standby(p, upto)) != UINT64_MAX;) {
+      const Slot& s = *slot(p);
+      const std::uint64_t start = p - s.back;
+      f(PageNumber{start}, Entry{s.chunk, Pages{s.pages}, false});
+      p = start + s.pages;
     }
   }
 
@@ -274,6 +289,36 @@ class PageMap {
     if (i >= leaves_.size()) leaves_.resize(i + 1);
     if (!leaves_[i]) leaves_[i] = std::make_unique<Leaf>();
     return *leaves_[i];
+  }
+  // The bits set in `w`: a popcount, with no call for an empty or full word (the build has no popcnt
+  // instruction: __builtin_popcountll calls libgcc).
+  static std::uint64_t bits_in(std::uint64_t w) {
+    if (w == 0) return 0;
+    if (w == ~std::uint64_t{0}) return 64;
+    return static_cast<std::uint64_t>(__builtin_popcountll(w));
+  }
+  // The first page in [p, upto] that a standby mapping backs (mapped, not active), or UINT64_MAX. O(leaves +
+  // pages / 64).
+  std::uint64_t next_standby(std::uint64_t p, std::uint64_t upto) const {
+    while (p <= upto) {
+      const std::uint64_t i = p >> kLeafShift;
+      if (i >= leaves_.size()) return UINT64_MAX;
+      const Leaf* leaf = leaves_[i].get();
+      const std::uint64_t leaf_last = ((i + 1) << kLeafShift) - 1;
+      if (leaf != nullptr && leaf->mapped != 0) {
+        const std::uint64_t end = upto < leaf_last ? upto : leaf_last;
+        for (std::uint64_t w = (p & kLeafMask) >> 6; w <= (end & kLeafMask) >> 6; ++w) {
+          std::uint64_t bits = leaf->mapped_bits[w] & ~leaf->active_bits[w];
+          if (w == (p & kLeafMask) >> 6) bits &= ~std::uint64_t{0} << (p & 63);
+          if (bits == 0) continue;
+          const std::uint64_t q = (i << kLeafShift) + (w << 6) + static_cast<std::uint64_t>(__builtin_ctzll(bits));
+          return q <= end ? q : UINT64_MAX;  // past `end` only in the word of `upto`
+        }
+      }
+      if (leaf_last >= upto) return UINT64_MAX;
+      p = leaf_last + 1;
+    }
+    return UINT64_MAX;
   }
   // The first mapped page in [p, upto] (a chunk's first page when p is not inside a chunk), or UINT64_MAX.
   std::uint64_t next_start(std::uint64_t p, std::uint64_t upto) const {
