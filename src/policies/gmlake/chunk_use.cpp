@@ -9,8 +9,9 @@ namespace gmlake::engine {
 void ChunkUse::use(const Arena& arena, PageNumber first, PageNumber last) {
   // Counted in raw locals and stored once, as for count_idle (chunk_use.h).
   std::uint64_t used_pages = 0, used_chunks = 0;
+  Chunk* const chunks = store_.records();  // in a register: the walk's writes to chunks cannot move it
   arena.pages.for_each(first, last, [&](PageNumber, const PageMap::Entry& e) {
-    Chunk& c = store_[e.chunk];
+    Chunk& c = chunks[e.chunk];
     if (c.users++ != 0) return;
     used_pages += c.pages.count();
     ++used_chunks;
@@ -22,8 +23,9 @@ void ChunkUse::use(const Arena& arena, PageNumber first, PageNumber last) {
 
 std::uint64_t ChunkUse::unuse(const Arena& arena, PageNumber first, PageNumber last) {
   std::uint64_t tick = 0, idle_pages = 0, idle_chunks = 0;
+  Chunk* const chunks = store_.records();  // as in use()
   arena.pages.for_each(first, last, [&](PageNumber, const PageMap::Entry& e) {
-    Chunk& c = store_[e.chunk];
+    Chunk& c = chunks[e.chunk];
     if (--c.users != 0) return;
     if (tick == 0) tick = idle_.next_tick();
     turn_idle(e.chunk, c, tick);

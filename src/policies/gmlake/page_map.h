@@ -143,23 +143,26 @@ class PageMap {
       return true;
     });
   }
-  // The same, stopping after the first call of f that returns false.
+  // The same, stopping after the first call of f that returns false. f must not change the map. The chunks that
+  // follow one another inside one leaf (as a block's chunks do) are stepped through that leaf's slots, one slot
+  // read each and no lookup of the leaf; a gap or a leaf's end falls back to the scan of next_start.
   template <typename F>
   void for_each_until(PageNumber first_page, PageNumber last_page, F&& f) const {
     const std::uint64_t first = first_page.value(), last = last_page.value();
     const Slot* s = slot(first);
     std::uint64_t p = s != nullptr && s->chunk != kNoChunk ? first - s->back : next_start(first, last);
     while (p <= last) {
-      const Leaf& leaf = *leaves_[p >> kLeafShift];
-      s = &leaf.slots[p & kLeafMask];
-      if (!f(PageNumber{p}, Entry{s->chunk, Pages{s->pages}, s->active})) return;
-      const std::uint64_t next = p + s->pages;
-      // Fast path: the next chunk starts right after this one, in the same leaf (as a block's chunks do).
-      if (next <= last && (next >> kLeafShift) == (p >> kLeafShift) && leaf.slots[next & kLeafMask].chunk != kNoChunk) {
-        p = next;
-        continue;
+      const std::uint64_t base = p & ~kLeafMask;  // the first page of p's leaf
+      const Slot* const slots = leaves_[p >> kLeafShift]->slots.data();
+      const std::uint64_t end = last - base < kLeafMask ? last - base : kLeafMask;  // in this leaf
+      std::uint64_t k = p - base;
+      for (;;) {
+        const Slot& at = slots[k];
+        if (!f(PageNumber{base + k}, Entry{at.chunk, Pages{at.pages}, at.active})) return;
+        k += at.pages;
+        if (k > end || slots[k].chunk == kNoChunk) break;
       }
-      p = next_start(next, last);
+      p = next_start(base + k, last);
     }
   }
 
