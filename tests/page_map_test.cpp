@@ -165,15 +165,20 @@ TEST(PageMapTest, ASummaryCountsActiveAndStandbyPagesAndFindsTheLastMappedOne) {
   EXPECT_EQ(m.summarize(PageNumber{0}, PageNumber{9000}).active_pages, Pages{1});
 }
 
-TEST(PageMapTest, StandbyMappingsAreFoundFromTheBitmapsInPageOrder) {
+TEST(PageMapTest, ASummaryReportsTheStandbyMappingsInPageOrder) {
   PageMap m;
   using Found = std::vector<std::pair<std::uint64_t, ChunkId>>;
   auto standby = [&](std::uint64_t first, std::uint64_t last) {
     Found out;
-    m.for_each_standby(PageNumber{first}, PageNumber{last}, [&](PageNumber p, const PageMap::Entry& e) {
-      EXPECT_FALSE(e.active);
-      out.emplace_back(p.value(), e.chunk);
-    });
+    const PageMap::Summary with = m.summarize(PageNumber{first}, PageNumber{last},
+                                              [&](PageNumber p, const PageMap::Entry& e) {
+                                                EXPECT_FALSE(e.active);
+                                                out.emplace_back(p.value(), e.chunk);
+                                              });
+    const PageMap::Summary without = m.summarize(PageNumber{first}, PageNumber{last});
+    EXPECT_EQ(with.active_pages, without.active_pages);
+    EXPECT_EQ(with.standby_pages, without.standby_pages);
+    EXPECT_EQ(with.last_mapped, without.last_mapped);
     return out;
   };
   EXPECT_EQ(standby(0, 9000), Found{}) << "an empty map";

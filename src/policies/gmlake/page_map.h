@@ -9,8 +9,8 @@
 // found in O(1), and a walk over pages [first, last] costs one step per chunk (the next chunk of a block starts
 // right after the last) and one per unmapped page inside leaves that hold any mapping; leaves with none are
 // skipped whole. Each leaf also keeps two bitmaps, of its mapped pages and of its active ones, so that how many
-// pages of a range are mapped, and how, costs one popcount per 64 pages (summarize), and the standby mappings
-// among them are found by a scan of the words (for_each_standby), with no walk.
+// pages of a range are mapped, and how, costs one popcount per 64 pages (summarize), which finds the standby
+// mappings among them in the same words, with no walk.
 //
 // Invariant (check_invariants): slot(first + k) = {chunk, k, pages, active} for every mapping of a chunk at
 // `first` and k < pages; a leaf's `mapped` counts its mapped slots, and its bitmaps have a bit set exactly for
@@ -81,16 +81,21 @@ class PageMap {
     }
   }
 
-  // What pages [first_page, last_page] (first_page <= last_page) hold, read from the bitmaps: O(leaves + pages / 64).
+  // What pages [first_page, last_page] (first_page <= last_page) hold, read from the bitmaps, with
+  // on_standby(first_page, entry) called for every standby mapping (entry.active false) overlapping them, in page
+  // order, from the same words (the slot of its first page in the range gives it): O(leaves + pages / 64 + the
+  // standby mappings), with no step over the active mappings. on_standby must not change the map.
   struct Summary {
     Pages active_pages;                          // pages in an active place
     Pages standby_pages;                         // pages in a standby mapping
     PageNumber last_mapped = PageNumber::max();  // the range's highest mapped page; max() when none is
   };
-  Summary summarize(PageNumber first_page, PageNumber last_page) const {
+  template <typename F>
+  Summary summarize(PageNumber first_page, PageNumber last_page, F&& on_standby) const {
     const std::uint64_t first = first_page.value(), last = last_page.value();
     // Counted in raw locals (one popcount per 64 pages), typed once at the end.
     std::uint64_t active_pages = 0, standby_pages = 0, last_mapped = UINT64_MAX;
+    std::uint64_t reported = 0;  // pages below it lie in a standby mapping already reported
     auto summary = [&] { return Summary{Pages{active_pages}, Pages{standby_pages}, PageNumber{last_mapped}}; };
     if (leaves_.empty() || (first >> kLeafShift) >= leaves_.size()) return summary();
     const std::uint64_t end_leaf = std::min<std::uint64_t>(last >> kLeafShift, leaves_.size() - 1);
@@ -105,13 +110,29 @@ class PageMap {
         if (w == hi >> 6) mask &= ~std::uint64_t{0} >> (63 - (hi & 63));
         const std::uint64_t mapped = leaf->mapped_bits[w] & mask, active = leaf->active_bits[w] & mask;
         active_pages += bits_in(active);
-        standby_pages += bits_in(mapped & ~active);
+        if (std::uint64_t standby = mapped & ~active; standby != 0) {
+          standby_pages += bits_in(standby);
+          const std::uint64_t word_first = (i << kLeafShift) + (w << 6);
+          standby &= bits_from(reported, word_first);
+          while (standby != 0) {
+            const std::uint64_t page = word_first + static_cast<std::uint64_t>(__builtin_ctzll(standby));
+            const Slot& s = leaf->slots[page & kLeafMask];
+            const std::uint64_t start = page - s.back;
+            on_standby(PageNumber{start}, Entry{s.chunk, Pages{s.pages}, false});
+            reported = start + s.pages;
+            standby &= bits_from(reported, word_first);
+          }
+        }
         if (mapped != 0) {
           last_mapped = (i << kLeafShift) + (w << 6) + 63 - static_cast<std::uint64_t>(__builtin_clzll(mapped));
         }
       }
     }
     return summary();
+  }
+  // The same without the standby mappings.
+  Summary summarize(PageNumber first_page, PageNumber last_page) const {
+    return summarize(first_page, last_page, [](PageNumber, const Entry&) {});
   }
   // The mapping that backs page `page`: its first page and entry; entry.chunk == kNoChunk when none does. O(1).
   std::pair<PageNumber, Entry> at(PageNumber page) const {
@@ -163,20 +184,6 @@ class PageMap {
         if (k > end || slots[k].chunk == kNoChunk) break;
       }
       p = next_start(base + k, last);
-    }
-  }
-
-  // Calls f(first_page, entry) for every standby mapping (entry.active false) overlapping pages [first, last], in
-  // page order, found from the bitmaps: O(leaves + pages / 64 + the mappings found), with no step over the active
-  // mappings between them.
-  template <typename F>
-  void for_each_standby(PageNumber first, PageNumber last, F&& f) const {
-    const std::uint64_t upto = last.value();
-    for (std::uint64_t p = first.value(); (p = next_standby(p, upto)) != UINT64_MAX;) {
-      const Slot& s = *slot(p);
-      const std::uint64_t start = p - s.back;
-      f(PageNumber{start}, Entry{s.chunk, Pages{s.pages}, false});
-      p = start + s.pages;
     }
   }
 
@@ -300,28 +307,10 @@ class PageMap {
     if (w == ~std::uint64_t{0}) return 64;
     return static_cast<std::uint64_t>(__builtin_popcountll(w));
   }
-  // The first page in [p, upto] that a standby mapping backs (mapped, not active), or UINT64_MAX. O(leaves +
-  // pages / 64).
-  std::uint64_t next_standby(std::uint64_t p, std::uint64_t upto) const {
-    while (p <= upto) {
-      const std::uint64_t i = p >> kLeafShift;
-      if (i >= leaves_.size()) return UINT64_MAX;
-      const Leaf* leaf = leaves_[i].get();
-      const std::uint64_t leaf_last = ((i + 1) << kLeafShift) - 1;
-      if (leaf != nullptr && leaf->mapped != 0) {
-        const std::uint64_t end = upto < leaf_last ? upto : leaf_last;
-        for (std::uint64_t w = (p & kLeafMask) >> 6; w <= (end & kLeafMask) >> 6; ++w) {
-          std::uint64_t bits = leaf->mapped_bits[w] & ~leaf->active_bits[w];
-          if (w == (p & kLeafMask) >> 6) bits &= ~std::uint64_t{0} << (p & 63);
-          if (bits == 0) continue;
-          const std::uint64_t q = (i << kLeafShift) + (w << 6) + static_cast<std::uint64_t>(__builtin_ctzll(bits));
-          return q <= end ? q : UINT64_MAX;  // past `end` only in the word of `upto`
-        }
-      }
-      if (leaf_last >= upto) return UINT64_MAX;
-      p = leaf_last + 1;
-    }
-    return UINT64_MAX;
+  // The bits of the word of pages [word_first, word_first + 64) for pages at or past `page`.
+  static std::uint64_t bits_from(std::uint64_t page, std::uint64_t word_first) {
+    if (page <= word_first) return ~std::uint64_t{0};
+    return page - word_first >= 64 ? 0 : ~std::uint64_t{0} << (page - word_first);
   }
   // The first mapped page in [p, upto] (a chunk's first page when p is not inside a chunk), or UINT64_MAX.
   std::uint64_t next_start(std::uint64_t p, std::uint64_t upto) const {

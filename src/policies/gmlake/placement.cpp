@@ -45,31 +45,27 @@ Placer::Cost Placer::cost_of(const Arena& arena, PageNumber first, PageNumber la
 
 Placer::Cost Placer::cost_from_bitmaps(const Arena& arena, PageNumber first, PageNumber last,
                                        Pages unmapped_bound) const {
-  const PageMap::Summary sum = arena.pages.summarize(first, last);
   // Counted in raw page numbers, typed once at the end (as the walk in cost_of).
   const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
-  const std::uint64_t active = sum.active_pages.count(), mapped = active + sum.standby_pages.count();
-  // Unmapped pages before the last mapped one: what the walk finds in the gaps (it stops past the bound).
-  const std::uint64_t gaps = sum.last_mapped == PageNumber::max() ? 0 : (sum.last_mapped.value() - first_raw + 1) - mapped;
-  if (gaps > bound) return Cost{Pages::max(), Pages{0}};
   std::uint64_t pinned_waste = 0, standby = 0;
   // Standby mappings: taken back (mapped) when no block uses their chunk, else stitched anew (`lost`). Only
   // those at the ends can be covered in part; an idle one covered in part pins the rest, as an active one does.
   std::uint64_t usable = 0, lost = 0;
-  if (sum.standby_pages != Pages{0}) {
-    arena.pages.for_each_standby(first, last, [&](PageNumber start, const PageMap::Entry& e) {
-      const std::uint64_t p = start.value(), pages = e.pages.count();
-      const std::uint64_t covered = std::min(p + pages - 1, last_raw) - std::max(p, first_raw) + 1;
-      ++standby;
-      if (store_[e.chunk].users != 0) {
-        lost += covered;
-      } else {
-        usable += covered;
-        pinned_waste += pages - covered;
-      }
-    });
-    if (gaps + lost > bound) return Cost{Pages::max(), Pages{0}};
-  }
+  const PageMap::Summary sum = arena.pages.summarize(first, last, [&](PageNumber start, const PageMap::Entry& e) {
+    const std::uint64_t p = start.value(), pages = e.pages.count();
+    const std::uint64_t covered = std::min(p + pages - 1, last_raw) - std::max(p, first_raw) + 1;
+    ++standby;
+    if (store_[e.chunk].users != 0) {
+      lost += covered;
+    } else {
+      usable += covered;
+      pinned_waste += pages - covered;
+    }
+  });
+  const std::uint64_t active = sum.active_pages.count(), mapped = active + sum.standby_pages.count();
+  // Unmapped pages before the last mapped one: what the walk finds in the gaps (it stops past the bound).
+  const std::uint64_t gaps = sum.last_mapped == PageNumber::max() ? 0 : (sum.last_mapped.value() - first_raw + 1) - mapped;
+  if (gaps + lost > bound) return Cost{Pages::max(), Pages{0}};
   // An idle chunk's active place that the pages cover in part pins the rest of it; only the chunks at `first`
   // and `last` can be.
   const auto [first_start, at_first] = arena.pages.at(first);

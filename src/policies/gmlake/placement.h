@@ -63,7 +63,7 @@ class Placer {
 
  private:
   // cost_of when no chunk is recalled: the same figures as the walk, from the page table's bitmaps (summarize),
-  // the standby mappings in the pages (PageMap::for_each_standby, one chunk record each) and the two end chunks.
+  // the standby mappings in the pages (found by summarize, one chunk record each) and the two end chunks.
   // O(leaves + n / 64 + s) for n pages holding s standby mappings. Where the walk stops past the bound, the
   // equation it stops by is the same on the totals: gaps before the last mapped page + standby pages whose
   // chunk a block uses > unmapped_bound (the walk's count only grows, so it crosses the bound somewhere iff
