@@ -24,14 +24,18 @@ void ChunkUse::use(const Arena& arena, PageNumber first, PageNumber last) {
 std::uint64_t ChunkUse::unuse(const Arena& arena, PageNumber first, PageNumber last) {
   std::uint64_t tick = 0, idle_pages = 0, idle_chunks = 0;
   Chunk* const chunks = store_.records();  // as in use()
+  // Each chunk overlapping the pages covers at least one of them: room for that many entries.
+  IdleChunks::Entry* const queued = idle_.room((last - first + Pages{1}).count());
   arena.pages.for_each(first, last, [&](PageNumber, const PageMap::Entry& e) {
     Chunk& c = chunks[e.chunk];
     if (--c.users != 0) return;
     if (tick == 0) tick = idle_.next_tick();
-    turn_idle(e.chunk, c, tick);
+    c.idle_since = tick;  // turn_idle, its entry written at `queued`
+    queued[idle_chunks] = {e.chunk, tick};
     idle_pages += c.pages.count();
     ++idle_chunks;
   });
+  idle_.pushed(idle_chunks);
   count_idle(Pages{idle_pages}, idle_chunks);
   if (tick != 0) idle_.compact_if_dead(idle_chunks_, store_);
   return tick;

@@ -64,7 +64,8 @@ Placer::Cost Placer::cost_from_bitmaps(const Arena& arena, PageNumber first, Pag
   });
   const std::uint64_t active = sum.active_pages.count(), mapped = active + sum.standby_pages.count();
   // Unmapped pages before the last mapped one: what the walk finds in the gaps (it stops past the bound).
-  const std::uint64_t gaps = sum.last_mapped == PageNumber::max() ? 0 : (sum.last_mapped.value() - first_raw + 1) - mapped;
+  const std::uint64_t gaps =
+      sum.last_mapped == PageNumber::max() ? 0 : (sum.last_mapped.value() - first_raw + 1) - mapped;
   if (gaps + lost > bound) return Cost{Pages::max(), Pages{0}};
   // An idle chunk's active place that the pages cover in part pins the rest of it; only the chunks at `first`
   // and `last` can be.
