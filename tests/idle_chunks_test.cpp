@@ -83,6 +83,49 @@ TEST_F(IdleChunksTest, CompactionKeepsTheOrderOfTheChunksStillIdle) {
   EXPECT_EQ(current(), expect);
 }
 
+TEST_F(IdleChunksTest, CompactionWaitsForSixteenEntriesPerIdleChunk) {
+  std::vector<ChunkId> ids;
+  for (int i = 0; i < 4200; ++i) ids.push_back(idle_chunk());
+  for (int i = 300; i < 4200; ++i) store_[ids[i]].users = 1;
+  queue_.compact_if_dead(/*idle_chunks=*/300, store_);  // 4200 entries < 16 x 300: kept
+  EXPECT_EQ(queue_.queued(), 4200u);
+  queue_.check_invariants();
+  for (int i = 200; i < 300; ++i) store_[ids[i]].users = 1;
+  queue_.compact_if_dead(/*idle_chunks=*/200, store_);  // 4200 >= 16 x 200 and kMinCompact: the dead go
+  EXPECT_EQ(queue_.queued(), 200u);
+  queue_.check_invariants();
+  EXPECT_EQ(current(), std::vector<ChunkId>(ids.begin(), ids.begin() + 200));
+}
+
+TEST_F(IdleChunksTest, EntriesWrittenIntoRoomAreQueuedInOrderAfterThoseBefore) {
+  const ChunkId a = idle_chunk();
+  // A walk's batch: room for three, two written.
+  std::vector<ChunkId> ids;
+  for (int i = 0; i < 2; ++i) {
+    ids.push_back(store_.create(Pages{1}));
+    created_.push_back(ids.back());
+    store_[ids.back()].arena = 0;
+  }
+  const std::uint64_t tick = queue_.next_tick();
+  IdleChunks::Entry* const room = queue_.room(3);
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    store_[ids[i]].idle_since = tick;
+    room[i] = {ids[i], tick};
+  }
+  queue_.pushed(ids.size());
+  queue_.check_invariants();
+  EXPECT_EQ(queue_.queued(), 3u);
+  EXPECT_EQ(current(), (std::vector<ChunkId>{a, ids[0], ids[1]}));
+  // Room past the capacity grows it, and what was queued stays.
+  IdleChunks::Entry* const more = queue_.room(10000);
+  more[0] = {a, queue_.next_tick()};
+  store_[a].idle_since = more[0].tick;
+  queue_.pushed(1);
+  EXPECT_EQ(current(), (std::vector<ChunkId>{ids[0], ids[1], a}));
+  EXPECT_EQ(queue_.oldest(store_), ids[0]);
+  queue_.check_invariants();
+}
+
 TEST_F(IdleChunksTest, TicksThatGoBackOrWereNeverHandedOutFailTheCheck) {
   IdleChunks queue;  // its own: the fixture's is not needed
   queue.check_invariants();

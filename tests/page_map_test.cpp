@@ -165,6 +165,38 @@ TEST(PageMapTest, ASummaryCountsActiveAndStandbyPagesAndFindsTheLastMappedOne) {
   EXPECT_EQ(m.summarize(PageNumber{0}, PageNumber{9000}).active_pages, Pages{1});
 }
 
+TEST(PageMapTest, ASummaryReportsTheStandbyMappingsInPageOrder) {
+  PageMap m;
+  using Found = std::vector<std::pair<std::uint64_t, ChunkId>>;
+  auto standby = [&](std::uint64_t first, std::uint64_t last) {
+    Found out;
+    const PageMap::Summary with = m.summarize(PageNumber{first}, PageNumber{last},
+                                              [&](PageNumber p, const PageMap::Entry& e) {
+                                                EXPECT_FALSE(e.active);
+                                                out.emplace_back(p.value(), e.chunk);
+                                              });
+    const PageMap::Summary without = m.summarize(PageNumber{first}, PageNumber{last});
+    EXPECT_EQ(with.active_pages, without.active_pages);
+    EXPECT_EQ(with.standby_pages, without.standby_pages);
+    EXPECT_EQ(with.last_mapped, without.last_mapped);
+    return out;
+  };
+  EXPECT_EQ(standby(0, 9000), Found{}) << "an empty map";
+  m.insert(PageNumber{60}, 1, Pages{8});     // 60..67, across a word of the bitmaps: standby
+  m.insert(PageNumber{68}, 2, Pages{2});     // 68..69: active
+  m.insert(PageNumber{4094}, 3, Pages{4});   // 4094..4097, across the first leaf's end: standby
+  m.insert(PageNumber{4100}, 4, Pages{1});   // active
+  m.insert(PageNumber{4101}, 5, Pages{1});   // standby, right after an active one
+  for (const std::uint64_t p : {60, 4094, 4101}) m.set_active(PageNumber{p}, false);
+  m.check_invariants();
+  EXPECT_EQ(standby(0, 9000), (Found{{60, 1}, {4094, 3}, {4101, 5}}));
+  EXPECT_EQ(standby(65, 4094), (Found{{60, 1}, {4094, 3}})) << "mappings starting before the range, or at its end";
+  EXPECT_EQ(standby(4096, 4101), (Found{{4094, 3}, {4101, 5}})) << "from the second leaf";
+  EXPECT_EQ(standby(68, 4093), Found{}) << "active places and gaps only";
+  EXPECT_EQ(standby(4100, 4100), Found{});
+  EXPECT_EQ(standby(1u << 30, (1u << 30) + 5), Found{}) << "past every leaf";
+}
+
 // A chunk mapped over pages another chunk backs breaks the invariant: insert refuses it at once where
 // GMLAKE_DCHECK is on; elsewhere the entry goes in over the other's pages and check_invariants finds it.
 TEST(PageMapTest, OverlappingEntriesFailTheCheck) {

@@ -212,6 +212,62 @@ TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
   arena_.pages.check_invariants();
 }
 
+// With standby mappings in the pages and no recalled chunk, cost_of reads the bitmaps and the standby mappings'
+// chunks; with a chunk recalled anywhere it walks every chunk. Both must agree, for every range and bound, on a
+// layout of active places and standby mappings (of idle and of used chunks) of 1-5 pages with gaps, across a
+// leaf boundary (4096 pages).
+TEST_F(PlacementTest, TheCostWithStandbyMappingsFromTheBitmapsIsTheWalks) {
+  std::uint64_t seed = 11;
+  auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33; };
+  std::uint64_t elsewhere = 6000;  // where the standby mappings' chunks are active
+  for (std::uint64_t p = 4060; p < 4140;) {
+    const std::uint64_t pages = 1 + next() % 5, kind = next() % 6;
+    if (kind == 0) {  // a gap
+      p += pages;
+      continue;
+    }
+    const auto users = static_cast<std::uint32_t>(next() % 2);
+    if (kind <= 2) {  // a standby mapping
+      const ChunkId id = mapped(elsewhere, pages, users);
+      elsewhere += pages;
+      arena_.pages.insert(PageNumber{p}, id, Pages{pages});
+      arena_.pages.set_active(PageNumber{p}, false);
+      store_[id].standby.push_back({arena_.id, PageNumber{p}});
+    } else {
+      mapped(p, pages, users);
+    }
+    p += pages;
+  }
+  arena_.pages.check_invariants();
+  const Placer placer(store_, kGeometry, 8);
+  struct Case {
+    std::uint64_t first, last, bound;
+    Placer::Cost cost;
+  };
+  std::vector<Case> cases;
+  std::uint64_t with_standby = 0;
+  for (std::uint64_t first = 4050; first < 4150; ++first) {
+    for (std::uint64_t last = first; last < 4150; last += 1 + last % 3) {
+      for (const std::uint64_t bound : {std::uint64_t{0}, std::uint64_t{2}, std::uint64_t{5}, UINT64_MAX}) {
+        cases.push_back({first, last, bound, placer.cost_of(arena_, PageNumber{first}, PageNumber{last}, Pages{bound})});
+        with_standby += cases.back().cost.standby != 0 ? 1 : 0;
+      }
+    }
+  }
+  EXPECT_GT(with_standby, cases.size() / 4) << "the layout puts standby mappings in many of the ranges";
+  // A recalled chunk outside every range: cost_of walks.
+  const ChunkId far = mapped(8000, 1, /*users=*/1);
+  store_[far].on_peer = true;
+  store_.recall(far);
+  ASSERT_FALSE(store_.recalled().empty());
+  for (const Case& k : cases) {
+    const Placer::Cost walked = placer.cost_of(arena_, PageNumber{k.first}, PageNumber{k.last}, Pages{k.bound});
+    EXPECT_EQ(k.cost.unmapped, walked.unmapped) << k.first << ".." << k.last << " bound " << k.bound;
+    EXPECT_EQ(k.cost.pinned_waste, walked.pinned_waste) << k.first << ".." << k.last << " bound " << k.bound;
+    EXPECT_EQ(k.cost.standby, walked.standby) << k.first << ".." << k.last << " bound " << k.bound;
+  }
+}
+
 TEST_F(PlacementTest, StandbyMappingsInThePagesAreCountedEitherKind) {
   // Pages 0-1: the active place of an idle chunk; pages 2-3: a standby mapping of an idle chunk active at
   // 10-11 (taken back: counts as mapped); pages 4-5: a standby mapping of a used chunk active at 20-21

@@ -9,8 +9,9 @@ namespace gmlake::engine {
 void ChunkUse::use(const Arena& arena, PageNumber first, PageNumber last) {
   // Counted in raw locals and stored once, as for count_idle (chunk_use.h).
   std::uint64_t used_pages = 0, used_chunks = 0;
+  Chunk* const chunks = store_.records();  // in a register: the walk's writes to chunks cannot move it
   arena.pages.for_each(first, last, [&](PageNumber, const PageMap::Entry& e) {
-    Chunk& c = store_[e.chunk];
+    Chunk& c = chunks[e.chunk];
     if (c.users++ != 0) return;
     used_pages += c.pages.count();
     ++used_chunks;
@@ -21,15 +22,22 @@ void ChunkUse::use(const Arena& arena, PageNumber first, PageNumber last) {
 }
 
 std::uint64_t ChunkUse::unuse(const Arena& arena, PageNumber first, PageNumber last) {
-  std::uint64_t tick = 0, idle_pages = 0, idle_chunks = 0;
+  std::uint64_t tick = 0, idle_pages = 0;
+  Chunk* const chunks = store_.records();  // as in use()
+  // Each chunk overlapping the pages covers at least one of them: room for that many entries. The entries
+  // written count the chunks turned idle.
+  IdleChunks::Entry* const queued = idle_.room((last - first + Pages{1}).count());
+  IdleChunks::Entry* next = queued;
   arena.pages.for_each(first, last, [&](PageNumber, const PageMap::Entry& e) {
-    Chunk& c = store_[e.chunk];
+    Chunk& c = chunks[e.chunk];
     if (--c.users != 0) return;
     if (tick == 0) tick = idle_.next_tick();
-    turn_idle(e.chunk, c, tick);
-    idle_pages += c.pages.count();
-    ++idle_chunks;
+    c.idle_since = tick;  // turn_idle, its entry written at `next`
+    *next++ = {e.chunk, tick};
+    idle_pages += e.pages.count();  // the mapping's size: c.pages (PageMap's invariant)
   });
+  const auto idle_chunks = static_cast<std::uint64_t>(next - queued);
+  idle_.pushed(idle_chunks);
   count_idle(Pages{idle_pages}, idle_chunks);
   if (tick != 0) idle_.compact_if_dead(idle_chunks_, store_);
   return tick;

@@ -63,10 +63,11 @@ class ChunkUse {
   std::uint64_t idle_chunks() const { return idle_chunks_; }
 
  private:
-  // Chunk `c` (id `id`) turns idle at `tick`: queued. Inline: it runs once per chunk of every
-  // freed block. The walks that call it add up the pages and chunks in raw locals and count them once at the end
-  // (count_idle): the walk writes chunk records, which the compiler must otherwise assume alias the counters, and
-  // a Pages local summed in the walk cost GCC an instruction per chunk.
+  // Chunk `c` (id `id`) turns idle at `tick`: queued (unuse, the walk of every freed block, writes the same into
+  // room made for the block's chunks, IdleChunks::room). The walks that turn chunks idle add up the pages and
+  // chunks in raw locals and count them once at the end (count_idle): the walk writes chunk records, which the
+  // compiler must otherwise assume alias the counters, and a Pages local summed in the walk cost GCC an
+  // instruction per chunk.
   void turn_idle(ChunkId id, Chunk& c, std::uint64_t tick) {
     c.idle_since = tick;
     idle_.push(id, tick);

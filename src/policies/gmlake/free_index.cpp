@@ -8,25 +8,11 @@
 #include "gmlake/units.h"
 
 namespace gmlake::engine {
-namespace {
-
-constexpr unsigned kRoundShift = 9;  // 512 B units
-static_assert(kRoundBytes == std::uint64_t{1} << kRoundShift);
-constexpr unsigned kSubBinShift = 3;  // 8 classes per power of two
-
-}  // namespace
+static_assert(kRoundBytes == std::uint64_t{1} << FreeIndex::kRoundShift);
 
 FreeIndex::FreeIndex(std::uint64_t capacity_bytes) : capacity_bytes_(capacity_bytes) {
   heads_.fill(kNone);
   add(0, capacity_bytes, /*free=*/true, kNone);
-}
-
-unsigned FreeIndex::bin_of(std::uint64_t size_bytes) {
-  const std::uint64_t units = size_bytes >> kRoundShift;
-  if (units < (1u << kSubBinShift)) return static_cast<unsigned>(units);
-  const unsigned log2 = 63u - static_cast<unsigned>(std::countl_zero(units));
-  const unsigned sub = static_cast<unsigned>(units >> (log2 - kSubBinShift)) & ((1u << kSubBinShift) - 1);
-  return std::min<unsigned>(kBins - 1, ((log2 - kSubBinShift + 1) << kSubBinShift) + sub);
 }
 
 unsigned FreeIndex::next_nonempty(unsigned from) const {

@@ -18,7 +18,9 @@
 // Thread safety: none (the owning allocator is serialized by its caller).
 #pragma once
 
+#include <algorithm>
 #include <array>
+#include <bit>
 #include <cstdint>
 #include <vector>
 
@@ -42,6 +44,8 @@ struct Fit {
 
 class FreeIndex {
  public:
+  static constexpr unsigned kRoundShift = 9;  // sizes are counted in units of 512 B (kRoundBytes)
+
   // Starts with one free range [0, capacity_bytes).
   explicit FreeIndex(std::uint64_t capacity_bytes);
 
@@ -95,6 +99,7 @@ class FreeIndex {
  private:
   static constexpr std::uint32_t kNone = UINT32_MAX;
   static constexpr unsigned kBins = 256;
+  static constexpr unsigned kSubBinShift = 3;  // 8 classes per power of two
   static constexpr std::uint32_t kOwnBinScan = 16;  // entries of the request's own bin examined at most
 
   struct Node {
@@ -107,7 +112,14 @@ class FreeIndex {
     bool live;                           // false: a spare node
   };
 
-  static unsigned bin_of(std::uint64_t size_bytes);
+  // The bin of a free piece of `size_bytes`. Inline: every link, resize and search computes one.
+  static unsigned bin_of(std::uint64_t size_bytes) {
+    const std::uint64_t units = size_bytes >> kRoundShift;
+    if (units < (1u << kSubBinShift)) return static_cast<unsigned>(units);
+    const unsigned log2 = 63u - static_cast<unsigned>(std::countl_zero(units));
+    const unsigned sub = static_cast<unsigned>(units >> (log2 - kSubBinShift)) & ((1u << kSubBinShift) - 1);
+    return std::min<unsigned>(kBins - 1, ((log2 - kSubBinShift + 1) << kSubBinShift) + sub);
+  }
   unsigned next_nonempty(unsigned from) const;
   // A new node (spare or appended) for [offset, offset + size_bytes), free or used, linked after `after` in
   // address order (kNone: first); free ones go first in their bin.

@@ -9,7 +9,8 @@
 // found in O(1), and a walk over pages [first, last] costs one step per chunk (the next chunk of a block starts
 // right after the last) and one per unmapped page inside leaves that hold any mapping; leaves with none are
 // skipped whole. Each leaf also keeps two bitmaps, of its mapped pages and of its active ones, so that how many
-// pages of a range are mapped, and how, costs one popcount per 64 pages (summarize), with no walk.
+// pages of a range are mapped, and how, costs one popcount per 64 pages (summarize), which finds the standby
+// mappings among them in the same words, with no walk.
 //
 // Invariant (check_invariants): slot(first + k) = {chunk, k, pages, active} for every mapping of a chunk at
 // `first` and k < pages; a leaf's `mapped` counts its mapped slots, and its bitmaps have a bit set exactly for
@@ -80,16 +81,21 @@ class PageMap {
     }
   }
 
-  // What pages [first_page, last_page] (first_page <= last_page) hold, read from the bitmaps: O(leaves + pages / 64).
+  // What pages [first_page, last_page] (first_page <= last_page) hold, read from the bitmaps, with
+  // on_standby(first_page, entry) called for every standby mapping (entry.active false) overlapping them, in page
+  // order, from the same words (the slot of its first page in the range gives it): O(leaves + pages / 64 + the
+  // standby mappings), with no step over the active mappings. on_standby must not change the map.
   struct Summary {
     Pages active_pages;                          // pages in an active place
     Pages standby_pages;                         // pages in a standby mapping
     PageNumber last_mapped = PageNumber::max();  // the range's highest mapped page; max() when none is
   };
-  Summary summarize(PageNumber first_page, PageNumber last_page) const {
+  template <typename F>
+  Summary summarize(PageNumber first_page, PageNumber last_page, F&& on_standby) const {
     const std::uint64_t first = first_page.value(), last = last_page.value();
     // Counted in raw locals (one popcount per 64 pages), typed once at the end.
     std::uint64_t active_pages = 0, standby_pages = 0, last_mapped = UINT64_MAX;
+    std::uint64_t reported = 0;  // pages below it lie in a standby mapping already reported
     auto summary = [&] { return Summary{Pages{active_pages}, Pages{standby_pages}, PageNumber{last_mapped}}; };
     if (leaves_.empty() || (first >> kLeafShift) >= leaves_.size()) return summary();
     const std::uint64_t end_leaf = std::min<std::uint64_t>(last >> kLeafShift, leaves_.size() - 1);
@@ -103,14 +109,30 @@ class PageMap {
         if (w == lo >> 6) mask &= ~std::uint64_t{0} << (lo & 63);
         if (w == hi >> 6) mask &= ~std::uint64_t{0} >> (63 - (hi & 63));
         const std::uint64_t mapped = leaf->mapped_bits[w] & mask, active = leaf->active_bits[w] & mask;
-        active_pages += static_cast<std::uint64_t>(__builtin_popcountll(active));
-        standby_pages += static_cast<std::uint64_t>(__builtin_popcountll(mapped & ~active));
+        active_pages += bits_in(active);
+        if (std::uint64_t standby = mapped & ~active; standby != 0) {
+          standby_pages += bits_in(standby);
+          const std::uint64_t word_first = (i << kLeafShift) + (w << 6);
+          standby &= bits_from(reported, word_first);
+          while (standby != 0) {
+            const std::uint64_t page = word_first + static_cast<std::uint64_t>(__builtin_ctzll(standby));
+            const Slot& s = leaf->slots[page & kLeafMask];
+            const std::uint64_t start = page - s.back;
+            on_standby(PageNumber{start}, Entry{s.chunk, Pages{s.pages}, false});
+            reported = start + s.pages;
+            standby &= bits_from(reported, word_first);
+          }
+        }
         if (mapped != 0) {
           last_mapped = (i << kLeafShift) + (w << 6) + 63 - static_cast<std::uint64_t>(__builtin_clzll(mapped));
         }
       }
     }
     return summary();
+  }
+  // The same without the standby mappings.
+  Summary summarize(PageNumber first_page, PageNumber last_page) const {
+    return summarize(first_page, last_page, [](PageNumber, const Entry&) {});
   }
   // The mapping that backs page `page`: its first page and entry; entry.chunk == kNoChunk when none does. O(1).
   std::pair<PageNumber, Entry> at(PageNumber page) const {
@@ -142,23 +164,26 @@ class PageMap {
       return true;
     });
   }
-  // The same, stopping after the first call of f that returns false.
+  // The same, stopping after the first call of f that returns false. f must not change the map. The chunks that
+  // follow one another inside one leaf (as a block's chunks do) are stepped through that leaf's slots, one slot
+  // read each and no lookup of the leaf; a gap or a leaf's end falls back to the scan of next_start.
   template <typename F>
   void for_each_until(PageNumber first_page, PageNumber last_page, F&& f) const {
     const std::uint64_t first = first_page.value(), last = last_page.value();
     const Slot* s = slot(first);
     std::uint64_t p = s != nullptr && s->chunk != kNoChunk ? first - s->back : next_start(first, last);
     while (p <= last) {
-      const Leaf& leaf = *leaves_[p >> kLeafShift];
-      s = &leaf.slots[p & kLeafMask];
-      if (!f(PageNumber{p}, Entry{s->chunk, Pages{s->pages}, s->active})) return;
-      const std::uint64_t next = p + s->pages;
-      // Fast path: the next chunk starts right after this one, in the same leaf (as a block's chunks do).
-      if (next <= last && (next >> kLeafShift) == (p >> kLeafShift) && leaf.slots[next & kLeafMask].chunk != kNoChunk) {
-        p = next;
-        continue;
+      const std::uint64_t base = p & ~kLeafMask;  // the first page of p's leaf
+      const Slot* const slots = leaves_[p >> kLeafShift]->slots.data();
+      const std::uint64_t end = last - base < kLeafMask ? last - base : kLeafMask;  // in this leaf
+      std::uint64_t k = p - base;
+      for (;;) {
+        const Slot& at = slots[k];
+        if (!f(PageNumber{base + k}, Entry{at.chunk, Pages{at.pages}, at.active})) return;
+        k += at.pages;
+        if (k > end || slots[k].chunk == kNoChunk) break;
       }
-      p = next_start(next, last);
+      p = next_start(base + k, last);
     }
   }
 
@@ -274,6 +299,18 @@ class PageMap {
     if (i >= leaves_.size()) leaves_.resize(i + 1);
     if (!leaves_[i]) leaves_[i] = std::make_unique<Leaf>();
     return *leaves_[i];
+  }
+  // The bits set in `w`: a popcount, with no call for an empty or full word (the build has no popcnt
+  // instruction: __builtin_popcountll calls libgcc).
+  static std::uint64_t bits_in(std::uint64_t w) {
+    if (w == 0) return 0;
+    if (w == ~std::uint64_t{0}) return 64;
+    return static_cast<std::uint64_t>(__builtin_popcountll(w));
+  }
+  // The bits of the word of pages [word_first, word_first + 64) for pages at or past `page`.
+  static std::uint64_t bits_from(std::uint64_t page, std::uint64_t word_first) {
+    if (page <= word_first) return ~std::uint64_t{0};
+    return page - word_first >= 64 ? 0 : ~std::uint64_t{0} << (page - word_first);
   }
   // The first mapped page in [p, upto] (a chunk's first page when p is not inside a chunk), or UINT64_MAX.
   std::uint64_t next_start(std::uint64_t p, std::uint64_t upto) const {

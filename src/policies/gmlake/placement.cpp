@@ -11,13 +11,9 @@ namespace gmlake::engine {
 
 Placer::Cost Placer::cost_of(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound) const {
   GMLAKE_DCHECK(first <= last, "the cost of an empty page range");
-  const bool any_recalled = !store_.recalled().empty();
-  // No standby mapping and no recalled chunk in the pages (the common case): the page table's bitmaps give the
-  // mapped pages, and only the chunks at the two ends can be covered in part, so no walk is needed.
-  if (!any_recalled) {
-    const PageMap::Summary sum = arena.pages.summarize(first, last);
-    if (sum.standby_pages == Pages{0}) return cost_without_standby(arena, first, last, unmapped_bound, sum);
-  }
+  // No recalled chunk (the common case): the page table's bitmaps give the mapped pages, only the chunks at the
+  // two ends can be covered in part, and only the standby mappings need their chunk's record.
+  if (store_.recalled().empty()) return cost_from_bitmaps(arena, first, last, unmapped_bound);
   // The walk counts in raw page numbers (one step per chunk), typed once at the end.
   const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
   std::uint64_t unmapped = last_raw - first_raw + 1, pinned_waste = 0, standby = 0;
@@ -30,12 +26,6 @@ Placer::Cost Placer::cost_of(const Arena& arena, PageNumber first, PageNumber la
     const std::uint64_t covered = hi - lo + 1;
     known_unmapped += lo - next;  // the gap before this chunk
     next = hi + 1;
-    // An active mapping the pages cover whole costs nothing, whatever its chunk's state: only the chunks at the
-    // ends of the pages, and standby mappings, need the chunk's record.
-    if (e.active && covered == pages && !any_recalled) {
-      unmapped -= covered;
-      return known_unmapped <= bound;
-    }
     const Chunk& c = store_[e.chunk];
     standby += e.active ? 0 : 1;
     // A standby mapping of a chunk that a block uses elsewhere goes: its pages are stitched anew.
@@ -53,29 +43,45 @@ Placer::Cost Placer::cost_of(const Arena& arena, PageNumber first, PageNumber la
   return Cost{Pages{unmapped}, Pages{pinned_waste}, standby};
 }
 
-Placer::Cost Placer::cost_without_standby(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound,
-                                          const PageMap::Summary& sum) const {
+Placer::Cost Placer::cost_from_bitmaps(const Arena& arena, PageNumber first, PageNumber last,
+                                       Pages unmapped_bound) const {
   // Counted in raw page numbers, typed once at the end (as the walk in cost_of).
-  const std::uint64_t first_raw = first.value(), last_raw = last.value(), active = sum.active_pages.count();
-  // Pages before the last mapped one that are unmapped: what the walk would have found (it stops past the bound).
-  const std::uint64_t before_last_mapped =
-      sum.last_mapped == PageNumber::max() ? 0 : (sum.last_mapped.value() - first_raw + 1) - active;
-  if (before_last_mapped > unmapped_bound.count()) return Cost{Pages::max(), Pages{0}};
-  std::uint64_t pinned_waste = 0;
-  // An idle chunk the pages cover in part pins the rest of it; only the chunks at `first` and `last` can.
+  const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
+  std::uint64_t pinned_waste = 0, standby = 0;
+  // Standby mappings: taken back (mapped) when no block uses their chunk, else stitched anew (`lost`). Only
+  // those at the ends can be covered in part; an idle one covered in part pins the rest, as an active one does.
+  std::uint64_t usable = 0, lost = 0;
+  const PageMap::Summary sum = arena.pages.summarize(first, last, [&](PageNumber start, const PageMap::Entry& e) {
+    const std::uint64_t p = start.value(), pages = e.pages.count();
+    const std::uint64_t covered = std::min(p + pages - 1, last_raw) - std::max(p, first_raw) + 1;
+    ++standby;
+    if (store_[e.chunk].users != 0) {
+      lost += covered;
+    } else {
+      usable += covered;
+      pinned_waste += pages - covered;
+    }
+  });
+  const std::uint64_t active = sum.active_pages.count(), mapped = active + sum.standby_pages.count();
+  // Unmapped pages before the last mapped one: what the walk finds in the gaps (it stops past the bound).
+  const std::uint64_t gaps =
+      sum.last_mapped == PageNumber::max() ? 0 : (sum.last_mapped.value() - first_raw + 1) - mapped;
+  if (gaps + lost > bound) return Cost{Pages::max(), Pages{0}};
+  // An idle chunk's active place that the pages cover in part pins the rest of it; only the chunks at `first`
+  // and `last` can be.
   const auto [first_start, at_first] = arena.pages.at(first);
-  if (at_first.chunk != kNoChunk) {
+  if (at_first.chunk != kNoChunk && at_first.active) {
     const std::uint64_t pages = at_first.pages.count();
     const std::uint64_t covered = std::min(first_start.value() + pages - 1, last_raw) - first_raw + 1;
     if (covered != pages && store_[at_first.chunk].users == 0) pinned_waste += pages - covered;
   }
   const auto [last_start, at_last] = arena.pages.at(last);
-  if (at_last.chunk != kNoChunk && !(at_first.chunk != kNoChunk && last_start == first_start)) {
+  if (at_last.chunk != kNoChunk && at_last.active && !(at_first.chunk != kNoChunk && last_start == first_start)) {
     const std::uint64_t pages = at_last.pages.count();
     const std::uint64_t covered = last_raw - std::max(last_start.value(), first_raw) + 1;
     if (covered != pages && store_[at_last.chunk].users == 0) pinned_waste += pages - covered;
   }
-  return Cost{Pages{last_raw - first_raw + 1 - active}, Pages{pinned_waste}};
+  return Cost{Pages{last_raw - first_raw + 1 - active - usable}, Pages{pinned_waste}, standby};
 }
 
 Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes) const {
