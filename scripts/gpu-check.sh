@@ -13,7 +13,7 @@
 #
 # OUT_DIR receives: summary.txt (one line per step, PASS/FAIL), configure.log, build.log, nvidia-smi.txt,
 # ctest-gpu.log, ctest-gpu.junit.xml, gpu-tests-full.log (every test's output), replay/<trace>.<backend>.txt and
-# .json (the table and `--json` results), replay-compare.txt (cuda vs sim peaks).
+# .json (the table and `--json` results), replay-compare.txt (cuda vs sim: scripts/cuda-vs-sim.py).
 # Every step runs even when an earlier one failed (unless the build failed); each has a time limit, and the
 # whole script stays under about 9 minutes. Exit status: 0 when every step passed, 1 otherwise.
 set -uo pipefail
@@ -114,32 +114,19 @@ for trace in "${files[@]}"; do
   done
 done
 
-# --- cuda vs sim: the same peaks for gmlake and expandable, whose placement does not depend on addresses ---
+# --- cuda vs sim: the same peaks, calls, ooms and evictions for gmlake and expandable (scripts/cuda-vs-sim.py) ---
 if command -v python3 >/dev/null; then
-  python3 - "$out/replay" >"$out/replay-compare.txt" 2>&1 <<'EOF'
-import glob, json, os, sys
-bad = compared = 0
-for cuda_path in sorted(glob.glob(os.path.join(sys.argv[1], "*.cuda.json"))):
-    sim_path = cuda_path[: -len(".cuda.json")] + ".sim.json"
-    if not os.path.exists(sim_path):
-        continue
-    sim = {(r["trace"], r["device"], r["policy"]): r for r in json.load(open(sim_path))}
-    for r in json.load(open(cuda_path)):
-        s = sim.get((r["trace"], r["device"], r["policy"]))
-        same = s is not None and s["peak_reserved_bytes"] == r["peak_reserved_bytes"] and s["ooms"] == r["ooms"]
-        # caching breaks best-fit ties by address, and each backend hands out different addresses: informative only
-        bad += not same and r["policy"] != "caching"
-        compared += 1
-        ns = r["backend_time_ns"]
-        per_stitch = sum(ns.values()) / 1e3 / r["stitches"] if r["stitches"] else 0
-        print(f'{"same" if same else "DIFFERENT":9} {r["trace"]:18} dev {r["device"]} {r["policy"]:10} '
-              f'peak reserved cuda {r["peak_reserved_bytes"]} sim {s["peak_reserved_bytes"] if s else "?"}  '
-              f'ns/op {r["ns_per_op"]:.0f}  vmm µs/stitch {per_stitch:.1f}  set_access ms {ns["set_access"] / 1e6:.1f}')
-if not compared:
-    print("nothing to compare: no cuda replay results")
-sys.exit(1 if bad or not compared else 0)
-EOF
-  step "replay cuda == sim peaks" $? "(replay-compare.txt)"
+  pairs=()
+  for cuda_json in "$out"/replay/*.cuda.json; do
+    sim_json=${cuda_json%.cuda.json}.sim.json
+    [ -f "$sim_json" ] && pairs+=("$cuda_json" "$sim_json")
+  done
+  if [ ${#pairs[@]} -gt 0 ]; then
+    python3 scripts/cuda-vs-sim.py "${pairs[@]}" >"$out/replay-compare.txt" 2>&1
+    step "replay cuda == sim" $? "(replay-compare.txt)"
+  else
+    step "replay cuda == sim" 1 "(nothing to compare: no cuda and sim replay results)"
+  fi
 fi
 
 echo "gpu-check: $( [ $status -eq 0 ] && echo all passed || echo FAILURES ) in ${SECONDS} s; results in $out" |
