@@ -20,7 +20,7 @@ class ChunkSourceTest : public ::testing::Test {
   ChunkSourceTest()
       : store_(sim_, PageGeometry(kPageBytes), stats_),
         stitcher_(sim_, store_, kGeometry),
-        use_(store_),
+        use_(store_, arenas_),
         fence_(nullptr),
         arenas_(sim_, 64 * kGiB, false, [](Arena&) { return true; }, [] {}) {}
   ~ChunkSourceTest() override {
@@ -49,7 +49,7 @@ class ChunkSourceTest : public ::testing::Test {
     const ChunkId id = store_.create(Pages{pages});
     stitcher_.map(arena, PageNumber{first_page}, id);
     stitcher_.grant(arena, PageNumber{first_page}, Pages{pages});
-    use_.mapped_for_block(id);
+    use_.mapped_for_block(id, PageNumber{first_page}, PageNumber{first_page + pages - 1});
     use_.unuse(arena, PageNumber{first_page}, PageNumber{first_page + pages - 1});
     return id;
   }

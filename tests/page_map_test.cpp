@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <utility>
 #include <vector>
 
 #include "expect_error.h"
@@ -199,6 +201,72 @@ TEST(PageMapTest, ASummaryReportsTheStandbyMappingsInPageOrder) {
 
 // A chunk mapped over pages another chunk backs breaks the invariant: insert refuses it at once where
 // GMLAKE_DCHECK is on; elsewhere the entry goes in over the other's pages and check_invariants finds it.
+// The idle marks ChunkUse keeps (mark_idle, clear_idle) against a naive model: a tick per page, set over a span
+// when it turns idle, and an idle flag per page. Random spans of whole chunks over 1-3 page chunks spread across
+// two leaves, each marked where no page is idle, and random ranges cleared.
+TEST(PageMapTest, IdleSpansGiveEachIdlePageTheTickItWasMarkedAtAndCountTheChunks) {
+  constexpr std::uint64_t kBase = 4096 - 200, kPages = 400;  // across a leaf boundary
+  PageMap m;
+  std::vector<std::uint64_t> chunk_first(kPages);  // page -> the first page of its chunk (offset from kBase)
+  for (std::uint64_t p = 0; p < kPages;) {
+    const std::uint64_t n = std::min<std::uint64_t>(1 + (p * 7 + 3) % 3, kPages - p);
+    m.insert(PageNumber{kBase + p}, static_cast<ChunkId>(p), Pages{n});
+    for (std::uint64_t k = p; k < p + n; ++k) chunk_first[k] = p;
+    p += n;
+  }
+  std::vector<std::uint64_t> tick_of(kPages, 0);
+  std::vector<bool> idle(kPages, false);
+  std::uint64_t rng = 12345, tick = 0;
+  auto next = [&] { return rng = rng * 6364136223846793005ULL + 1442695040888963407ULL, rng >> 33; };
+  for (int step = 0; step < 4000; ++step) {
+    // A range of whole chunks.
+    std::uint64_t a = chunk_first[next() % kPages], b = next() % kPages;
+    if (b < a) std::swap(a, b);
+    while (b + 1 < kPages && chunk_first[b + 1] == chunk_first[b]) ++b;
+    const PageNumber first{kBase + a}, last{kBase + b};
+    if (next() % 2 == 0) {
+      std::uint64_t pages = 0, chunks = 0;
+      for (std::uint64_t p = a; p <= b; ++p) {
+        pages += idle[p] ? 1 : 0;
+        chunks += idle[p] && chunk_first[p] == p ? 1 : 0;
+        idle[p] = false;
+      }
+      const auto [cleared, cleared_chunks] = m.clear_idle(first, last);
+      ASSERT_EQ(cleared, Pages{pages});
+      ASSERT_EQ(cleared_chunks, chunks);
+    } else if (std::none_of(idle.begin() + static_cast<std::ptrdiff_t>(a), idle.begin() + static_cast<std::ptrdiff_t>(b) + 1,
+                            [](bool i) { return i; })) {
+      ++tick;
+      std::uint64_t chunks = 0;
+      for (std::uint64_t p = a; p <= b; ++p) {
+        idle[p] = true;
+        tick_of[p] = tick;
+        chunks += chunk_first[p] == p ? 1 : 0;
+      }
+      ASSERT_EQ(m.mark_idle(first, last, tick), chunks);
+    }
+    m.check_invariants();
+    std::uint64_t first_idle = UINT64_MAX;
+    for (std::uint64_t p = 0; p < kPages; ++p) {
+      ASSERT_EQ(m.idle_at(PageNumber{kBase + p}), idle[p]) << "page " << p << " step " << step;
+      if (idle[p]) ASSERT_EQ(m.idle_tick(PageNumber{kBase + p}), tick_of[p]) << "page " << p << " step " << step;
+      if (idle[p] && first_idle == UINT64_MAX) first_idle = kBase + p;
+    }
+    ASSERT_EQ(m.first_idle(PageNumber{0}, PageNumber{kBase + kPages + 100}),
+              first_idle == UINT64_MAX ? PageNumber::max() : PageNumber{first_idle});
+  }
+  EXPECT_EQ(m.starts(PageNumber{kBase}, PageNumber{kBase + kPages - 1}), m.mapped_chunks());
+  // A mapping turned standby, or unmapped, is idle no more (the chunk at kBase has one page).
+  m.clear_idle(PageNumber{kBase}, PageNumber{kBase + kPages - 1});
+  m.mark_idle(PageNumber{kBase}, PageNumber{kBase + 1}, ++tick);
+  m.set_active(PageNumber{kBase}, false);
+  EXPECT_FALSE(m.idle_at(PageNumber{kBase}));
+  EXPECT_TRUE(m.idle_at(PageNumber{kBase + 1}));
+  m.erase(PageNumber{kBase + 1});
+  EXPECT_FALSE(m.idle_at(PageNumber{kBase + 1}));
+  m.check_invariants();
+}
+
 TEST(PageMapTest, OverlappingEntriesFailTheCheck) {
   PageMap m;
   m.insert(PageNumber{4}, 1, Pages{4});  // pages 4..7

@@ -1,5 +1,6 @@
 // Placer (src/policies/gmlake/placement.h) on its own: an arena whose page map and free ranges the test lays out
-// by hand, over chunks of a ChunkStore on the sim backend (the Placer only reads them). Every place chosen is
+// by hand, over chunks of a ChunkStore on the sim backend, idle ones told to a ChunkUse (the Placer only reads
+// them). Every place chosen is
 // checked against the Placement invariant (Placer::check_invariants); the last test breaks it on purpose.
 #include "policies/gmlake/placement.h"
 
@@ -19,15 +20,23 @@ constexpr std::uint64_t kPage = kGeometry.bytes();
 
 class PlacementTest : public ::testing::Test {
  protected:
-  PlacementTest() : store_(sim_, PageGeometry(kPage), stats_), arena_(0, 0, 0, 64 * kPage) {}
+  PlacementTest()
+      : store_(sim_, PageGeometry(kPage), stats_),
+        arenas_(sim_, 64 * kPage, false, [](Arena&) { return true; }, [] {}),
+        arena_(arenas_.get(false, 0)),
+        use_(store_, arenas_) {}
 
-  // A chunk of `pages` pages shown as mapped at `first_page`, used by `users` blocks.
+  // A chunk of `pages` pages shown as mapped at `first_page`, the end chunk of `users` blocks (0: idle).
   ChunkId mapped(std::uint64_t first_page, std::uint64_t pages, std::uint32_t users) {
     const ChunkId id = store_.create(Pages{pages});
     store_[id].arena = arena_.id;
     store_[id].first_page = PageNumber{first_page};
-    store_[id].users = users;
     arena_.pages.insert(PageNumber{first_page}, id, Pages{pages});
+    if (users == 0) {
+      use_.mapped_idle(arena_, id);
+    } else {
+      store_[id].users = users;
+    }
     return id;
   }
   // Marks [offset, offset + size) used in the arena's free ranges.
@@ -51,13 +60,15 @@ class PlacementTest : public ::testing::Test {
   SimBackend sim_;
   Stats stats_;
   ChunkStore store_;
-  Arena arena_;
+  ArenaSet arenas_;
+  Arena& arena_;
+  ChunkUse use_;
 };
 
 TEST_F(PlacementTest, CostCountsUnmappedPagesAndTheIdlePagesABlockWouldPin) {
   mapped(0, 4, /*users=*/0);  // idle, pages 0-3
   mapped(4, 2, /*users=*/1);  // used, pages 4-5
-  const Placer placer(store_, kGeometry, 8);
+  const Placer placer(store_, use_, kGeometry, 8);
   // Pages 2..7: 2 of the idle chunk (2 more pinned), 2 of the used one (none pinned: it is in use), 2 unmapped.
   const Placer::Cost c = placer.cost_of(arena_, PageNumber{2}, PageNumber{7});
   EXPECT_EQ(c.unmapped, Pages{2});
@@ -74,7 +85,7 @@ TEST_F(PlacementTest, AMappedPlaceWinsOverAnUnmappedOneOfTheSameFit) {
   occupy(12 * kPage, 8 * kPage);
   occupy(24 * kPage, 40 * kPage);
   mapped(20, 4, /*users=*/0);
-  const Placer placer(store_, kGeometry, 8);
+  const Placer placer(store_, use_, kGeometry, 8);
   const Placer::Placement p = choose(placer, 3 * kPage);
   EXPECT_EQ(p.range.offset, 20 * kPage);
   EXPECT_EQ(p.cost.unmapped, Pages{0});
@@ -88,7 +99,7 @@ TEST_F(PlacementTest, TheEndOfARangeIsTakenWhenItsMappedPartLiesThere) {
   // One free range [0, 16): its last 4 pages are mapped, idle.
   occupy(16 * kPage, 48 * kPage);
   mapped(12, 4, /*users=*/0);
-  const Placer placer(store_, kGeometry, 8);
+  const Placer placer(store_, use_, kGeometry, 8);
   const Placer::Placement p = choose(placer, 4 * kPage);
   EXPECT_EQ(p.offset, 12 * kPage);
   EXPECT_EQ(p.cost.total(), Pages{0});
@@ -104,8 +115,9 @@ TEST_F(PlacementTest, ARecalledChunkIsNeverChosenAndNothingLargeEnoughGivesAnEmp
   store_[lent].arena = arena_.id;
   store_[lent].first_page = PageNumber{0};
   arena_.pages.insert(PageNumber{0}, lent, Pages{4});
+  use_.mapped_idle(arena_, lent);
   store_.recall(lent);
-  const Placer placer(store_, kGeometry, 8);
+  const Placer placer(store_, use_, kGeometry, 8);
   EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{1}).unmapped, Pages::max());
   const Placer::Placement p = choose(placer, 2 * kPage);
   EXPECT_EQ(p.range.offset, 8 * kPage);
@@ -120,18 +132,18 @@ TEST_F(PlacementTest, OnlyFitCandidatesRangesAreWeighed) {
   occupy(10 * kPage, 54 * kPage);
   mapped(8, 2, /*users=*/0);
   // With one candidate the first range of the good-fit order is taken, whatever it costs.
-  const Placer one(store_, kGeometry, 1);
+  const Placer one(store_, use_, kGeometry, 1);
   const Placer::Placement first = choose(one, 2 * kPage);
   EXPECT_EQ(first.cost.unmapped, first.range.offset == 8 * kPage ? Pages{0} : Pages{2});
   // With all three weighed, the mapped one wins.
-  const Placer three(store_, kGeometry, 3);
+  const Placer three(store_, use_, kGeometry, 3);
   EXPECT_EQ(choose(three, 2 * kPage).range.offset, 8 * kPage);
 }
 
 TEST_F(PlacementTest, APlaceOutsideItsRangeOrWithAnotherCostFailsTheCheck) {
   occupy(8 * kPage, 56 * kPage);  // one free range: [0, 8) pages
   mapped(0, 2, /*users=*/0);
-  const Placer placer(store_, kGeometry, 8);
+  const Placer placer(store_, use_, kGeometry, 8);
   const Placer::Placement good = choose(placer, 2 * kPage);
   EXPECT_EQ(good.offset, 0u);
   Placer::Placement p = good;
@@ -151,7 +163,7 @@ TEST_F(PlacementTest, APlaceOutsideItsRangeOrWithAnotherCostFailsTheCheck) {
 TEST_F(PlacementTest, AWalkPastItsBoundIsCutShortAndNeverWins) {
   // Pages 0-1 unmapped, 2-3 an idle chunk, 4-7 unmapped: 6 of the 8 pages unmapped.
   mapped(2, 2, /*users=*/0);
-  const Placer placer(store_, kGeometry, 8);
+  const Placer placer(store_, use_, kGeometry, 8);
   EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{7}).unmapped, Pages{6});
   // At the bound: exact.
   EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{7}, /*unmapped_bound=*/Pages{6}).unmapped, Pages{6});
@@ -178,7 +190,7 @@ TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
     for (std::uint64_t k = 0; k < pages; ++k) owner[p + k] = id;
     p += pages;
   }
-  const Placer placer(store_, kGeometry, 8);
+  const Placer placer(store_, use_, kGeometry, 8);
   for (std::uint64_t first = 4050; first < 4150; ++first) {
     for (std::uint64_t last = first; last < 4150; last += 1 + last % 3) {
       std::uint64_t unmapped = 0, pinned = 0, before_last_mapped = 0, gap = 0;
@@ -192,7 +204,7 @@ TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
         gap = 0;
         const Chunk& c = store_[owner[p]];
         // An idle chunk's pages outside the range, counted once per chunk at its first page in the range.
-        if (c.users == 0 && (p == first || owner[p - 1] != owner[p])) {
+        if (!use_.used(owner[p]) && (p == first || owner[p - 1] != owner[p])) {
           const std::uint64_t chunk_first = c.first_page.value();
           for (std::uint64_t k = chunk_first; k < chunk_first + c.pages.count(); ++k) pinned += k < first || k > last;
         }
@@ -239,7 +251,7 @@ TEST_F(PlacementTest, TheCostWithStandbyMappingsFromTheBitmapsIsTheWalks) {
     p += pages;
   }
   arena_.pages.check_invariants();
-  const Placer placer(store_, kGeometry, 8);
+  const Placer placer(store_, use_, kGeometry, 8);
   struct Case {
     std::uint64_t first, last, bound;
     Placer::Cost cost;
@@ -281,7 +293,7 @@ TEST_F(PlacementTest, StandbyMappingsInThePagesAreCountedEitherKind) {
   arena_.pages.insert(PageNumber{4}, used, Pages{2});
   arena_.pages.set_active(PageNumber{4}, false);
   store_[used].standby.push_back({arena_.id, PageNumber{4}});
-  const Placer placer(store_, kGeometry, 8);
+  const Placer placer(store_, use_, kGeometry, 8);
   const Placer::Cost c = placer.cost_of(arena_, PageNumber{0}, PageNumber{5});
   EXPECT_EQ(c.standby, 2u);
   EXPECT_EQ(c.unmapped, Pages{2});

@@ -107,9 +107,10 @@ TEST(StitcherTest, AChunkMovedToStandbyStaysMappedAndCanBeActivatedAgainWithNoBa
   const ChunkId a = store.create(Pages{2});
   stitcher.map(arena, PageNumber{4}, a);
   stitcher.grant(arena, PageNumber{4}, Pages{2});
-  stitcher.to_standby(arena, a);
+  stitcher.to_standby(arena, a, 7);
   EXPECT_FALSE(store[a].mapped()) << "no active place: free";
   ASSERT_EQ(store[a].standby.size(), 1u);
+  EXPECT_EQ(store[a].standby[0].left_tick, 7u) << "left at the tick to_standby was given";
   EXPECT_EQ(arena.pages.mapped_chunks(), 1u) << "the standby mapping is still a page map entry";
   EXPECT_FALSE(active_in_map(arena, 5)) << "the page map knows it as a standby mapping";
   // Mapped a second time elsewhere: two mappings of one chunk (aliasing), both in the page map.
@@ -120,16 +121,17 @@ TEST(StitcherTest, AChunkMovedToStandbyStaysMappedAndCanBeActivatedAgainWithNoBa
   EXPECT_FALSE(store[a].active_at(0, PageNumber{4}));
   EXPECT_TRUE(active_in_map(arena, 10));
   const BackendCounters before = sim.counters();
-  stitcher.activate(arena, PageNumber{4}, a, &arena);
+  stitcher.activate(arena, PageNumber{4}, a, &arena, 9);
   EXPECT_EQ(sim.counters().calls, before.calls) << "activation is bookkeeping only";
   EXPECT_TRUE(store[a].active_at(0, PageNumber{4}));
   ASSERT_EQ(store[a].standby.size(), 1u);
   EXPECT_EQ(store[a].standby[0].first_page, PageNumber{10}) << "the old active place became the standby one";
+  EXPECT_EQ(store[a].standby[0].left_tick, 9u) << "left at the tick activate was given (the chunk's idle tick)";
   EXPECT_TRUE(active_in_map(arena, 4));
   EXPECT_FALSE(active_in_map(arena, 11)) << "and the page map says so on all its pages";
   EXPECT_TRUE(sim.is_accessible(stitcher.address(arena, PageNumber{4}), 2 * kPageBytes))
       << "access stays with the mapping";
-  EXPECT_THROW(stitcher.activate(arena, PageNumber{20}, a, &arena), std::logic_error) << "no mapping there";
+  EXPECT_THROW(stitcher.activate(arena, PageNumber{20}, a, &arena, 9), std::logic_error) << "no mapping there";
   stitcher.unmap_standby(arena, PageNumber{10}, a);
   EXPECT_TRUE(store[a].standby.empty());
   EXPECT_EQ(sim.live_mappings(), 1u);
@@ -148,7 +150,7 @@ TEST(StitcherTest, AFailedUnmapOfAStandbyMappingChangesNothing) {
   Arena arena(0, 0, fault.reserve(16 * kPageBytes), 16 * kPageBytes);
   const ChunkId a = store.create(Pages{1});
   stitcher.map(arena, PageNumber{3}, a);
-  stitcher.to_standby(arena, a);
+  stitcher.to_standby(arena, a, 7);
   fault.arm({BackendCall::kUnmap, 1, 1, FaultError::kBackendError});
   EXPECT_THROW(stitcher.unmap_standby(arena, PageNumber{3}, a), BackendError);
   EXPECT_EQ(store[a].standby.size(), 1u);
@@ -177,9 +179,9 @@ TEST(StitcherTest, TheObserverSeesActivePlacesOnlyNotStandbyMappings) {
   const std::uintptr_t at4 = stitcher.address(arena, PageNumber{4}), at10 = stitcher.address(arena, PageNumber{10});
   const ChunkId a = store.create(Pages{1});
   stitcher.map(arena, PageNumber{4}, a);
-  stitcher.to_standby(arena, a);  // no backend call, but the memory left page 4
+  stitcher.to_standby(arena, a, 7);  // no backend call, but the memory left page 4
   stitcher.map(arena, PageNumber{10}, a);
-  stitcher.activate(arena, PageNumber{4}, a, &arena);  // back at page 4, no backend call
+  stitcher.activate(arena, PageNumber{4}, a, &arena, 9);  // back at page 4, no backend call
   stitcher.unmap_standby(arena, PageNumber{10}, a);    // page 10 held no memory of its own: no event
   const std::vector<std::pair<char, std::uintptr_t>> expected{{'m', at4}, {'u', at4}, {'m', at10}, {'u', at10}, {'m', at4}};
   EXPECT_EQ(recorder.events, expected);

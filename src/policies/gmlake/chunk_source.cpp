@@ -62,7 +62,9 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
     s.moves_allowed = (s.free_chunks == 0 && s.idle_chunks == 0) || moves_allowed();
     const ChunkId oldest = s.idle_chunks != 0 ? use_.oldest_idle() : kNoChunk;
     if (oldest != kNoChunk) {
-      s.oldest_idle = fence_.readiness(arenas_[store_[oldest].arena].stream, store_[oldest].idle_since);
+      if (fence_.asynchronous()) {
+        s.oldest_idle = fence_.readiness(arenas_[store_[oldest].arena].stream, use_.idle_since(oldest));
+      }
       s.lag_allows = lag_grown_pages_ + want <= lag_grow_pages_ && s.cap_allows_want;
     }
     const ObtainStep step = decide(s);
@@ -104,7 +106,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
       case ObtainAction::kEvict:
         if (step.action == ObtainAction::kWaitAndEvict) {
           // Covered: waiting for the mark is cheap, since the work queued after it keeps the device busy.
-          fence_.wait_safe(arenas_[store_[oldest].arena].stream, store_[oldest].idle_since, use_.next_tick());
+          fence_.wait_safe(arenas_[store_[oldest].arena].stream, use_.idle_since(oldest), use_.next_tick());
           ++stats_.fence_waits;
         }
         lag_grown_pages_ = Pages{0};  // the oldest idle chunk is safe now: the device caught up
@@ -142,11 +144,11 @@ std::uint64_t ChunkSource::recut(Arena& arena, PageNumber first, PageNumber last
   std::vector<ChunkId> stranding;
   arena.pages.for_each(first, last, [&](PageNumber p, const PageMap::Entry& e) {
     const Chunk& c = store_[e.chunk];
-    if (c.users == 0 && !c.on_peer && (p < first || p + e.pages - Pages{1} > last)) stranding.push_back(e.chunk);
+    if (!use_.used(e.chunk) && !c.on_peer && (p < first || p + e.pages - Pages{1} > last)) stranding.push_back(e.chunk);
   });
   std::uint64_t recut_chunks = 0;
   for (const ChunkId id : stranding) {
-    if (store_[id].pages == Pages{0} || store_[id].users != 0) continue;  // released or taken by an earlier step
+    if (store_[id].pages == Pages{0} || use_.used(id)) continue;  // released or taken by an earlier step
     if (store_[id].mapped()) {
       if (!safe_to_evict(id)) continue;  // queued work may still touch it: it strands, as it would have
       evict(id);  // throws: nothing changed for this chunk
@@ -173,14 +175,16 @@ void ChunkSource::release_free(ChunkId id) {
 void ChunkSource::evict(ChunkId id, EvictTo to) {
   Chunk& c = store_[id];
   const Pages pages = c.pages;
+  Arena& from = arenas_[c.arena];
   if (to == EvictTo::kStandby && standby_limit_ != 0 && !c.on_peer) {
     if (c.standby.size() >= standby_limit_) {
       const ChunkPlace oldest = c.standby.front();
       unmap_standby(id, oldest.arena, oldest.first_page);  // throws: nothing changed
     }
-    stitcher_.to_standby(arenas_[c.arena], id);  // no backend call
+    // no backend call; its idle tick is the left_tick, which only a fence with stream events reads
+    stitcher_.to_standby(from, id, fence_.asynchronous() ? use_.idle_since(id) : 0);
   } else {
-    stitcher_.unmap(arenas_[c.arena], id);  // throws: nothing changed, still idle and queued
+    stitcher_.unmap(from, id);  // throws: nothing changed, still idle and queued
   }
   use_.unmapped(pages, /*was_used=*/false);
   store_.add_free(id);

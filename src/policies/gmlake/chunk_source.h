@@ -105,7 +105,7 @@ class ChunkSource {
   // True when no queued work can touch idle chunk `id` any more (StreamFence; always without StreamEvents), so
   // it may be unmapped now.
   bool safe_to_evict(ChunkId id) {
-    return !fence_.asynchronous() || fence_.safe(arenas_[store_[id].arena].stream, store_[id].idle_since);
+    return !fence_.asynchronous() || fence_.safe(arenas_[store_[id].arena].stream, use_.idle_since(id));
   }
 
   // One allocation earned its move credit (MoveBudget::earn).

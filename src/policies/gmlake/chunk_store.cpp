@@ -18,7 +18,6 @@ void clear(Chunk& c) {
   c.arena = Chunk::kUnmapped;
   c.users = 0;
   c.first_page = PageNumber{0};
-  c.idle_since = 0;
   c.on_peer = false;
   c.recalled = false;
   c.standby.clear();

@@ -8,8 +8,10 @@
 //
 // States of a chunk (the allocator moves them; the Stitcher is the only one that maps and unmaps):
 //   free    arena == kUnmapped, users == 0, in the free index
-//   used    mapped, users > 0   (users = live or pending blocks that overlap its pages)
-//   idle    mapped, users == 0  (queued in IdleChunks since idle_since: GMLake's stitched-block cache)
+//   used    mapped, a live or pending block overlaps its pages (`users` counts those it backs an end page of:
+//           chunk_use.h)
+//   idle    mapped, no block overlaps it (in an IdleChunks span since its tick: GMLake's stitched-block cache;
+//           ChunkUse tells it from a chunk inside a block, which also has users == 0)
 // "Mapped" is the chunk's active place (arena, first_page): where blocks may use it. A chunk may also keep
 // standby mappings (`standby`, at most Config::standby_mappings of them, oldest first): places it was mapped at
 // before it moved, left mapped (address space, no memory) so that a block placed there again takes it back with
@@ -55,7 +57,8 @@ class PeerSource;
 // being the chunk's active place: work queued on the arena's stream before idle tick `left_tick` may still touch
 // it, so it is unmapped only once the StreamFence finds that tick safe (the chunk itself may have moved on in
 // stream order, with no fence: the mapping's own last use is what counts). A block placed on it again is safe
-// without the fence: it is on the same arena's stream, after that work. Places are equal when arena and page are.
+// without the fence: it is on the same arena's stream, after that work. Only a fence with stream events reads
+// left_tick: without them (host, sim) it is left 0, not looked up. Places are equal when arena and page are.
 struct ChunkPlace {
   std::uint32_t arena;
   PageNumber first_page;
@@ -63,16 +66,15 @@ struct ChunkPlace {
   bool operator==(const ChunkPlace& o) const { return arena == o.arena && first_page == o.first_page; }
 };
 
-// 128 bytes (alignas(64) rounds its 112 up): the per-chunk walks (ChunkUse, IdleChunks) find record `id` at
-// base + id * 128, one shift, where 112 takes four instructions.
+// 128 bytes (alignas(64) rounds its 104 up): the per-chunk walks find record `id` at base + id * 128, one shift,
+// where 104 takes several instructions.
 struct alignas(64) Chunk {
   static constexpr std::uint32_t kUnmapped = UINT32_MAX;
   ChunkHandle handle;
   Pages pages;                        // 0: this record is unused
   std::uint32_t arena = kUnmapped;    // the arena it is mapped in
-  std::uint32_t users = 0;            // blocks overlapping its pages (mapped chunks only)
+  std::uint32_t users = 0;            // blocks it backs an end page of (mapped chunks only: chunk_use.h)
   PageNumber first_page;              // where it is mapped in `arena`
-  std::uint64_t idle_since = 0;       // IdleChunks tick of its last turn to idle
   bool on_peer = false;               // made on a peer device or lent by another process (the lake)
   bool recalled = false;              // its lender wants it back: no new block on it (ChunkStore::recall)
   absl::InlinedVector<ChunkPlace, 2> standby;  // standby mappings, oldest first (none on peer chunks)

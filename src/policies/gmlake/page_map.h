@@ -12,10 +12,14 @@
 // pages of a range are mapped, and how, costs one popcount per 64 pages (summarize), which finds the standby
 // mappings among them in the same words, with no walk.
 //
+// Two more bitmaps serve ChunkUse: the first page of every mapping (start_bits: how many chunks a run of pages
+// holds is a popcount, with no walk) and the pages of idle chunks' active places (idle_bits, which ChunkUse sets
+// and clears a span at a time: whether the chunk at a page is idle is one bit, with no chunk record read).
 // Invariant (check_invariants): slot(first + k) = {chunk, k, pages, active} for every mapping of a chunk at
 // `first` and k < pages; a leaf's `mapped` counts its mapped slots, and its bitmaps have a bit set exactly for
-// its mapped slots (mapped_bits) and for those that are active (active_bits); mapped_chunks() counts the
-// mappings' first pages. The owner keeps `active` equal to Chunk::active_at (StitchingAllocator::check_invariants
+// its mapped slots (mapped_bits), for those that are active (active_bits) and for the first slot of each mapping
+// (start_bits); idle_bits is a subset of active_bits (ChunkUse::check_invariants checks the rest: exactly the
+// pages of idle chunks); mapped_chunks() counts the mappings' first pages. The owner keeps `active` equal to Chunk::active_at (StitchingAllocator::check_invariants
 // checks it).
 // Page numbers and counts are PageNumber and Pages (pages.h); the leaves index raw numbers inside.
 // Thread safety: none (the owning allocator is serialized by its caller).
@@ -65,10 +69,11 @@ class PageMap {
       s = {chunk, static_cast<std::uint32_t>(k), static_cast<std::uint32_t>(pages), true};
       leaf.set_bits(first_page + k, true, true);
     }
+    leaves_[first_page >> kLeafShift]->set_start(first_page, true);
     ++chunks_;
   }
-  // The mapping that starts at `first` becomes the chunk's active place (`active`) or a standby one; nothing
-  // happens when none starts there. O(pages of the chunk).
+  // The mapping that starts at `first` becomes the chunk's active place (`active`) or a standby one (no longer
+  // idle: idle_bits); nothing happens when none starts there. O(pages of the chunk).
   void set_active(PageNumber first, bool active) {
     const std::uint64_t first_page = first.value();
     const Slot* start = slot(first_page);
@@ -78,7 +83,104 @@ class PageMap {
       Leaf& leaf = *leaves_[(first_page + k) >> kLeafShift];
       leaf.slots[(first_page + k) & kLeafMask].active = active;
       leaf.set_bits(first_page + k, true, active);
+      if (!active) leaf.set_idle(first_page + k, false);
     }
+  }
+
+  // Pages [first, last] (pages of active mappings, none idle, first <= last) turned idle together at `tick`: an
+  // idle span. Its first page is marked a span start with the tick, and no page after it up to `last` is one
+  // any more; the pages after it keep the tick they had (a start is marked right after it, with the tick of the
+  // start that held it). So the tick of an idle page is the one at the nearest span start at or before it
+  // (idle_tick). Returns how many mappings start in [first, last]. O(leaves + pages / 64 + the pages back from
+  // last to the span start that held it / 64).
+  std::uint64_t mark_idle(PageNumber first, PageNumber last, std::uint64_t tick) {
+    const std::uint64_t lo = first.value(), hi = last.value();
+    const std::uint64_t after = hi + 1;
+    const bool after_leaf = (after >> kLeafShift) < leaves_.size() && leaves_[after >> kLeafShift];
+    const std::uint64_t held_by = after_leaf && !span_start_at(after) ? span_start_at_or_before(after) : UINT64_MAX;
+    const bool split = held_by != UINT64_MAX;
+    const std::uint64_t after_tick = split ? tick_at_start(held_by) : 0;
+    std::uint64_t chunks = 0;
+    for_words(lo, hi, [&](Leaf& leaf, std::uint64_t w, std::uint64_t mask) {
+      leaf.idle_bits[w] |= mask;
+      leaf.span_start_bits[w] &= ~mask;
+      chunks += bits_in(leaf.start_bits[w] & mask);
+    });
+    set_span_start(lo, tick);
+    if (split) set_span_start(after, after_tick);
+    return chunks;
+  }
+  // The tick of the idle span holding page `page`: the tick marked at the nearest span start at or before it
+  // (for a page not idle, the last span that held it, if any: 0 when none). O(pages back to that start / 64).
+  std::uint64_t idle_tick(PageNumber page) const {
+    const std::uint64_t start = span_start_at_or_before(page.value());
+    return start == UINT64_MAX ? 0 : tick_at_start(start);
+  }
+  // The first span start in [first, last], or PageNumber::max(). O(leaves + pages / 64).
+  PageNumber next_span_start(PageNumber first, PageNumber last) const {
+    const std::uint64_t lo = first.value(), hi = last.value();
+    for (std::uint64_t i = lo >> kLeafShift; i <= (hi >> kLeafShift) && i < leaves_.size(); ++i) {
+      const Leaf* leaf = leaves_[i].get();
+      if (leaf == nullptr) continue;
+      const std::uint64_t a = i == (lo >> kLeafShift) ? lo & kLeafMask : 0;
+      const std::uint64_t b = i == (hi >> kLeafShift) ? hi & kLeafMask : kLeafMask;
+      for (std::uint64_t w = a >> 6; w <= b >> 6; ++w) {
+        const std::uint64_t bits = leaf->span_start_bits[w] & word_mask(w, a, b);
+        if (bits != 0) {
+          return PageNumber{(i << kLeafShift) + (w << 6) + static_cast<std::uint64_t>(__builtin_ctzll(bits))};
+        }
+      }
+    }
+    return PageNumber::max();
+  }
+  // Pages [first, last] (first <= last) are no longer idle: returns how many of them were, and how many chunks'
+  // first pages among them. O(leaves + pages / 64).
+  std::pair<Pages, std::uint64_t> clear_idle(PageNumber first, PageNumber last) {
+    std::uint64_t pages = 0, chunks = 0;
+    for_words(first.value(), last.value(), [&](Leaf& leaf, std::uint64_t w, std::uint64_t mask) {
+      const std::uint64_t idle = leaf.idle_bits[w] & mask;
+      if (idle == 0) return;
+      pages += bits_in(idle);
+      chunks += bits_in(idle & leaf.start_bits[w]);
+      leaf.idle_bits[w] &= ~mask;
+    });
+    return {Pages{pages}, chunks};
+  }
+  // The first idle page in [first, last] (first <= last), or PageNumber::max(). O(leaves + pages / 64).
+  PageNumber first_idle(PageNumber first, PageNumber last) const {
+    const std::uint64_t lo = first.value(), hi = last.value();
+    for (std::uint64_t i = lo >> kLeafShift; i <= (hi >> kLeafShift) && i < leaves_.size(); ++i) {
+      const Leaf* leaf = leaves_[i].get();
+      if (leaf == nullptr || leaf->mapped == 0) continue;
+      const std::uint64_t a = i == (lo >> kLeafShift) ? lo & kLeafMask : 0;
+      const std::uint64_t b = i == (hi >> kLeafShift) ? hi & kLeafMask : kLeafMask;
+      for (std::uint64_t w = a >> 6; w <= b >> 6; ++w) {
+        const std::uint64_t idle = leaf->idle_bits[w] & word_mask(w, a, b);
+        if (idle != 0) {
+          return PageNumber{(i << kLeafShift) + (w << 6) + static_cast<std::uint64_t>(__builtin_ctzll(idle))};
+        }
+      }
+    }
+    return PageNumber::max();
+  }
+  // True when page `page` lies in an idle chunk's active place (set_idle). O(1).
+  bool idle_at(PageNumber page) const {
+    const std::uint64_t p = page.value(), i = p >> kLeafShift;
+    if (i >= leaves_.size() || !leaves_[i]) return false;
+    return (leaves_[i]->idle_bits[(p & kLeafMask) >> 6] >> (p & 63)) & 1;
+  }
+  // Mappings (active or standby) whose first page lies in [first, last] (first <= last). O(leaves + pages / 64).
+  std::uint64_t starts(PageNumber first, PageNumber last) const {
+    std::uint64_t n = 0;
+    const std::uint64_t lo = first.value(), hi = last.value();
+    for (std::uint64_t i = lo >> kLeafShift; i <= (hi >> kLeafShift) && i < leaves_.size(); ++i) {
+      const Leaf* leaf = leaves_[i].get();
+      if (leaf == nullptr || leaf->mapped == 0) continue;
+      const std::uint64_t a = i == (lo >> kLeafShift) ? lo & kLeafMask : 0;
+      const std::uint64_t b = i == (hi >> kLeafShift) ? hi & kLeafMask : kLeafMask;
+      for (std::uint64_t w = a >> 6; w <= b >> 6; ++w) n += bits_in(leaf->start_bits[w] & word_mask(w, a, b));
+    }
+    return n;
   }
 
   // What pages [first_page, last_page] (first_page <= last_page) hold, read from the bitmaps, with
@@ -150,8 +252,10 @@ class PageMap {
       Leaf& leaf = *leaves_[(first_page + k) >> kLeafShift];
       leaf.slots[(first_page + k) & kLeafMask] = Slot{};
       leaf.set_bits(first_page + k, false, false);
+      leaf.set_idle(first_page + k, false);
       --leaf.mapped;
     }
+    leaves_[first_page >> kLeafShift]->set_start(first_page, false);
     --chunks_;
   }
   std::uint64_t mapped_chunks() const { return chunks_; }
@@ -230,7 +334,7 @@ class PageMap {
   // popcounts of their bitmaps must then add up to them, so no slot or bit outside a chunk is set.
   void check_invariants() const {
     std::vector<std::uint64_t> per_leaf(leaves_.size(), 0), active_per_leaf(leaves_.size(), 0);
-    std::uint64_t starts = 0;
+    std::uint64_t starts = 0, starts_total = 0;
     for_all([&](PageNumber first_page, const Entry& e) {
       ++starts;
       const std::uint64_t first = first_page.value();
@@ -247,6 +351,10 @@ class PageMap {
           broken("page map leaf " + std::to_string(i) + "'s bitmaps differ from its slots at page " +
                  std::to_string(page));
         }
+        if (((leaf.start_bits[w] >> (page & 63)) & 1) != (k == 0 ? 1u : 0u)) {
+          broken("page map leaf " + std::to_string(i) + "'s start bits differ from its slots at page " +
+                 std::to_string(page));
+        }
         ++per_leaf[i];
         active_per_leaf[i] += e.active ? 1 : 0;
       }
@@ -256,16 +364,22 @@ class PageMap {
         broken("page map leaf " + std::to_string(i) + " has mapped slots outside every chunk");
       }
       if (!leaves_[i]) continue;
-      std::uint64_t mapped_bits = 0, active_bits = 0;
+      std::uint64_t mapped_bits = 0, active_bits = 0, start_bits = 0;
       for (std::uint64_t w = 0; w < kLeafPages / 64; ++w) {
         mapped_bits += static_cast<std::uint64_t>(__builtin_popcountll(leaves_[i]->mapped_bits[w]));
         active_bits += static_cast<std::uint64_t>(__builtin_popcountll(leaves_[i]->active_bits[w]));
+        start_bits += static_cast<std::uint64_t>(__builtin_popcountll(leaves_[i]->start_bits[w]));
+        if ((leaves_[i]->idle_bits[w] & ~leaves_[i]->active_bits[w]) != 0) {
+          broken("page map leaf " + std::to_string(i) + " has idle pages outside every active mapping");
+        }
       }
       if (mapped_bits != per_leaf[i] || active_bits != active_per_leaf[i]) {
         broken("page map leaf " + std::to_string(i) + "'s bitmaps have bits set outside every chunk");
       }
+      starts_total += start_bits;
     }
     if (starts != chunks_) broken("the page map's chunk count");
+    if (starts_total != chunks_) broken("the page map's start bits have bits set outside every chunk's first page");
   }
 
  private:
@@ -282,13 +396,84 @@ class PageMap {
     std::array<Slot, kLeafPages> slots{};
     std::array<std::uint64_t, kLeafPages / 64> mapped_bits{};  // bit k: slot k has a chunk
     std::array<std::uint64_t, kLeafPages / 64> active_bits{};  // bit k: slot k is its chunk's active place
+    std::array<std::uint64_t, kLeafPages / 64> start_bits{};   // bit k: slot k is its mapping's first page
+    std::array<std::uint64_t, kLeafPages / 64> idle_bits{};    // bit k: slot k is an idle chunk's (ChunkUse)
+    std::array<std::uint64_t, kLeafPages / 64> span_start_bits{};  // bit k: an idle span starts at slot k
+    std::array<std::uint64_t, kLeafPages> span_ticks{};            // the tick of the span starting at slot k
     std::uint64_t mapped = 0;                                  // slots with a chunk
     void set_bits(std::uint64_t page, bool mapped_bit, bool active_bit) {
       const std::uint64_t w = (page & kLeafMask) >> 6, bit = std::uint64_t{1} << (page & 63);
       mapped_bits[w] = mapped_bit ? mapped_bits[w] | bit : mapped_bits[w] & ~bit;
       active_bits[w] = active_bit ? active_bits[w] | bit : active_bits[w] & ~bit;
     }
+    void set_start(std::uint64_t page, bool on) {
+      const std::uint64_t w = (page & kLeafMask) >> 6, bit = std::uint64_t{1} << (page & 63);
+      start_bits[w] = on ? start_bits[w] | bit : start_bits[w] & ~bit;
+    }
+    void set_idle(std::uint64_t page, bool on) {
+      const std::uint64_t w = (page & kLeafMask) >> 6, bit = std::uint64_t{1} << (page & 63);
+      idle_bits[w] = on ? idle_bits[w] | bit : idle_bits[w] & ~bit;
+    }
   };
+  bool span_start_at(std::uint64_t page) const {
+    const std::uint64_t i = page >> kLeafShift;
+    if (i >= leaves_.size() || !leaves_[i]) return false;
+    return (leaves_[i]->span_start_bits[(page & kLeafMask) >> 6] >> (page & 63)) & 1;
+  }
+  std::uint64_t tick_at_start(std::uint64_t page) const {
+    return leaves_[page >> kLeafShift]->span_ticks[page & kLeafMask];
+  }
+  void set_span_start(std::uint64_t page, std::uint64_t tick) {
+    Leaf& leaf = *leaves_[page >> kLeafShift];
+    leaf.span_start_bits[(page & kLeafMask) >> 6] |= std::uint64_t{1} << (page & 63);
+    leaf.span_ticks[page & kLeafMask] = tick;
+  }
+  // The nearest span start at or before `page`, or UINT64_MAX.
+  std::uint64_t span_start_at_or_before(std::uint64_t page) const {
+    std::uint64_t i = std::min<std::uint64_t>(page >> kLeafShift, leaves_.size());
+    std::uint64_t w = (page & kLeafMask) >> 6;
+    std::uint64_t mask = ~std::uint64_t{0} >> (63 - (page & 63));
+    if ((page >> kLeafShift) >= leaves_.size()) {
+      mask = ~std::uint64_t{0};
+      w = kLeafPages / 64 - 1;
+      if (i == 0) return UINT64_MAX;
+      --i;
+    }
+    for (;;) {
+      if (const Leaf* leaf = leaves_[i].get(); leaf != nullptr) {
+        for (;;) {
+          const std::uint64_t bits = leaf->span_start_bits[w] & mask;
+          if (bits != 0) return (i << kLeafShift) + (w << 6) + 63 - static_cast<std::uint64_t>(__builtin_clzll(bits));
+          if (w == 0) break;
+          --w;
+          mask = ~std::uint64_t{0};
+        }
+      }
+      if (i == 0) return UINT64_MAX;
+      --i;
+      w = kLeafPages / 64 - 1;
+      mask = ~std::uint64_t{0};
+    }
+  }
+  // The bits of word `w` of a leaf for its slots [a, b] (a <= b, both in the leaf).
+  static std::uint64_t word_mask(std::uint64_t w, std::uint64_t a, std::uint64_t b) {
+    std::uint64_t mask = ~std::uint64_t{0};
+    if (w == a >> 6) mask &= ~std::uint64_t{0} << (a & 63);
+    if (w == b >> 6) mask &= ~std::uint64_t{0} >> (63 - (b & 63));
+    return mask;
+  }
+  // Calls f(leaf, w, mask) for every word of the leaves that pages [first, last] touch (none where no leaf is:
+  // no page there is mapped), with the mask of those pages in it.
+  template <typename F>
+  void for_words(std::uint64_t first, std::uint64_t last, F&& f) {
+    for (std::uint64_t i = first >> kLeafShift; i <= last >> kLeafShift && i < leaves_.size(); ++i) {
+      if (!leaves_[i]) continue;
+      Leaf& leaf = *leaves_[i];
+      const std::uint64_t a = i == (first >> kLeafShift) ? first & kLeafMask : 0;
+      const std::uint64_t b = i == (last >> kLeafShift) ? last & kLeafMask : kLeafMask;
+      for (std::uint64_t w = a >> 6; w <= b >> 6; ++w) f(leaf, w, word_mask(w, a, b));
+    }
+  }
 
   const Slot* slot(std::uint64_t page) const {
     const std::uint64_t i = page >> kLeafShift;
@@ -300,12 +485,15 @@ class PageMap {
     if (!leaves_[i]) leaves_[i] = std::make_unique<Leaf>();
     return *leaves_[i];
   }
-  // The bits set in `w`: a popcount, with no call for an empty or full word (the build has no popcnt
-  // instruction: __builtin_popcountll calls libgcc).
+  // The bits set in `w`: a popcount, with no call for an empty or full word, and else counted inline in parallel
+  // (the build has no popcnt instruction: __builtin_popcountll would call libgcc).
   static std::uint64_t bits_in(std::uint64_t w) {
     if (w == 0) return 0;
     if (w == ~std::uint64_t{0}) return 64;
-    return static_cast<std::uint64_t>(__builtin_popcountll(w));
+    w -= (w >> 1) & 0x5555555555555555ULL;
+    w = (w & 0x3333333333333333ULL) + ((w >> 2) & 0x3333333333333333ULL);
+    w = (w + (w >> 4)) & 0x0F0F0F0F0F0F0F0FULL;
+    return (w * 0x0101010101010101ULL) >> 56;
   }
   // The bits of the word of pages [word_first, word_first + 64) for pages at or past `page`.
   static std::uint64_t bits_from(std::uint64_t page, std::uint64_t word_first) {

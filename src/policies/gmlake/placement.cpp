@@ -28,12 +28,14 @@ Placer::Cost Placer::cost_of(const Arena& arena, PageNumber first, PageNumber la
     next = hi + 1;
     const Chunk& c = store_[e.chunk];
     standby += e.active ? 0 : 1;
+    // An active place is idle when the page table says so; a standby mapping's chunk is used elsewhere or not.
+    const bool used = e.active ? !arena.pages.idle_at(start) : use_.used(e.chunk);
     // A standby mapping of a chunk that a block uses elsewhere goes: its pages are stitched anew.
-    if (c.users != 0 && !e.active) {
+    if (used && !e.active) {
       known_unmapped += covered;
     } else {
       unmapped -= covered;
-      if (c.users == 0) pinned_waste += pages - covered;
+      if (!used) pinned_waste += pages - covered;
       recalled = recalled || c.recalled;
     }
     return known_unmapped <= bound;
@@ -55,7 +57,7 @@ Placer::Cost Placer::cost_from_bitmaps(const Arena& arena, PageNumber first, Pag
     const std::uint64_t p = start.value(), pages = e.pages.count();
     const std::uint64_t covered = std::min(p + pages - 1, last_raw) - std::max(p, first_raw) + 1;
     ++standby;
-    if (store_[e.chunk].users != 0) {
+    if (use_.used(e.chunk)) {
       lost += covered;
     } else {
       usable += covered;
@@ -73,13 +75,13 @@ Placer::Cost Placer::cost_from_bitmaps(const Arena& arena, PageNumber first, Pag
   if (at_first.chunk != kNoChunk && at_first.active) {
     const std::uint64_t pages = at_first.pages.count();
     const std::uint64_t covered = std::min(first_start.value() + pages - 1, last_raw) - first_raw + 1;
-    if (covered != pages && store_[at_first.chunk].users == 0) pinned_waste += pages - covered;
+    if (covered != pages && arena.pages.idle_at(first_start)) pinned_waste += pages - covered;
   }
   const auto [last_start, at_last] = arena.pages.at(last);
   if (at_last.chunk != kNoChunk && at_last.active && !(at_first.chunk != kNoChunk && last_start == first_start)) {
     const std::uint64_t pages = at_last.pages.count();
     const std::uint64_t covered = last_raw - std::max(last_start.value(), first_raw) + 1;
-    if (covered != pages && store_[at_last.chunk].users == 0) pinned_waste += pages - covered;
+    if (covered != pages && arena.pages.idle_at(last_start)) pinned_waste += pages - covered;
   }
   return Cost{Pages{last_raw - first_raw + 1 - active - usable}, Pages{pinned_waste}, standby};
 }

@@ -21,6 +21,7 @@
 
 #include "arena.h"
 #include "chunk_store.h"
+#include "chunk_use.h"
 #include "page_geometry.h"
 
 namespace gmlake::engine {
@@ -43,9 +44,9 @@ class Placer {
   };
 
   // `page`: the engine's page (Config::page_bytes); `fit_candidates`: free ranges weighed at most
-  // (Config::fit_candidates, >= 1). `store` must outlive the Placer.
-  Placer(const ChunkStore& store, PageGeometry page, std::uint64_t fit_candidates)
-      : store_(store), page_(page), fit_candidates_(fit_candidates) {}
+  // (Config::fit_candidates, >= 1). `store` and `use` (which chunks blocks use) must outlive the Placer.
+  Placer(const ChunkStore& store, const ChunkUse& use, PageGeometry page, std::uint64_t fit_candidates)
+      : store_(store), use_(use), page_(page), fit_candidates_(fit_candidates) {}
 
   // The cost of pages [first, last] of `arena` (first <= last); unmapped == Pages::max() when a recalled chunk
   // backs any of them, or when more than `unmapped_bound` of the pages are found unmapped (the walk stops
@@ -71,6 +72,7 @@ class Placer {
   Cost cost_from_bitmaps(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound) const;
 
   const ChunkStore& store_;
+  const ChunkUse& use_;
   PageGeometry page_;
   std::uint64_t fit_candidates_;
 };

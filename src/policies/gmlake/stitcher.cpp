@@ -29,16 +29,17 @@ void Stitcher::unmap(Arena& arena, ChunkId id) {
   c.users = 0;
 }
 
-void Stitcher::to_standby(Arena& active_arena, ChunkId id) {
+void Stitcher::to_standby(Arena& active_arena, ChunkId id, std::uint64_t left_tick) {
   Chunk& c = store_[id];
-  c.standby.push_back({c.arena, c.first_page, c.idle_since});  // throws bad_alloc: nothing changed
+  c.standby.push_back({c.arena, c.first_page, left_tick});  // throws bad_alloc: nothing changed
   active_arena.pages.set_active(c.first_page, false);
   if (BackendObserver* o = backend_.observer()) o->on_unmap(address(active_arena, c.first_page), page_.bytes_of(c.pages));
   c.arena = Chunk::kUnmapped;
   c.users = 0;
 }
 
-void Stitcher::activate(Arena& arena, PageNumber first_page, ChunkId id, Arena* active_arena) {
+void Stitcher::activate(Arena& arena, PageNumber first_page, ChunkId id, Arena* active_arena,
+                        std::uint64_t left_tick) {
   Chunk& c = store_[id];
   const auto it = c.standby_at(arena.id, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: activating a mapping a chunk lacks");
@@ -51,7 +52,7 @@ void Stitcher::activate(Arena& arena, PageNumber first_page, ChunkId id, Arena* 
     active_arena->pages.set_active(c.first_page, false);
     // The active place becomes a standby one, in the slot of the one activated: the stream's work before the
     // chunk's idle tick may still touch it.
-    *it = {c.arena, c.first_page, c.idle_since};
+    *it = {c.arena, c.first_page, left_tick};
     std::rotate(it, it + 1, c.standby.end());  // ... and the newest
   } else {
     c.standby.erase(it);

@@ -44,14 +44,15 @@ class Stitcher {
   void unmap(Arena& arena, ChunkId id);
 
   // Standby mappings (chunk_store.h). No backend call: chunk `id`'s active mapping stays mapped, as a standby
-  // one (the newest); the chunk is then free but not in the free index. `active_arena`: the arena it is active
-  // in. Throws std::bad_alloc only (nothing changed).
-  void to_standby(Arena& active_arena, ChunkId id);
+  // one (the newest), left at `left_tick` (the chunk's idle tick: ChunkUse::idle_since); the chunk is then free
+  // but not in the free index. `active_arena`: the arena it is active in. Throws std::bad_alloc only (nothing
+  // changed).
+  void to_standby(Arena& active_arena, ChunkId id, std::uint64_t left_tick);
   // No backend call: the standby mapping of chunk `id` at `first_page` of `arena` becomes its active place; an
-  // active place it had elsewhere (in `active_arena`; null when the chunk is free) becomes a standby one.
-  // Throws std::logic_error when the chunk has no standby mapping there, or is mapped but `active_arena` is null
-  // (nothing changed).
-  void activate(Arena& arena, PageNumber first_page, ChunkId id, Arena* active_arena);
+  // active place it had elsewhere (in `active_arena`; null when the chunk is free) becomes a standby one, left
+  // at `left_tick` (its idle tick there). Throws std::logic_error when the chunk has no standby mapping there, or
+  // is mapped but `active_arena` is null (nothing changed).
+  void activate(Arena& arena, PageNumber first_page, ChunkId id, Arena* active_arena, std::uint64_t left_tick);
   // Unmaps the standby mapping of chunk `id` at `first_page` of `arena`; the caller has made sure no queued work
   // touches it (ChunkPlace::left_tick, ChunkSource::unmap_standby). Throws BackendError: nothing changed.
   void unmap_standby(Arena& arena, PageNumber first_page, ChunkId id);

@@ -28,8 +28,8 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
       store_(backend, PageGeometry(config.page_bytes), stats_),
       peers_(make_peer_source(config_, backend, store_, lake)),
       stitcher_(backend, store_, page_),
-      placer_(store_, page_, config_.fit_candidates),
-      use_(store_),
+      placer_(store_, use_, page_, config_.fit_candidates),
+      use_(store_, arenas_),
       fence_(events),
       arenas_(backend, config.arena_virtual_bytes, !config.cross_stream_reuse,
               [this](Arena& arena) { return unmap_arena(arena); },
@@ -116,6 +116,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
     try {
       dropped = take_standby(arena, first, last);
     } catch (...) {
+      use_.restore_taken(arena);  // idle chunks moved here stay here, idle as they were
       arena.free.give(piece);
       throw;
     }
@@ -128,13 +129,13 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
       stats_.stitched_chunks += stitch(arena, first, last, size_bytes);
       ++stats_.stitches;
     } catch (const OutOfMemoryError&) {
-      noted(arena, use_.unuse(arena, first, last));
+      noted(arena, use_.unuse_partly_mapped(arena, first, last));
       arena.free.give(piece);
       ++stats_.num_ooms;
       update_inactive_split();
       throw;
     } catch (...) {
-      noted(arena, use_.unuse(arena, first, last));
+      noted(arena, use_.unuse_partly_mapped(arena, first, last));
       arena.free.give(piece);
       update_inactive_split();
       throw;
@@ -177,19 +178,19 @@ std::uint64_t StitchingAllocator::stitch(Arena& arena, PageNumber first, PageNum
   const Pages limit = source_.chunk_limit(last - first + Pages{1});
   std::uint64_t chunks = 0;
   for (std::size_t i = 0; i + 1 < runs_.size(); ++i) {
-    chunks += stitch_run(arena, runs_[i].first, runs_[i].second, last, limit, requested);
+    chunks += stitch_run(arena, runs_[i].first, runs_[i].second, first, last, limit, requested);
   }
-  if (grown_pages == run_pages) return chunks + stitch_run(arena, run_first, run_pages, last, limit, requested);
+  if (grown_pages == run_pages) return chunks + stitch_run(arena, run_first, run_pages, first, last, limit, requested);
   try {
-    return chunks + stitch_run(arena, run_first, grown_pages, last, limit, requested);
+    return chunks + stitch_run(arena, run_first, grown_pages, first, last, limit, requested);
   } catch (const OutOfMemoryError&) {
     ++stats_.num_alloc_retries;
-    return chunks + stitch_run(arena, run_first, run_pages, last, limit, requested);
+    return chunks + stitch_run(arena, run_first, run_pages, first, last, limit, requested);
   }
 }
 
-std::uint64_t StitchingAllocator::stitch_run(Arena& arena, PageNumber first, Pages pages, PageNumber block_last,
-                                             Pages chunk_limit, std::uint64_t requested) {
+std::uint64_t StitchingAllocator::stitch_run(Arena& arena, PageNumber first, Pages pages, PageNumber block_first,
+                                             PageNumber block_last, Pages chunk_limit, std::uint64_t requested) {
   Pages done;
   std::uint64_t chunks = 0;
   try {
@@ -205,7 +206,7 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, PageNumber first, Pag
       }
       // Used by the block being placed; grown-ahead chunks too until the run is whole (else the next obtain()
       // could evict one and leave a hole under the run's set_access).
-      use_.mapped_for_block(id);
+      use_.mapped_for_block(id, block_first, block_last);
       done += store_[id].pages;
       ++chunks;
     }
@@ -224,7 +225,7 @@ std::uint64_t StitchingAllocator::stitch_run(Arena& arena, PageNumber first, Pag
                            [&](PageNumber, const PageMap::Entry& e) { mapped.push_back(e.chunk); });
     }
     for (const ChunkId id : mapped) {
-      const bool used = store_[id].users != 0;
+      const bool used = use_.used(id);
       const Pages n = store_[id].pages;
       try {
         stitcher_.unmap(arena, id);
@@ -259,15 +260,19 @@ std::uint64_t StitchingAllocator::take_standby(Arena& arena, PageNumber first, P
     // mapping of it in the range), or while another stream's queued work may still touch it at its active place.
     const bool in_range = c.mapped() && c.arena == arena.id && c.first_page <= last && c.first_page + c.pages > first;
     const bool lagging = c.mapped() && arenas_[c.arena].stream != arena.stream && !source_.safe_to_evict(id);
-    if (c.users != 0 || in_range || lagging) {
-      source_.unmap_standby(id, arena.id, page);  // throws: what was taken stays taken, idle and consistent
+    if (use_.used(id) || in_range || lagging) {
+      source_.unmap_standby(id, arena.id, page);  // throws: what was taken stays taken (ChunkUse::restore_taken)
       ++dropped;
     } else if (c.mapped()) {
-      stitcher_.activate(arena, page, id, &arenas_[c.arena]);  // idle at its new place, since the same tick
+      Arena& from = arenas_[c.arena];
+      // Its idle tick is the old place's left_tick, which only a fence with stream events reads.
+      const std::uint64_t left_tick = fence_.asynchronous() ? use_.idle_since(id) : 0;
+      use_.take_idle(from, id);  // the block's from here on
+      stitcher_.activate(arena, page, id, &from, left_tick);
     } else {
       store_.take_free(id);
-      stitcher_.activate(arena, page, id, nullptr);
-      use_.mapped_idle(id);
+      stitcher_.activate(arena, page, id, nullptr, 0);
+      use_.mapped_idle(arena, id);
     }
   }
   return dropped;

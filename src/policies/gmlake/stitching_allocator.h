@@ -6,7 +6,7 @@
 //     placed at 512 B granularity in its free ranges (FreeIndex), split and coalesced as in PyTorch's allocator.
 //   - Physical memory is a set of chunks of several sizes (ChunkStore): 1 to max_chunk_bytes / page_bytes pages.
 //     A chunk is mapped whole at a run of pages (PageMap) and backs them while any block overlaps it (ChunkUse,
-//     chunk_use.h: users, the idle queue, the page counts).
+//     chunk_use.h: which chunks blocks use, the idle queue, the page counts).
 //   - Placement (Placer, placement.h) weighs the best-fitting free ranges (fit_candidates of them, each at its
 //     start and at its end) by the pages they would still need mapped, then by the idle pages they would pin (a
 //     chunk moves whole, so an idle chunk a block only partly covers is stranded while the block lives), and
@@ -51,16 +51,18 @@
 // check_invariants recounts the ones that span parts:
 //   free ranges(A) + blocks(A) tile [0, A.virtual_bytes)
 //   pages(b) is covered by mapped chunks of b's arena
-//   c.users = #{ b : pages(b) and pages(c) overlap }                                  (mapped c)
+//   c.users = #{ b : c backs b's first or last page };  used(c) <=> #{ b : pages(b) and pages(c) overlap } > 0,
+//   and a chunk with users 0 that some b overlaps lies wholly inside that one b                  (mapped c)
 //   every page of a block lies in an active mapping;  every PageMap entry is its chunk's active place or one
 //   of its standby ones, and each standby place of a chunk is a PageMap entry; peer chunks have none
-//   used_pages = sum of c.pages over mapped c with users > 0;  idle_pages = same with users == 0
+//   used_pages = sum of c.pages over mapped c used;  idle_pages = the same over the idle ones
 //   reserved_bytes = sum of c.pages x page_bytes over all chunks = backend.live_chunk_bytes()
 //   peer_reserved_bytes = same over chunks on peers = sum over peer devices d of backend.live_chunk_bytes(d)
 //                       + the lent chunks' bytes (<= backend.live_imported_bytes())
 //                       <= peer_budget_bytes (when set);  reserved_bytes - peer_reserved_bytes =
 //                       backend.live_chunk_bytes(backend.device())
-//   backend.live_mappings() = #mapped chunks + #standby mappings;   idle c  <=>  IdleChunks holds c at c.idle_since
+//   backend.live_mappings() = #mapped chunks + #standby mappings;   idle c  <=>  c's pages carry idle bits, and
+//   IdleChunks holds an entry of c's idle tick over them (chunk_use.h)
 //   allocated / active / requested bytes = the sums over live (and pending, for active) blocks (the live
 //   table's own equations: BlockTable, block_table.h)
 //   inactive_split_bytes = used_pages x page_bytes - active_bytes
@@ -149,11 +151,11 @@ class StitchingAllocator final : public Allocator {
   }
   // Maps every unmapped run of [first, last] (whose mapped chunks are used); returns the chunks mapped.
   std::uint64_t stitch(Arena& arena, PageNumber first, PageNumber last, std::uint64_t requested);
-  // Backs pages [first, first + pages) (unmapped) with chunks and grants access; chunks starting past
-  // `block_last` (grown ahead) are idle from the start.
+  // Backs pages [first, first + pages) (unmapped) with chunks and grants access, for the block on pages
+  // [block_first, block_last]; chunks starting past `block_last` (grown ahead) are idle from the start.
   // `chunk_limit`: the largest chunk, in pages, a run of this block gets (chunks_per_block).
-  std::uint64_t stitch_run(Arena& arena, PageNumber first, Pages pages, PageNumber block_last, Pages chunk_limit,
-                           std::uint64_t requested);
+  std::uint64_t stitch_run(Arena& arena, PageNumber first, Pages pages, PageNumber block_first,
+                           PageNumber block_last, Pages chunk_limit, std::uint64_t requested);
   // obtain() of at most min(pages, chunk_limit) pages, and with a peer source, a chunk of at most `block_pages`
   // pages (the block's own pages left in the run; 0 for pages grown ahead: never borrowed), not bounded by
   // chunk_limit, borrowed from a peer when obtain() runs out of memory or leaves an over-budget move to the peer

@@ -38,8 +38,9 @@ void StitchingAllocator::check_invariants() const {
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
     if (arenas_[a].blocks != arena_blocks[a]) broken("an arena's block count differs from the recount");
   }
-  // Chunk users recounted from the blocks; every page of a block mapped.
-  absl::flat_hash_map<ChunkId, std::uint32_t> users;
+  // Chunk users recounted from the blocks: the blocks overlapping each chunk, and those it backs an end page of
+  // (what its record counts: chunk_use.h); every page of a block mapped.
+  absl::flat_hash_map<ChunkId, std::uint32_t> users, end_users;
   for (const auto& [address, b] : blocks_) {
     const Arena& arena = arenas_[b.arena];
     if (address != arena.base + b.offset) broken("block address differs from its arena offset");
@@ -55,6 +56,7 @@ void StitchingAllocator::check_invariants() const {
     arena.pages.for_each(first, last, [&](PageNumber p, const PageMap::Entry& e) {
       if (!store_[e.chunk].active_at(arena.id, p)) broken("block " + hex(block_address) + " lies on a standby mapping");
       ++users[e.chunk];
+      if (p <= first || p + e.pages > last) ++end_users[e.chunk];
     });
   }
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
@@ -101,10 +103,13 @@ void StitchingAllocator::check_invariants() const {
     live_pages += c.pages;
     if (!c.mapped()) return;
     ++mapped_chunks;
-    const auto it = users.find(id);
+    const auto it = users.find(id), end_it = end_users.find(id);
     const std::uint32_t expect = it == users.end() ? 0 : it->second;
-    if (c.users != expect) broken("chunk users differ from the recount");
-    if (c.users != 0) {
+    const std::uint32_t expect_ends = end_it == end_users.end() ? 0 : end_it->second;
+    if (c.users != expect_ends) broken("chunk users (the blocks it ends) differ from the recount");
+    if (use_.used(id) != (expect != 0)) broken("a chunk's use differs from the blocks overlapping it");
+    if (expect_ends == 0 && expect > 1) broken("a chunk inside a block is overlapped by another");
+    if (expect != 0) {
       const Arena& arena = arenas_[c.arena];
       if (!backend_.is_accessible(stitcher_.address(arena, c.first_page), page_.bytes_of(c.pages)))
         broken("a used chunk has no access at " + hex(stitcher_.address(arena, c.first_page)));

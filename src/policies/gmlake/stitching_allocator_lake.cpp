@@ -60,13 +60,13 @@ void StitchingAllocator::serve_recalls() noexcept {
 
 void StitchingAllocator::give_back_if_unused(ChunkId id) {
   const Chunk& c = store_[id];
-  if (c.users != 0) return;  // a live block uses it: it goes back once the last one is freed
+  if (use_.used(id)) return;  // a live block uses it: it goes back once the last one is freed
   try {
     if (c.mapped()) {
       if (!source_.safe_to_evict(id)) {
         // Queued work may still touch it. Make sure a mark follows it (a free between the stream's marks has
         // none of its own), so that a later call finds it safe even if nothing more is freed on that stream.
-        fence_.cover(arenas_[c.arena].stream, c.idle_since, use_.next_tick());
+        fence_.cover(arenas_[c.arena].stream, use_.idle_since(id), use_.next_tick());
         return;
       }
       source_.evict(id);  // into the free chunks, which give a peer chunk back at once (ChunkStore::add_free)
