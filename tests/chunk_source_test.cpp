@@ -53,6 +53,15 @@ class ChunkSourceTest : public ::testing::Test {
     use_.unuse(arena, PageNumber{first_page}, PageNumber{first_page + pages - 1});
     return id;
   }
+  // A chunk of `pages` pages mapped at `first_page` of the large arena, with access, used by a block.
+  ChunkId used_chunk(std::uint64_t first_page, std::uint64_t pages) {
+    Arena& arena = arenas_.get(false, 0);
+    const ChunkId id = store_.create(Pages{pages});
+    stitcher_.map(arena, PageNumber{first_page}, id);
+    stitcher_.grant(arena, PageNumber{first_page}, Pages{pages});
+    use_.mapped_for_block(id);
+    return id;
+  }
   // A chunk `obtain` returned goes back to the free index (the test maps nothing).
   void give_back(ChunkId id) { store_.add_free(id); }
 
@@ -97,6 +106,101 @@ TEST_F(ChunkSourceTest, ABlocksChunksAreItsShareUpToMaxChunkBytesUnlessItWouldNe
     EXPECT_GE(source.chunk_limit(Pages{row.block_pages}), Pages{1});
     EXPECT_LE((row.block_pages + row.limit - 1) / row.limit, std::max<std::uint64_t>(ChunkSource::kMaxChunksPerBlock, 32u));
   }
+}
+
+TEST_F(ChunkSourceTest, TheGrowthLimitIsGrowthChunkBytesAndAShareOfReservedBytes) {
+  // 2 MiB pages; growth_chunk_bytes 16 MiB = 8 pages, growth_chunk_share 448 by default.
+  struct Row {
+    const char* config;
+    std::uint64_t reserved_pages, limit;
+  };
+  const Row rows[] = {
+      {"", 0, 1},                                  // nothing reserved: a page
+      {"", 447, 1},                                // under 448 pages, 1/448 of it is under a page
+      {"", 448 * 3, 3},                            // 1/448 of reserved bytes
+      {"", 448 * 8, 8},                            // growth_chunk_bytes bounds it
+      {"", 448 * 100, 8},
+      {"growth_chunk_share:4", 20, 5},             // 40 MiB / 4 = 10 MiB: 5 pages (rounded down)
+      {"growth_chunk_share:4,growth_chunk_bytes:7M", 100, 3},  // 7 MiB: 3 whole pages
+      {"growth_chunk_share:1,growth_chunk_bytes:32M", 100, 16},
+      {"growth_chunk_share:1,growth_chunk_bytes:2M", 100, 1},   // one page: off
+      {"growth_chunk_share:1,growth_chunk_bytes:0", 100, 1},    // under a page: off
+      {"growth_chunk_share:1,max_chunk_bytes:2M", 100, 1},      // one chunk size: off
+      {"growth_chunk_share:1,headroom_permille:0", 100, 1},     // memory over calls: off
+  };
+  for (const Row& row : rows) {
+    // The configuration as given (make_source would set max_chunk_bytes 256 MiB).
+    const ChunkSource source(parse_config(row.config), kGeometry,
+                             ChunkSource::Parts{sim_, store_, use_, fence_, arenas_, stitcher_, stats_, clock_});
+    std::vector<ChunkId> reserved;
+    if (row.reserved_pages != 0) reserved.push_back(store_.create(Pages{row.reserved_pages}));
+    EXPECT_EQ(source.growth_limit(), Pages{row.limit}) << row.config << " " << row.reserved_pages;
+    for (const ChunkId id : reserved) store_.release(id);
+  }
+}
+
+TEST_F(ChunkSourceTest, WhereThePoolGrowsANewChunkCoversMoreOfTheRun) {
+  // Reserved 16 pages, all used: a run with nothing idle or free to move is growth. growth_chunk_share 1: the
+  // growth limit is growth_chunk_bytes, 8 pages. (headroom_permille 1 with no allocation noted: no headroom.)
+  make_source("growth_chunk_share:1,headroom_permille:1");
+  used_chunk(0, 16);
+  ASSERT_EQ(source_->growth_limit(), Pages{8});
+  // The block's share is 1 page (pages), the run 12 pages: one chunk of 8 pages, not one of 1.
+  const ChunkId a = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{12});
+  EXPECT_EQ(store_[a].pages, Pages{8});
+  // A run shorter than the limit gets a chunk of the run's size, never more.
+  const ChunkId b = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{3});
+  EXPECT_EQ(store_[b].pages, Pages{3});
+  // Without run_pages (0: the run is `pages`), the chunk is `pages`, as before.
+  const ChunkId c = source_->obtain(Pages{2}, 2 * kPageBytes);
+  EXPECT_EQ(store_[c].pages, Pages{2});
+  // A peer source's run (OverBudget::kPeer) keeps the block's share.
+  const ChunkId d = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kPeer, Pages{12});
+  EXPECT_EQ(store_[d].pages, Pages{1});
+  EXPECT_EQ(stats_.evictions, 0u);
+  EXPECT_EQ(stats_.chunks_released, 0u);
+  for (const ChunkId id : {a, b, c, d}) give_back(id);
+}
+
+TEST_F(ChunkSourceTest, WithIdleMemoryOrUnderACapNewChunksKeepTheBlocksShare) {
+  // Within the headroom a new chunk is made although a chunk is idle: not growth (memory to move is left).
+  make_source("growth_chunk_share:1,headroom_permille:1000");
+  used_chunk(0, 16);
+  idle_chunk(16, 1);
+  source_->note_allocated(64 * kPageBytes);
+  const ChunkId a = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{12});
+  EXPECT_EQ(store_[a].pages, Pages{1});
+  EXPECT_EQ(stats_.evictions, 0u);
+  give_back(a);
+  // Under a cap (memory first): page-sized chunks, whatever the run.
+  source_->set_cap_bytes(64 * kPageBytes);
+  const ChunkId b = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{12});
+  EXPECT_EQ(store_[b].pages, Pages{1});
+  give_back(b);
+}
+
+TEST_F(ChunkSourceTest, AFreeChunkThatFitsInTheRunIsMappedWholeUpToTheGrowthSize) {
+  make_source("growth_chunk_share:1,headroom_permille:1");
+  used_chunk(0, 16);
+  const ChunkId six = store_.create(Pages{6});
+  give_back(six);
+  // The block's share is a page, but the free chunk fits in the run (8 pages): taken, nothing released or made.
+  EXPECT_EQ(source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{8}), six);
+  EXPECT_EQ(stats_.chunks_released, 0u);
+  EXPECT_EQ(stats_.chunks_created, 2u);
+  give_back(six);
+  // It does not fit in a run of 4 pages: released (nothing idle), and the run grows by a chunk of its size.
+  const ChunkId four = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{4});
+  EXPECT_EQ(store_[four].pages, Pages{4});
+  EXPECT_EQ(stats_.chunks_released, 1u);
+  give_back(four);
+  // A free chunk larger than the growth size (8 pages) is not taken whole, even where the run would hold it.
+  const ChunkId ten = store_.create(Pages{10});
+  give_back(ten);
+  const ChunkId got = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{12});
+  EXPECT_NE(got, ten);
+  EXPECT_LE(store_[got].pages, Pages{8});
+  give_back(got);
 }
 
 TEST_F(ChunkSourceTest, AFreeChunkOfAtLeastHalfTheRunIsTakenBeforeAnythingElse) {

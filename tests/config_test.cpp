@@ -124,6 +124,18 @@ TEST(ConfigTest, BackendAndDebugAreKeysOfTheOneTable) {
   EXPECT_THROW(parse_config("backend:"), Error);
 }
 
+TEST(ConfigTest, GrowthChunksAreSixteenMiBAndAShareOfReservedBytesByDefault) {
+  const Config c;
+  EXPECT_EQ(c.growth_chunk_bytes, 16 * kMiB) << "at max_strand_bytes: a growth chunk is never re-cut";
+  EXPECT_EQ(c.growth_chunk_bytes, c.max_strand_bytes);
+  EXPECT_EQ(c.growth_chunk_share, 448u);
+  // Any size is accepted (whole pages count, under two pages is off); the share must be at least 1.
+  EXPECT_EQ(parse_config("growth_chunk_bytes:0").growth_chunk_bytes, 0u);
+  EXPECT_EQ(parse_config("growth_chunk_bytes:7M").growth_chunk_bytes, 7 * kMiB);
+  expect_config_error("growth_chunk_share:0", "growth_chunk_share");
+  expect_config_error("growth_chunk_bytes:2T", "growth_chunk_bytes");  // past arena_virtual_bytes (1 TiB)
+}
+
 TEST(ConfigTest, DebugNeedsTheHostBackend) {
   EXPECT_TRUE(parse_config("debug:1").debug);
   try {

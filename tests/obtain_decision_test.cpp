@@ -100,6 +100,45 @@ TEST(ObtainDecisionTest, EveryRowOfThePolicyTable) {
   }
 }
 
+TEST(ObtainDecisionTest, ANewChunkIsGrowthOnlyWithNothingToMoveAndNoCap) {
+  struct GrowthRow {
+    const char* why;
+    ObtainState state;
+    ObtainAction action;
+    bool growth;
+  };
+  const std::vector<GrowthRow> rows = {
+      {"nothing idle, nothing free, no cap: new memory is growth",
+       with([](ObtainState& s) { s.idle_chunks = 0; }), A::kCreateWhatFits, true},
+      {"within the headroom with nothing to move: growth",
+       with([](ObtainState& s) { s.idle_chunks = 0; s.within_headroom = true; }), A::kCreate, true},
+      {"within the headroom while a chunk is idle: not growth (memory to move is left)",
+       with([](ObtainState& s) { s.within_headroom = true; }), A::kCreate, false},
+      {"within the headroom while a chunk is free: not growth",
+       with([](ObtainState& s) {
+         s.idle_chunks = 0; s.free_chunks = 1; s.free_pages = Pages{1}; s.best_free_pages = Pages{1};
+         s.within_headroom = true;
+       }), A::kCreate, false},
+      {"releases made room: not growth while memory to move is left",
+       with([](ObtainState& s) { s.room_made = true; }), A::kCreate, false},
+      {"growth for time (the move budget refuses): memory to move is left, not growth",
+       with([](ObtainState& s) { s.moves_allowed = false; }), A::kCreate, false},
+      {"under a cap, nothing idle or free: new memory, not growth (memory first)",
+       with([](ObtainState& s) { s.idle_chunks = 0; s.has_cap = true; }), A::kCreateWhatFits, false},
+      {"under a cap within the headroom: not growth",
+       with([](ObtainState& s) { s.idle_chunks = 0; s.has_cap = true; s.within_headroom = true; }), A::kCreate,
+       false},
+  };
+  for (const GrowthRow& row : rows) {
+    const ObtainStep step = decide(row.state);
+    EXPECT_EQ(step.action, row.action) << row.why << ": got " << to_string(step.action);
+    EXPECT_EQ(step.growth, row.growth) << row.why;
+  }
+  // Steps that make no new chunk of their own are never growth.
+  EXPECT_FALSE(decide(with([](ObtainState& s) { s.oldest_idle = R::kUncovered; s.lag_allows = true; })).growth);
+  EXPECT_FALSE(decide(busy_pool()).growth);
+}
+
 TEST(ObtainDecisionTest, AFreeChunkComesFirstWhateverElseHolds) {
   // Every combination of the flags that steps 2-5 read: a suitable free chunk wins in all of them.
   for (unsigned bits = 0; bits < (1u << 8); ++bits) {

@@ -80,6 +80,17 @@ namespace gmlake {
     "gmlake: a large-pool stitch that ends a block's range and is followed by unmapped pages backs at least "    \
     "this much at once (as PyTorch gives requests under 10 MiB a 20 MiB segment), so the pool grows by few "     \
     "large chunks; page_bytes = back only what the block needs")                                               \
+  X(u64, growth_chunk_bytes, 16 * kMiB, "bytes",                                                                \
+    "gmlake: while the pool grows (a run's chunk is new memory and nothing idle or free is left to move), the "  \
+    "chunk may cover up to this much of the run, past chunks_per_block and max_chunk_bytes, and at most "         \
+    "reserved bytes / growth_chunk_share: few creates, maps and access grants where the pool grows past its "    \
+    "size (a longer batch), and none of these chunks strands more than max_strand_bytes, so none is re-cut "     \
+    "(src/policies/gmlake/chunk_source.h). Whole pages (rounded down); one page = off; off also with "           \
+    "max_chunk_bytes = page_bytes (one chunk size), with headroom_permille 0 (memory over calls), under a cap "   \
+    "and near the device's end (page-sized chunks)")                                                              \
+  X(u64, growth_chunk_share, 448, "count",                                                                      \
+    "gmlake: a growth chunk (growth_chunk_bytes) is at most 1/this of the reserved bytes (at least a page), so "  \
+    "what a later block strands of it stays a small share of the pool")                                          \
   X(bool, memory_first_under_cap, true, "",                                                                    \
     "gmlake: with cap_bytes set, page-sized chunks and no grow-ahead, so nothing is stranded in a partly used "  \
     "chunk and an allocation fails only where the page-granular engine would (docs/benchmarks.md), at many "     \

@@ -19,6 +19,10 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
       stats_(parts.stats),
       page_(page),
       max_chunk_pages_(page.pages_in(config.max_chunk_bytes)),
+      growth_chunk_pages_(max_chunk_pages_ <= Pages{1} || config.headroom_permille == 0
+                              ? Pages{1}
+                              : std::max(Pages{1}, page.pages_in(config.growth_chunk_bytes))),
+      growth_chunk_share_(config.growth_chunk_share),
       chunks_per_block_(config.chunks_per_block),
       headroom_permille_(config.headroom_permille),
       lag_grow_pages_(Pages{config.lag_grow_pages}),
@@ -37,18 +41,34 @@ Pages ChunkSource::chunk_limit(Pages block_pages) const {
   return std::min(share, largest);
 }
 
-ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget over_budget) {
+Pages ChunkSource::growth_limit() const {
+  if (growth_chunk_pages_ <= Pages{1}) return Pages{1};
+  return std::min(growth_chunk_pages_, std::max(Pages{1}, page_.pages_in(reserved_now() / growth_chunk_share_)));
+}
+
+ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget over_budget, Pages run_pages) {
   // Near the cap or the device's end memory comes first: page-sized chunks, which move one page at a time and
   // strand nothing; unless a peer takes what the own device cannot hold (OverBudget::kPeer).
   const bool peer_takes_over = over_budget == OverBudget::kPeer;
-  const Pages want = !peer_takes_over && near_cap(pages) ? Pages{1} : pages;
+  const bool memory_first = !peer_takes_over && near_cap(pages);
+  const Pages want = memory_first ? Pages{1} : pages;
+  // Where the pool grows (nothing idle or free to move), the chunk may cover more of the run: fewer creates,
+  // maps and access grants in the steps that grow the pool (growth_limit()).
+  const Pages growth_want = memory_first || peer_takes_over
+                                ? want
+                                : std::max(want, std::min(std::max(run_pages, pages), growth_limit()));
   const std::uint64_t reserved_at_start = reserved_now();
   ObtainState s;
   s.want_pages = want;
   s.has_cap = cap_bytes_ != 0;
   s.peer_takes_over = peer_takes_over;
+  // A free chunk that fits in the run is mapped whole, fully covered, stranding nothing: up to the growth size,
+  // so that a growth chunk evicted elsewhere backs a run again instead of being released and made anew.
+  const Pages fit = memory_first || peer_takes_over
+                        ? pages
+                        : std::min(std::max(run_pages, pages), std::max(pages, growth_chunk_pages_));
   for (;;) {
-    const ChunkId free = store_.largest_free_at_most(pages);
+    const ChunkId free = store_.largest_free_at_most(fit);
     s.best_free_pages = free == kNoChunk ? Pages{0} : store_[free].pages;
     s.free_chunks = store_.free_chunks();
     s.free_pages = store_.free_pages();
@@ -74,7 +94,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
         return free;
       case ObtainAction::kCreate:
         try {
-          return store_.create(want);
+          return store_.create(step.growth ? growth_want : want);
         } catch (const OutOfMemoryError&) {
           // The device is full: use idle memory, as PyTorch retries a failed cudaMalloc from its cache (counted
           // as num_alloc_retries), and spend neither headroom nor growth for time until empty_cache.
@@ -116,7 +136,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
         break;
       case ObtainAction::kCreateWhatFits: {
         // Nothing idle, nothing free: new memory, as much of the run as the cap and the device allow.
-        Pages n = want;
+        Pages n = step.growth ? growth_want : want;
         if (cap_bytes_ != 0) {
           const std::uint64_t reserved = reserved_now();
           n = std::min(n, reserved >= cap_bytes_ ? Pages{0} : page_.pages_in(cap_bytes_ - reserved));

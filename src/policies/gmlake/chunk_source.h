@@ -2,8 +2,10 @@
 // that decide it: the cap, the device's size, the headroom, the move budget and the device's lag behind the host.
 //
 // For a run of `pages` unmapped pages, obtain() returns one free chunk (mapped nowhere, out of the free index) of
-// 1..pages pages. Which step it takes is decided by decide() (obtain_decision.h: the order is the policy, written
-// and tested as one table); obtain() fills the state, carries the step out and asks again.
+// 1..pages pages; where the run is longer (run_pages), up to growth_limit() pages of it: a free chunk that fits in
+// the run, or a new chunk where the pool grows (growth chunks). Which step it takes is decided by decide()
+// (obtain_decision.h: the order is the policy, written and tested as one table); obtain() fills the state, carries
+// the step out and asks again.
 // Near the cap (memory_first_under_cap, or past 90% of cap_bytes) or near the device's end (past 90% of what the
 // device holds: Backend::device_free_bytes, cuMemGetInfo on cuda) the chunks are page-sized: they move one page
 // at a time and strand nothing, before a refusal comes too late.
@@ -57,7 +59,8 @@ class ChunkSource {
   // chunks keep the run's size under a cap too: what the own device would strand, the peer absorbs.
   enum class OverBudget : std::uint8_t { kOwnDevice, kPeer };
 
-  // `page`: the engine's page (Config::page_bytes). Reads cap_bytes, max_chunk_bytes, chunks_per_block, max_strand_bytes,
+  // `page`: the engine's page (Config::page_bytes). Reads cap_bytes, max_chunk_bytes, growth_chunk_bytes,
+  // growth_chunk_share, chunks_per_block, max_strand_bytes,
   // headroom_permille, memory_first_under_cap, lag_grow_pages, move_share_permille, move_burst_ms,
   // move_headroom_permille and move_budget_ns_per_op from `config`.
   ChunkSource(const Config& config, PageGeometry page, Parts parts);
@@ -75,8 +78,19 @@ class ChunkSource {
   // block's chunks grow with it. Fewer chunks cost fewer driver calls (one create, map and access grant each).
   static constexpr std::uint64_t kMaxChunksPerBlock = 4096;
   // A free chunk for a run of `pages` pages (> 0, at most chunk_limit() of the block) for a request of
-  // `requested` bytes (for the error), as above.
-  ChunkId obtain(Pages pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice);
+  // `requested` bytes (for the error), as above. `run_pages` (>= pages; 0: `pages`): the pages of the run still
+  // unbacked. Where the chunk is growth (ObtainStep::growth: new memory, nothing idle or free, no cap), it covers
+  // up to min(run_pages, growth_limit()) pages instead (kOwnDevice only, never near the cap or the device's end).
+  ChunkId obtain(Pages pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice,
+                 Pages run_pages = Pages{0});
+  // The largest growth chunk now, in pages: min(growth_chunk_bytes, reserved bytes / growth_chunk_share) in whole
+  // pages, at least 1; 1 (off) when growth_chunk_bytes is under two pages, max_chunk_bytes is one page or
+  // headroom_permille is 0 (memory over calls: there, chunks moved every step would strand parts of them).
+  // Growth chunks are made only where the pool grows past its size: with nothing idle, nothing is stranded when
+  // they are made, and at the default (16 MiB = max_strand_bytes) a block that later lands on part of one
+  // strands less than max_strand_bytes, so it is never re-cut; the share keeps what later blocks strand of them
+  // a small part of the pool (utilization within 0.002 on every shipped trace: docs/benchmarks.md).
+  Pages growth_limit() const;
   // A block is about to use pages [first, last] of `arena`, which would strand `stranded_pages` pages of idle
   // chunks (Placer::Cost::pinned_waste). Above max_strand_bytes, and while the move budget allows, every idle
   // chunk of its own device that the pages cover only in part and that no queued work can touch is unmapped and
@@ -150,6 +164,8 @@ class ChunkSource {
   Stats& stats_;
   PageGeometry page_;
   Pages max_chunk_pages_;
+  Pages growth_chunk_pages_;          // Config::growth_chunk_bytes in whole pages (1: off)
+  std::uint64_t growth_chunk_share_;  // Config::growth_chunk_share
   std::uint64_t chunks_per_block_;
   std::uint64_t headroom_permille_;
   Pages lag_grow_pages_;

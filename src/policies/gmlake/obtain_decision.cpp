@@ -5,10 +5,11 @@ namespace gmlake::engine {
 ObtainStep decide(const ObtainState& s) {
   if (s.best_free_pages != Pages{0} && s.best_free_pages * 2 >= s.want_pages) return {ObtainAction::kTakeFree};
   const bool something_to_move = s.idle_chunks != 0 || s.free_chunks != 0;
+  const bool growth = !something_to_move && !s.has_cap;
   const bool grow_for_time =
       !s.moves_allowed && !s.has_cap && !s.device_found_full && s.within_move_headroom && something_to_move;
   if (!s.create_refused && (s.within_headroom || s.room_made || grow_for_time)) {
-    return {ObtainAction::kCreate, grow_for_time || s.within_headroom};
+    return {ObtainAction::kCreate, grow_for_time || s.within_headroom, growth};
   }
   if (s.peer_takes_over && !s.moves_allowed &&
       (s.device_found_full || !s.cap_allows_want || !s.within_move_headroom) && something_to_move) {
@@ -24,7 +25,7 @@ ObtainStep decide(const ObtainState& s) {
     }
     return {ObtainAction::kWaitAndEvict};
   }
-  return {ObtainAction::kCreateWhatFits};
+  return {ObtainAction::kCreateWhatFits, false, growth};
 }
 
 const char* to_string(ObtainAction action) {

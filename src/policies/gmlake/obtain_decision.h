@@ -16,6 +16,8 @@
 //   4. the chunk idle the longest: kEvict when no queued work can touch it; else kCreateForLag while the device
 //                     lags (no mark covers it) and lag growth is allowed, else kWaitAndEvict;
 //   5. kCreateWhatFits nothing idle, nothing free: new memory, as much as the cap and the device allow.
+// A kCreate or kCreateWhatFits with nothing idle, nothing free and no cap is growth (ObtainStep::growth): the pool
+// grows past its size, and the chunk may be larger than the block's share (ChunkSource: growth chunks).
 // A create the device refuses is not asked for again in the same call until a move changed what there is
 // (create_refused, lag_refused).
 // Thread safety: pure.
@@ -63,6 +65,9 @@ struct ObtainStep {
   ObtainAction action;
   // For kCreate: true when it grows for time (the move budget refused): a refusal then marks the device full.
   bool for_time = false;
+  // For kCreate and kCreateWhatFits: the pool grows, nothing idle or free is left to move and no cap is set, so
+  // the chunk may take the growth size (Config::growth_chunk_bytes) rather than the block's share.
+  bool growth = false;
 };
 
 // The next step for `s` (above). Never fails: kCreateWhatFits when nothing else applies.

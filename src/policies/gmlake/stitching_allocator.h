@@ -29,6 +29,10 @@
 //     given back at once; cap_bytes and the headroom count the own device's bytes only. A lent chunk its lender
 //     recalls takes no new block and goes back once no block uses it, at the next allocate or free
 //     (serve_recalls, which the Pool calls around each).
+//   - Growth chunks (growth_chunk_bytes, growth_chunk_share): where a run's chunk is new memory with nothing idle
+//     or free left to move (the pool grows past its size), it covers up to growth_chunk_bytes of the run (and
+//     1/growth_chunk_share of reserved bytes) instead of the block's share: few backend calls where a longer
+//     batch grows the pool (ChunkSource::growth_limit).
 //   - Chunks per block (chunks_per_block): a block's pages get chunks of at most 1/chunks_per_block of it, so a
 //     smaller block that later lands on part of one strands little; an idle chunk a block would strand by more
 //     than max_strand_bytes is re-cut first (ChunkSource::recut: unmapped, released, the pages stitched anew).

@@ -24,8 +24,11 @@ ChunkId StitchingAllocator::obtain_or_borrow(Pages pages, Pages chunk_limit, Pag
   // as large as the block's pages allow: they go back as soon as no block uses them, and each loan costs a
   // round trip and a cuMemSetAccess over the peer link.
   const Pages own_pages = std::min(pages, chunk_limit);
-  // Pages grown ahead of a block (block_pages 0) never borrow: a peer holds only what blocks need.
-  if (!peers_->enabled() || block_pages == Pages{0}) return source_.obtain(own_pages, requested);
+  // Pages grown ahead of a block (block_pages 0) never borrow: a peer holds only what blocks need. Where the pool
+  // grows, the own device's chunk may cover more of the run (ChunkSource::growth_limit).
+  if (!peers_->enabled() || block_pages == Pages{0}) {
+    return source_.obtain(own_pages, requested, ChunkSource::OverBudget::kOwnDevice, pages);
+  }
   try {
     // The own device's idle, free and new memory, in its order, time first: a move over budget is left to the
     // peer (kNoChunk).
