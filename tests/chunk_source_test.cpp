@@ -59,7 +59,7 @@ class ChunkSourceTest : public ::testing::Test {
     const ChunkId id = store_.create(Pages{pages});
     stitcher_.map(arena, PageNumber{first_page}, id);
     stitcher_.grant(arena, PageNumber{first_page}, Pages{pages});
-    use_.mapped_for_block(id);
+    use_.mapped_for_block(id, PageNumber{first_page}, PageNumber{first_page + pages - 1});  // a block of its pages
     return id;
   }
   // A chunk `obtain` returned goes back to the free index (the test maps nothing).
