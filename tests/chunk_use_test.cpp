@@ -209,19 +209,22 @@ TEST_F(ChunkUseTest, AnIdleChunkTakenForAFailedPlacementComesBackIdleInItsOldPla
   use_.check_invariants();
   // The middle chunk moves to a standby mapping of it at pages 20-21, for a block that then fails.
   use_.take_idle(arena_, ids[1]);
-  EXPECT_TRUE(use_.used(ids[1]));
-  EXPECT_EQ(use_.idle_chunks(), 3u);
-  arena_.pages.set_active(PageNumber{2}, false);
+  arena_.pages.set_active(PageNumber{2}, false);  // what Stitcher::activate does next
   arena_.pages.insert(PageNumber{20}, ids[1], Pages{2});
   store_[ids[1]].first_page = PageNumber{20};
+  EXPECT_TRUE(use_.used(ids[1])) << "counted as the block's";
+  EXPECT_EQ(use_.idle_chunks(), 3u);
   use_.restore_taken(arena_);
   use_.check_invariants();
   EXPECT_EQ(use_.idle_since(ids[1]), tick);
   EXPECT_EQ(idle_order(), (std::vector<ChunkId>{ids[0], ids[1], ids[2], later}));
   EXPECT_EQ(use_.oldest_idle(), ids[0]);
-  // Taken again, and this time the block comes: use() counts it.
+  // Taken again, moved to pages 24-25, and this time the block comes: use() counts it.
   use_.take_idle(arena_, ids[0]);
-  use_.use(arena_, PageNumber{0}, PageNumber{1});
+  arena_.pages.set_active(PageNumber{0}, false);
+  arena_.pages.insert(PageNumber{24}, ids[0], Pages{2});
+  store_[ids[0]].first_page = PageNumber{24};
+  use_.use(arena_, PageNumber{24}, PageNumber{25});
   use_.check_invariants();
   EXPECT_EQ(use_.idle_chunks(), 3u);
   EXPECT_EQ(use_.used_pages(), Pages{2});

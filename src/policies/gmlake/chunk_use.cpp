@@ -123,7 +123,7 @@ void ChunkUse::take_idle(Arena& arena, ChunkId id) {
   const Chunk& c = store_[id];
   if (c.users != 0 || !arena.pages.idle_at(c.first_page)) broken("a chunk taken as idle is not idle");
   taken_.push_back({id, arena.id, c.first_page});  // throws bad_alloc: nothing changed
-  arena.pages.clear_idle(c.first_page, c.first_page + c.pages - Pages{1});
+  // Its idle bits go when Stitcher::activate makes this place a standby one (PageMap::set_active), next.
   idle_pages_ -= c.pages;
   --idle_chunks_;
   used_ += c.pages;

@@ -60,8 +60,9 @@ class ChunkUse {
   // it is idle there, with a new tick, until use() counts the block that takes it.
   void mapped_idle(Arena& arena, ChunkId id);
   // Idle chunk `id`, whose active place is in `arena`, is about to move to a standby mapping of it in the range of
-  // the block being placed (Stitcher::activate): it is no longer idle, and counts as used until use() counts the
-  // block. O(pages of the chunk / 64). Throws std::bad_alloc (nothing changed).
+  // the block being placed (Stitcher::activate, which clears the idle bits of the place it leaves: it must come
+  // next): it is no longer idle, and counts as used until use() counts the block. O(1). Throws std::bad_alloc
+  // (nothing changed).
   void take_idle(Arena& arena, ChunkId id);
   // The placement failed before use(): every chunk take_idle took since the last use() is idle again at its new
   // place in `arena`, with its old tick and its old place in the queue. O(queue) each.
