@@ -11,6 +11,7 @@
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
+#include "manual_events.h"
 
 namespace gmlake::engine {
 namespace {
@@ -160,6 +161,85 @@ TEST_F(ChunkSourceTest, WhereThePoolGrowsANewChunkCoversMoreOfTheRun) {
   EXPECT_EQ(stats_.evictions, 0u);
   EXPECT_EQ(stats_.chunks_released, 0u);
   for (const ChunkId id : {a, b, c, d}) give_back(id);
+}
+
+TEST_F(ChunkSourceTest, WhileTheDeviceWaitsTheGrowthLimitTakesTheWaitingShare) {
+  // 2 MiB pages; growth_chunk_bytes 16 MiB = 8 pages; growth_chunk_share 448, waiting_growth_chunk_share 32.
+  struct Row {
+    const char* config;
+    std::uint64_t reserved_pages, busy, waiting;
+  };
+  const Row rows[] = {
+      {"", 31, 1, 1},                                  // under 32 pages: a page either way
+      {"", 100, 1, 3},                                 // 200 MiB: 1/448 is under a page, 1/32 is 3 pages
+      {"", 448 * 3, 3, 8},                             // growth_chunk_bytes bounds both
+      {"waiting_growth_chunk_share:448", 100, 1, 1},  // the same share: no difference
+      {"waiting_growth_chunk_share:1,growth_chunk_bytes:32M", 10, 1, 10},
+      {"waiting_growth_chunk_share:1,growth_chunk_bytes:2M", 100, 1, 1},  // growth chunks off: a page
+  };
+  for (const Row& row : rows) {
+    const ChunkSource source(parse_config(row.config), kGeometry,
+                             ChunkSource::Parts{sim_, store_, use_, fence_, arenas_, stitcher_, stats_, clock_});
+    const ChunkId reserved = store_.create(Pages{row.reserved_pages});
+    EXPECT_EQ(source.growth_limit(false), Pages{row.busy}) << row.config << " " << row.reserved_pages;
+    EXPECT_EQ(source.growth_limit(true), Pages{row.waiting}) << row.config << " " << row.reserved_pages;
+    store_.release(reserved);
+  }
+}
+
+TEST_F(ChunkSourceTest, WithoutStreamEventsTheAssumptionPicksTheGrowthShare) {
+  // 100 pages used: growth. Busy (the default assumption): 1/448 of 200 MiB is under a page. Waiting: 1/32 = 3.
+  for (const bool waits : {false, true}) {
+    make_source(std::string("headroom_permille:1,assume_device_waits:") + (waits ? "1" : "0"));
+    const ChunkId used = used_chunk(0, 100);
+    const std::uint64_t before = stats_.waiting_growths;
+    source_->begin(0);
+    const ChunkId a = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{12});
+    EXPECT_EQ(store_[a].pages, waits ? Pages{3} : Pages{1});
+    EXPECT_EQ(stats_.waiting_growths - before, waits ? 1u : 0u);
+    give_back(a);
+    source_->release_all_free();
+    stitcher_.unmap(arenas_[store_[used].arena], used);
+    store_.release(used);
+  }
+}
+
+TEST_F(ChunkSourceTest, WithStreamEventsTheStreamIsAskedOnlyWhereGrowthIsMadeUntilItWaits) {
+  test::ManualEvents events;
+  StreamFence fence(&events);
+  ChunkSource source(parse_config("max_chunk_bytes:256M,headroom_permille:1"), kGeometry,
+                     ChunkSource::Parts{sim_, store_, use_, fence, arenas_, stitcher_, stats_, clock_});
+  used_chunk(0, 100);
+  const StreamId stream = 7;
+  // Stream 7 has queued work: the busy share (a page), asked once per growth chunk while it stays busy.
+  events.busy_streams.insert(stream);
+  source.begin(stream);
+  const ChunkId a = source.obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{12});
+  const ChunkId b = source.obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{11});
+  EXPECT_EQ(store_[a].pages, Pages{1});
+  EXPECT_EQ(store_[b].pages, Pages{1});
+  EXPECT_EQ(events.idle_queries, 2);
+  // It drained (the device waits): 1/32 of the 204 MiB reserved = 3 pages; a drained stream stays drained for the
+  // rest of the allocation, so it is asked no more.
+  events.busy_streams.clear();
+  const ChunkId c = source.obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{10});
+  const ChunkId d = source.obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{10});
+  EXPECT_EQ(store_[c].pages, Pages{3});
+  EXPECT_EQ(store_[d].pages, Pages{3});
+  EXPECT_EQ(events.idle_queries, 3);
+  EXPECT_EQ(stats_.waiting_growths, 2u);
+  // A new allocation asks again; the stream is busy once more.
+  events.busy_streams.insert(stream);
+  source.begin(stream);
+  const ChunkId e = source.obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{12});
+  EXPECT_EQ(store_[e].pages, Pages{1});
+  EXPECT_EQ(events.idle_queries, 4);
+  // A run served by a free chunk is not growth: the stream is not asked.
+  give_back(e);
+  source.begin(stream);
+  EXPECT_EQ(source.obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{1}), e);
+  EXPECT_EQ(events.idle_queries, 4);
+  for (const ChunkId id : {a, b, c, d, e}) give_back(id);
 }
 
 TEST_F(ChunkSourceTest, WithIdleMemoryOrUnderACapNewChunksKeepTheBlocksShare) {
@@ -361,14 +441,14 @@ TEST_F(ChunkSourceTest, NearTheDevicesEndChunksArePageSized) {
   // A device of 20 pages: past 90% of it (18 pages), memory comes first as under a cap.
   sim_.set_device_limit_bytes(20 * kPageBytes);
   make_source("headroom_permille:0");
-  source_->begin();
+  source_->begin(0);
   EXPECT_FALSE(source_->near_cap(Pages{8}));
   const ChunkId a = source_->obtain(Pages{8}, 8 * kPageBytes);
   EXPECT_EQ(store_[a].pages, Pages{8});
-  source_->begin();
+  source_->begin(0);
   const ChunkId b = source_->obtain(Pages{8}, 8 * kPageBytes);
   EXPECT_EQ(store_[b].pages, Pages{8}) << "16 pages of 20: not yet past 90%";
-  source_->begin();
+  source_->begin(0);
   EXPECT_TRUE(source_->near_cap(Pages{4}));
   const ChunkId c = source_->obtain(Pages{4}, 4 * kPageBytes);
   EXPECT_EQ(store_[c].pages, Pages{1}) << "18 + 4 pages would pass 90% of the device: one page";

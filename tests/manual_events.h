@@ -23,6 +23,11 @@ class ManualEvents final : public StreamEvents {
     ++queries;
     return !unfinished.count(t);
   }
+  // A stream is idle unless the test put it in busy_streams.
+  bool idle(StreamId stream) override {
+    ++idle_queries;
+    return !busy_streams.count(stream);
+  }
   // Waiting for an event finishes it and, as a stream runs in order, every event recorded before it on its stream.
   void wait(Token t) override {
     ++waits;
@@ -51,9 +56,11 @@ class ManualEvents final : public StreamEvents {
   std::set<Token> unfinished;
   std::set<StreamId> recorded_streams;
   std::set<StreamId> failing_streams;
+  std::set<StreamId> busy_streams;  // streams with queued work (idle() is false)
   std::map<Token, StreamId> stream_of;
   int waits = 0;
   int queries = 0;  // done() calls (cuEventQuery)
+  int idle_queries = 0;  // idle() calls (cuStreamQuery)
   int synchronizations = 0;
   int released = 0;
 

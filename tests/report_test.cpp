@@ -56,6 +56,11 @@ TEST(ReportTest, TheTableHasOneHeaderPerTraceAndDeviceAndOneRowPerPolicy) {
       << table;
   EXPECT_NE(table.find("2.5\n"), std::string::npos) << table;
   EXPECT_NE(table.find("  caching          2.500 GB"), std::string::npos) << table;
+  // gmlake's row says what it assumed of the device, caching's does not.
+  EXPECT_NE(table.find("assumes the device has queued work wherever the pool grows"), std::string::npos) << table;
+  EXPECT_EQ(table.find("assumes"), table.rfind("assumes")) << table;
+  gmlake.assumed_device_waits = true;
+  EXPECT_NE(format_table({gmlake}).find("assumes the device waits for the host"), std::string::npos);
   EXPECT_NE(table.find("3 allocations failed (out of memory), 0 frees of unknown addresses skipped"),
             std::string::npos)
       << table;
@@ -86,7 +91,7 @@ TEST(ReportTest, TheJsonHasOneObjectPerResultWithTheDocumentedKeys) {
   EXPECT_DOUBLE_EQ(o["utilization"].get<double>(), 0.75);
   for (const char* key : {"lower_bound_bytes", "peak_allocated_bytes", "fragmentation", "ns_per_op", "stitches",
                           "stitched_chunks", "stitch_reuses", "evictions", "ooms", "unknown_frees", "peak_mappings",
-                          "backend_calls", "backend_time_ns"}) {
+                          "backend_calls", "backend_time_ns", "assumed_device_waits"}) {
     EXPECT_TRUE(o.contains(key)) << key;
   }
   EXPECT_TRUE(o["backend_calls"].is_object());

@@ -297,7 +297,8 @@ def ab_main(args, gmlake, batch, model, opt):
         native_s, gmlake_s = [], []
         s_warm = s0
         step_vmm_ms = []  # gmlake's VMM time in each of its steps: which pairs the driver calls fell in
-        step_counts = {"backend_calls": [], "chunks_created": [], "evictions": []}  # the same, counted
+        # the same, counted; waiting_growths: growth chunks made while the device waited for the host
+        step_counts = {"backend_calls": [], "chunks_created": [], "evictions": [], "waiting_growths": []}
         gc_ms = []
         for k, step in enumerate(steps):
             t_gc = time.perf_counter()
@@ -344,6 +345,7 @@ def ab_main(args, gmlake, batch, model, opt):
             "step_backend_calls_gmlake": step_counts["backend_calls"],
             "step_chunks_created_gmlake": step_counts["chunks_created"],
             "step_evictions_gmlake": step_counts["evictions"], "step_input_shapes": shapes,
+            "step_waiting_growths_gmlake": step_counts["waiting_growths"],
             "gmlake_peak_reserved": s["reserved_bytes.all.peak"], "native_peak_reserved": nat["reserved_bytes.all.peak"],
             "gmlake_backend_calls_per_step": (s["gmlake.backend_calls"] - s0["gmlake.backend_calls"]) / args.steps,
             "gmlake_backend_ms_per_step":

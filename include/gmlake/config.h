@@ -91,6 +91,15 @@ namespace gmlake {
   X(u64, growth_chunk_share, 448, "count",                                                                      \
     "gmlake: a growth chunk (growth_chunk_bytes) is at most 1/this of the reserved bytes (at least a page), so "  \
     "what a later block strands of it stays a small share of the pool")                                          \
+  X(u64, waiting_growth_chunk_share, 32, "count",                                                              \
+    "gmlake: growth_chunk_share while the device waits for the host: the allocating stream has no queued work "  \
+    "(cuStreamQuery, asked only where a growth chunk is made), so every backend call is on the critical path "    \
+    "rather than hidden behind queued kernels (../shared/REFERENCE.md): fewer, larger growth chunks there. "      \
+    "Without stream events (host, sim, the replay) assume_device_waits says which share applies")               \
+  X(bool, assume_device_waits, false, "",                                                                       \
+    "gmlake, without stream events (host, sim, the replay): what the growth chunks take the device to do, as no " \
+    "stream can be asked: false = busy (growth_chunk_share), true = waiting (waiting_growth_chunk_share). The "   \
+    "replay's memory figures are those of the assumption; with stream events (cuda pools) it is not read")      \
   X(bool, memory_first_under_cap, true, "",                                                                    \
     "gmlake: with cap_bytes set, page-sized chunks and no grow-ahead, so nothing is stranded in a partly used "  \
     "chunk and an allocation fails only where the page-granular engine would (docs/benchmarks.md), at many "     \

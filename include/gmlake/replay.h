@@ -109,6 +109,10 @@ struct ReplayResult {
   // Backend calls made during the second half of the ops (index ops/2 onwards): the steady state, once the
   // first half has warmed the allocator's caches up. Counts only (time_ns stays 0).
   BackendCounters backend_calls_second_half;
+  // What the gmlake policy took the device to do where it grows (Config::assume_device_waits): a replay runs no
+  // kernels and has no stream to ask (no StreamEvents), so this stands for cuStreamQuery. false: busy (queued
+  // work hides backend calls: growth_chunk_share); true: waiting for the host (waiting_growth_chunk_share).
+  bool assumed_device_waits = false;
   Stats stats;                             // the allocator's stats at the end (backend calls included)
 };
 

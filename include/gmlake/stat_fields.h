@@ -28,6 +28,8 @@
  *   evictions          idle mapped chunks unmapped to back another range or to honour a bound (gmlake)
  *   fence_waits        times the host waited for a stream's queued work before unmapping (gmlake, GPU)
  *   chunks_created / chunks_released
+ *   waiting_growths    growth chunks made while the device waited for the host (the stream had no queued work,
+ *                      or assume_device_waits without stream events): sized by waiting_growth_chunk_share (gmlake)
  *   deferred_frees     frees that waited for the work of streams recorded with record_stream (StreamUses)
  *   lake_refusals      lenders that refused this process's uid (gmlake's lake: lake_socket; the lender's
  *                      lake_allowed_uids does not name it): nothing is borrowed, the pool uses its own device
@@ -57,6 +59,7 @@
   X(fence_waits, "")                                        \
   X(chunks_created, "num_device_alloc")                     \
   X(chunks_released, "num_device_free")                     \
+  X(waiting_growths, "")                                    \
   X(deferred_frees, "")                                     \
   X(lake_refusals, "")
 

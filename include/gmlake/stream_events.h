@@ -21,6 +21,10 @@ class StreamEvents {
   virtual Token record(StreamId stream) = 0;
   // True once all work before the mark has finished; never blocks.
   virtual bool done(Token token) = 0;
+  // True when all work queued on `stream` so far has finished (cuStreamQuery): the device waits for the host
+  // there, so whatever the host spends now delays the stream's next work. Never blocks. Throws BackendError when
+  // the driver fails.
+  virtual bool idle(StreamId stream) = 0;
   // Blocks the calling host thread until done(token).
   virtual void wait(Token token) = 0;
   // The token is not needed any more (its event goes back to a pool).

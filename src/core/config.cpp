@@ -234,6 +234,7 @@ void Config::validate() const {
   need(chunks_per_block <= 4096, "chunks_per_block", "must be 0..4096");
   need(growth_chunk_bytes <= arena_virtual_bytes, "growth_chunk_bytes", "must be at most arena_virtual_bytes");
   need(growth_chunk_share >= 1, "growth_chunk_share", "must be at least 1");
+  need(waiting_growth_chunk_share >= 1, "waiting_growth_chunk_share", "must be at least 1");
   need(move_share_permille <= 1000, "move_share_permille", "must be 0..1000");
   need(move_burst_ms <= 3'600'000, "move_burst_ms", "must be at most 3600000 (an hour)");
   need(move_headroom_permille <= 1000, "move_headroom_permille", "must be 0..1000");

@@ -321,6 +321,7 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
   r.trace = trace.name;
   r.device = device.device;
   r.policy = options.config.policy;
+  r.assumed_device_waits = options.config.assume_device_waits;
   r.backend = std::string(backend.name());
   r.lower_bound_bytes = prog.lower_bound_bytes;
   r.unknown_frees = prog.unknown_frees;

@@ -51,6 +51,12 @@ std::string format_table(const std::vector<ReplayResult>& results) {
                        to_string(r.policy), gb(r.peak_reserved_bytes), r.utilization, r.fragmentation,
                        gb(r.peak_allocated_bytes), backend_calls_text(r.stats.backend_calls), r.stats.stitches,
                        r.stats.evictions, r.ns_per_op, vmm_ns_per_op(r), vmm_us_per_stitch_text(r));
+    if (r.policy == Policy::kGmlake) {
+      out += fmt::format("  {:<11} assumes the device {} wherever the pool grows (a replay has no stream to ask: "
+                         "assume_device_waits:{})\n",
+                         "", r.assumed_device_waits ? "waits for the host" : "has queued work",
+                         r.assumed_device_waits ? 1 : 0);
+    }
     if (r.stats.peer_reserved_bytes.peak > 0) {
       out += fmt::format("  {:<11} of which on peer devices at most {:.3f} GB (the lake: peer_devices)\n", "",
                          gb(static_cast<std::uint64_t>(r.stats.peer_reserved_bytes.peak)));
@@ -101,6 +107,7 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"backend_calls", calls},
         {"backend_calls_second_half", second_half},
         {"backend_time_ns", time_ns},
+        {"assumed_device_waits", r.assumed_device_waits},
     });
   }
   return array.dump(1) + "\n";

@@ -31,6 +31,24 @@ TEST_F(CudaStreamEventsTest, EventsRecordOnAStreamAndFinish) {
   cuda::driver().cuStreamDestroy(s);
 }
 
+TEST_F(CudaStreamEventsTest, AStreamIsIdleOnlyOnceItsQueuedWorkFinished) {
+  CudaBackend backend;
+  CudaStreamEvents events(backend);
+  const CUstream s = gpu_test::make_stream();
+  EXPECT_TRUE(events.idle(reinterpret_cast<StreamId>(s)));  // nothing queued yet
+  CUdeviceptr buffer = 0;
+  constexpr std::uint64_t kBytes = 64 * kMiB;
+  cuda::check("cuMemAlloc", cuda::driver().cuMemAlloc(&buffer, kBytes));
+  for (int i = 0; i < 2000; ++i) {  // ~50 ms of device work, far longer than queuing it takes
+    cuda::check("cuMemsetD32Async", cuda::driver().cuMemsetD32Async(buffer, 0xA0A0A0A0u + i, kBytes / 4, s));
+  }
+  EXPECT_FALSE(events.idle(reinterpret_cast<StreamId>(s)));  // the device is busy with it
+  cuda::check("cuStreamSynchronize", cuda::driver().cuStreamSynchronize(s));
+  EXPECT_TRUE(events.idle(reinterpret_cast<StreamId>(s)));  // drained: the device waits for the host
+  cuda::check("cuMemFree", cuda::driver().cuMemFree(buffer));
+  cuda::driver().cuStreamDestroy(s);
+}
+
 TEST_F(CudaStreamEventsTest, ChunksFreedUnderQueuedWorkMoveToAnotherStreamOnlyAfterThatWorkFinished) {
   constexpr std::uint64_t kBlockBytes = 64 * kMiB;
   CudaBackend backend;

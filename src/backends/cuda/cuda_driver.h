@@ -69,6 +69,7 @@ struct DriverApi {
   X(cuStreamDestroy)                        \
   X(cuMemsetD32Async)                       \
   X(cuStreamSynchronize)                    \
+  X(cuStreamQuery)                          \
   X(cuMemPoolCreate)                        \
   X(cuMemPoolDestroy)                       \
   X(cuMemPoolSetAttribute)                  \

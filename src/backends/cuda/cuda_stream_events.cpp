@@ -52,6 +52,14 @@ bool CudaStreamEvents::done(Token token) {
   return true;
 }
 
+bool CudaStreamEvents::idle(StreamId stream) {
+  const cuda::ScopedContext current(static_cast<CUcontext>(context_));
+  const CUresult r = driver().cuStreamQuery(reinterpret_cast<CUstream>(stream));
+  if (r == CUDA_ERROR_NOT_READY) return false;
+  check("cuStreamQuery", r);
+  return true;
+}
+
 void CudaStreamEvents::wait(Token token) {
   const cuda::ScopedContext current(static_cast<CUcontext>(context_));
   check("cuEventSynchronize", driver().cuEventSynchronize(as_event(token)));

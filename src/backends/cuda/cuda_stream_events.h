@@ -2,6 +2,7 @@
 //
 //   record   cuEventRecord of a pooled event (created with CU_EVENT_DISABLE_TIMING) on the stream
 //   done     cuEventQuery (CUDA_ERROR_NOT_READY: false)
+//   idle     cuStreamQuery (CUDA_ERROR_NOT_READY: false)
 //   wait     cuEventSynchronize
 //   release  the event goes back to the pool; the pool's events are destroyed with this object
 //   synchronize_all  cuCtxSynchronize in the device's primary context
@@ -28,6 +29,7 @@ class CudaStreamEvents final : public StreamEvents {
 
   Token record(StreamId stream) override;
   bool done(Token token) override;
+  bool idle(StreamId stream) override;
   void wait(Token token) override;
   void release(Token token) override;
   void synchronize_all() override;

@@ -23,6 +23,8 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
                               ? Pages{1}
                               : std::max(Pages{1}, page.pages_in(config.growth_chunk_bytes))),
       growth_chunk_share_(config.growth_chunk_share),
+      waiting_growth_chunk_share_(config.waiting_growth_chunk_share),
+      assume_device_waits_(config.assume_device_waits),
       chunks_per_block_(config.chunks_per_block),
       headroom_permille_(config.headroom_permille),
       lag_grow_pages_(Pages{config.lag_grow_pages}),
@@ -41,9 +43,16 @@ Pages ChunkSource::chunk_limit(Pages block_pages) const {
   return std::min(share, largest);
 }
 
-Pages ChunkSource::growth_limit() const {
+Pages ChunkSource::growth_limit(bool device_waits) const {
   if (growth_chunk_pages_ <= Pages{1}) return Pages{1};
-  return std::min(growth_chunk_pages_, std::max(Pages{1}, page_.pages_in(reserved_now() / growth_chunk_share_)));
+  const std::uint64_t share = device_waits ? waiting_growth_chunk_share_ : growth_chunk_share_;
+  return std::min(growth_chunk_pages_, std::max(Pages{1}, page_.pages_in(reserved_now() / share)));
+}
+
+bool ChunkSource::device_waits() {
+  if (device_waits_seen_) return true;
+  device_waits_seen_ = fence_.asynchronous() ? fence_.stream_idle(stream_) : assume_device_waits_;
+  return device_waits_seen_;
 }
 
 ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget over_budget, Pages run_pages) {
@@ -53,10 +62,16 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
   const bool memory_first = !peer_takes_over && near_cap(pages);
   const Pages want = memory_first ? Pages{1} : pages;
   // Where the pool grows (nothing idle or free to move), the chunk may cover more of the run: fewer creates,
-  // maps and access grants in the steps that grow the pool (growth_limit()).
-  const Pages growth_want = memory_first || peer_takes_over
-                                ? want
-                                : std::max(want, std::min(std::max(run_pages, pages), growth_limit()));
+  // maps and access grants in the steps that grow the pool (growth_limit()). The stream is asked whether the
+  // device waits only here, where growth is made.
+  const Pages run = std::max(run_pages, pages);
+  auto growth_want = [&] {
+    if (memory_first || peer_takes_over) return want;
+    const bool waits = growth_chunk_pages_ > Pages{1} && device_waits();
+    const Pages n = std::max(want, std::min(run, growth_limit(waits)));
+    if (waits) ++stats_.waiting_growths;
+    return n;
+  };
   const std::uint64_t reserved_at_start = reserved_now();
   ObtainState s;
   s.want_pages = want;
@@ -64,9 +79,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
   s.peer_takes_over = peer_takes_over;
   // A free chunk that fits in the run is mapped whole, fully covered, stranding nothing: up to the growth size,
   // so that a growth chunk evicted elsewhere backs a run again instead of being released and made anew.
-  const Pages fit = memory_first || peer_takes_over
-                        ? pages
-                        : std::min(std::max(run_pages, pages), std::max(pages, growth_chunk_pages_));
+  const Pages fit = memory_first || peer_takes_over ? pages : std::min(run, std::max(pages, growth_chunk_pages_));
   for (;;) {
     const ChunkId free = store_.largest_free_at_most(fit);
     s.best_free_pages = free == kNoChunk ? Pages{0} : store_[free].pages;
@@ -94,7 +107,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
         return free;
       case ObtainAction::kCreate:
         try {
-          return store_.create(step.growth ? growth_want : want);
+          return store_.create(step.growth ? growth_want() : want);
         } catch (const OutOfMemoryError&) {
           // The device is full: use idle memory, as PyTorch retries a failed cudaMalloc from its cache (counted
           // as num_alloc_retries), and spend neither headroom nor growth for time until empty_cache.
@@ -136,7 +149,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
         break;
       case ObtainAction::kCreateWhatFits: {
         // Nothing idle, nothing free: new memory, as much of the run as the cap and the device allow.
-        Pages n = step.growth ? growth_want : want;
+        Pages n = step.growth ? growth_want() : want;
         if (cap_bytes_ != 0) {
           const std::uint64_t reserved = reserved_now();
           n = std::min(n, reserved >= cap_bytes_ ? Pages{0} : page_.pages_in(cap_bytes_ - reserved));

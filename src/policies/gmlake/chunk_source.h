@@ -60,14 +60,18 @@ class ChunkSource {
   enum class OverBudget : std::uint8_t { kOwnDevice, kPeer };
 
   // `page`: the engine's page (Config::page_bytes). Reads cap_bytes, max_chunk_bytes, growth_chunk_bytes,
-  // growth_chunk_share, chunks_per_block, max_strand_bytes,
+  // growth_chunk_share, waiting_growth_chunk_share, assume_device_waits, chunks_per_block, max_strand_bytes,
   // headroom_permille, memory_first_under_cap, lag_grow_pages, move_share_permille, move_burst_ms,
   // move_headroom_permille and move_budget_ns_per_op from `config`.
   ChunkSource(const Config& config, PageGeometry page, Parts parts);
 
-  // An allocation begins: what obtain() and recut() learn of the device (its free bytes) is asked at most once
-  // until the next begin().
-  void begin() { device_free_known_ = false; }
+  // An allocation on `stream` begins: what obtain() and recut() learn of the device (its free bytes) is asked at
+  // most once until the next begin(), and whether the device waits for the host on `stream` is asked again.
+  void begin(StreamId stream) {
+    device_free_known_ = false;
+    stream_ = stream;
+    device_waits_seen_ = false;
+  }
   // The largest chunk, in pages, that a block of `block_pages` pages gets for its unmapped pages:
   //   min(block_pages / chunks_per_block (at least 1; no bound when it is 0),
   //       max(max_chunk_pages, ceil(block_pages / kMaxChunksPerBlock)))
@@ -83,14 +87,25 @@ class ChunkSource {
   // up to min(run_pages, growth_limit()) pages instead (kOwnDevice only, never near the cap or the device's end).
   ChunkId obtain(Pages pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice,
                  Pages run_pages = Pages{0});
-  // The largest growth chunk now, in pages: min(growth_chunk_bytes, reserved bytes / growth_chunk_share) in whole
-  // pages, at least 1; 1 (off) when growth_chunk_bytes is under two pages, max_chunk_bytes is one page or
+  // The largest growth chunk now, in pages: min(growth_chunk_bytes, reserved bytes / share) in whole pages, at
+  // least 1, where share is growth_chunk_share, or waiting_growth_chunk_share when `device_waits` (see
+  // device_waits()); 1 (off) when growth_chunk_bytes is under two pages, max_chunk_bytes is one page or
   // headroom_permille is 0 (memory over calls: there, chunks moved every step would strand parts of them).
   // Growth chunks are made only where the pool grows past its size: with nothing idle, nothing is stranded when
   // they are made, and at the default (16 MiB = max_strand_bytes) a block that later lands on part of one
   // strands less than max_strand_bytes, so it is never re-cut; the share keeps what later blocks strand of them
   // a small part of the pool (utilization within 0.002 on every shipped trace: docs/benchmarks.md).
-  Pages growth_limit() const;
+  //
+  // Time: a growth chunk of n pages costs one create, map and access grant where n page-sized chunks cost n
+  // (the access grant scales with the chunks, not their bytes: ../shared/REFERENCE.md). While the stream has
+  // queued work that time is hidden behind it; once the device waits for the host it is on the critical path,
+  // so larger growth chunks are made there (waiting_growth_chunk_share, 32 at the default against 448).
+  Pages growth_limit(bool device_waits = false) const;
+  // True when the device waits for the host on the allocation's stream (begin()): it has no queued work
+  // (StreamEvents::idle, cuStreamQuery), or, without stream events, Config::assume_device_waits. Asked of the
+  // driver at most until it says so once per allocation: no work is queued on the stream while this thread is in
+  // the allocator, so a drained stream stays drained until the allocation returns. Throws BackendError.
+  bool device_waits();
   // A block is about to use pages [first, last] of `arena`, which would strand `stranded_pages` pages of idle
   // chunks (Placer::Cost::pinned_waste). Above max_strand_bytes, and while the move budget allows, every idle
   // chunk of its own device that the pages cover only in part and that no queued work can touch is unmapped and
@@ -166,6 +181,8 @@ class ChunkSource {
   Pages max_chunk_pages_;
   Pages growth_chunk_pages_;          // Config::growth_chunk_bytes in whole pages (1: off)
   std::uint64_t growth_chunk_share_;  // Config::growth_chunk_share
+  std::uint64_t waiting_growth_chunk_share_;  // Config::waiting_growth_chunk_share
+  bool assume_device_waits_;                  // Config::assume_device_waits
   std::uint64_t chunks_per_block_;
   std::uint64_t headroom_permille_;
   Pages lag_grow_pages_;
@@ -193,6 +210,8 @@ class ChunkSource {
   std::uint64_t move_headroom_permille_;
   MoveBudget moves_;
   bool device_free_known_ = false;  // device_free_ was asked since begin()
+  StreamId stream_ = 0;             // the allocation's stream (begin())
+  bool device_waits_seen_ = false;  // device_waits() was true since begin()
   std::uint64_t device_free_ = 0;
   std::uint64_t allocated_high_bytes_ = 0;  // highest allocated bytes ever (reset_peak_stats leaves it)
   bool headroom_exhausted_ = false;         // a headroom chunk found the device full; reset by device_has_room

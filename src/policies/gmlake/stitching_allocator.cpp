@@ -84,7 +84,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
   }
   const std::uint64_t rounded = round_up(size_bytes, kRoundBytes);
   source_.earn();
-  source_.begin();
+  source_.begin(stream);
   Arena* arena_ptr = nullptr;
   try {
     arena_ptr = &arenas_.get(rounded <= config_.small_request_max_bytes, stream);

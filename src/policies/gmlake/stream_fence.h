@@ -50,6 +50,9 @@ class StreamFence {
   // Where the work queued on `stream` before `tick` stands (see above). Never blocks.
   Readiness readiness(StreamId stream, std::uint64_t tick);
   bool safe(StreamId stream, std::uint64_t tick) { return readiness(stream, tick) == Readiness::kSafe; }
+  // True when all work queued on `stream` has finished: the device waits for the host there (StreamEvents::idle,
+  // cuStreamQuery). Only with StreamEvents (asynchronous()). Never blocks; throws BackendError.
+  bool stream_idle(StreamId stream) { return events_->idle(stream); }
   // Blocks until safe(stream, tick); `now_tick` (>= tick) labels a mark recorded now if none covers tick.
   void wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick);
   // Never blocks: when no mark covers `tick` yet, records one on `stream` labelled `now_tick` (>= tick), so that
