@@ -242,6 +242,50 @@ TEST_F(ChunkSourceTest, WithStreamEventsTheStreamIsAskedOnlyWhereGrowthIsMadeUnt
   for (const ChunkId id : {a, b, c, d, e}) give_back(id);
 }
 
+TEST_F(ChunkSourceTest, WhileTheDeviceWaitsANewChunkIsMadeWithinTheWaitingHeadroomRatherThanAnIdleOneMoved) {
+  // 100 pages used, 1 idle, the highest allocated 100 pages: a page more is past headroom_permille (9: 100.9
+  // pages) but within waiting_headroom_permille (50: 105 pages).
+  test::ManualEvents events;
+  StreamFence fence(&events);
+  ChunkSource source(parse_config("max_chunk_bytes:256M"), kGeometry,
+                     ChunkSource::Parts{sim_, store_, use_, fence, arenas_, stitcher_, stats_, clock_});
+  used_chunk(0, 100);
+  auto safe_idle_chunk = [&](std::uint64_t first_page) {
+    const ChunkId id = idle_chunk(first_page, 1);
+    fence.note_idle(0, use_.idle_since(id));  // a mark after its last use, finished: it may move at once
+    events.finish_all();
+    return id;
+  };
+  const ChunkId idle = safe_idle_chunk(100);
+  source.note_allocated(100 * kPageBytes);
+  const StreamId stream = 3;
+  // Waiting: a new chunk (102 of 105 pages), the idle one stays where it is.
+  source.begin(stream);
+  const ChunkId made = source.obtain(Pages{1}, kPageBytes);
+  EXPECT_NE(made, idle);
+  EXPECT_EQ(stats_.chunks_created, 3u);
+  EXPECT_EQ(stats_.evictions, 0u);
+  EXPECT_TRUE(store_[idle].mapped());
+  EXPECT_EQ(events.idle_queries, 1);
+  // Busy (queued work hides the move): the idle chunk moves, its memory backs the run, nothing is made.
+  events.busy_streams.insert(stream);
+  source.begin(stream);
+  EXPECT_EQ(source.obtain(Pages{1}, kPageBytes), idle);
+  EXPECT_EQ(stats_.evictions, 1u);
+  EXPECT_EQ(stats_.chunks_created, 3u);
+  EXPECT_EQ(events.idle_queries, 2) << "asked where the headroom would move, not again for the free chunk";
+  // waiting_headroom_permille at headroom_permille is off: the stream is not asked.
+  idle_chunk(101, 1);
+  events.busy_streams.clear();
+  ChunkSource off(parse_config("max_chunk_bytes:256M,waiting_headroom_permille:9"), kGeometry,
+                  ChunkSource::Parts{sim_, store_, use_, fence, arenas_, stitcher_, stats_, clock_});
+  off.note_allocated(100 * kPageBytes);
+  off.begin(stream);
+  const ChunkId got = off.obtain(Pages{1}, kPageBytes);
+  EXPECT_EQ(events.idle_queries, 2);
+  for (const ChunkId id : {made, idle, got}) give_back(id);
+}
+
 TEST_F(ChunkSourceTest, WithIdleMemoryOrUnderACapNewChunksKeepTheBlocksShare) {
   // Within the headroom a new chunk is made although a chunk is idle: not growth (memory to move is left).
   make_source("growth_chunk_share:1,headroom_permille:1000");

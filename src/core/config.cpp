@@ -238,6 +238,7 @@ void Config::validate() const {
   need(move_share_permille <= 1000, "move_share_permille", "must be 0..1000");
   need(move_burst_ms <= 3'600'000, "move_burst_ms", "must be at most 3600000 (an hour)");
   need(move_headroom_permille <= 1000, "move_headroom_permille", "must be 0..1000");
+  need(waiting_headroom_permille <= 1000, "waiting_headroom_permille", "must be 0..1000");
   need(small_segment_bytes % kRoundBytes == 0 && small_segment_bytes > small_request_max_bytes,
        "small_segment_bytes", "must be a multiple of 512 above small_request_max_bytes");
   need(large_segment_bytes % kRoundBytes == 0 && large_segment_bytes >= large_segment_threshold_bytes,

@@ -27,6 +27,7 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
       assume_device_waits_(config.assume_device_waits),
       chunks_per_block_(config.chunks_per_block),
       headroom_permille_(config.headroom_permille),
+      waiting_headroom_permille_(config.waiting_headroom_permille),
       lag_grow_pages_(Pages{config.lag_grow_pages}),
       memory_first_under_cap_(config.memory_first_under_cap),
       cap_bytes_(config.cap_bytes),
@@ -86,7 +87,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
     s.free_chunks = store_.free_chunks();
     s.free_pages = store_.free_pages();
     s.idle_chunks = use_.idle_chunks();
-    s.within_headroom = within_headroom(want);
+    s.within_headroom = within_headroom(want) || within_waiting_headroom(want, s);
     s.within_move_headroom = within_move_headroom(want);
     s.cap_allows_want = cap_allows(want);
     s.room_made = reserved_now() + page_.bytes_of(want) <= reserved_at_start && s.cap_allows_want;
@@ -305,6 +306,15 @@ bool ChunkSource::within_permille_of_high(Pages pages, std::uint64_t permille) c
 
 bool ChunkSource::within_headroom(Pages pages) const {
   return headroom_permille_ != 0 && !headroom_exhausted_ && within_permille_of_high(pages, headroom_permille_);
+}
+
+bool ChunkSource::within_waiting_headroom(Pages pages, const ObtainState& s) {
+  // Asked of the stream last: only where the plain headroom would move idle or free memory instead (not where a
+  // free chunk backs the run: decide() takes it first).
+  const bool takes_free = s.best_free_pages != Pages{0} && s.best_free_pages * 2 >= s.want_pages;
+  return waiting_headroom_permille_ > headroom_permille_ && headroom_permille_ != 0 && !headroom_exhausted_ &&
+         (s.idle_chunks != 0 || s.free_chunks != 0) && !takes_free &&
+         within_permille_of_high(pages, waiting_headroom_permille_) && device_waits();
 }
 
 void ChunkSource::throw_oom(std::uint64_t requested, const std::string& reason) const {

@@ -61,8 +61,8 @@ class ChunkSource {
 
   // `page`: the engine's page (Config::page_bytes). Reads cap_bytes, max_chunk_bytes, growth_chunk_bytes,
   // growth_chunk_share, waiting_growth_chunk_share, assume_device_waits, chunks_per_block, max_strand_bytes,
-  // headroom_permille, memory_first_under_cap, lag_grow_pages, move_share_permille, move_burst_ms,
-  // move_headroom_permille and move_budget_ns_per_op from `config`.
+  // headroom_permille, waiting_headroom_permille, memory_first_under_cap, lag_grow_pages, move_share_permille,
+  // move_burst_ms, move_headroom_permille and move_budget_ns_per_op from `config`.
   ChunkSource(const Config& config, PageGeometry page, Parts parts);
 
   // An allocation on `stream` begins: what obtain() and recut() learn of the device (its free bytes) is asked at
@@ -162,6 +162,11 @@ class ChunkSource {
   bool near_cap(Pages pages);
   // True when `pages` more stay within headroom_permille of the highest allocated bytes (and the cap).
   bool within_headroom(Pages pages) const;
+  // True when the device waits for the host (device_waits()) and `pages` more stay within
+  // waiting_headroom_permille of the highest allocated bytes (and the cap), where there is idle or free memory
+  // in `s` that the plain headroom would move: a move then delays the stream's next work by its whole time, a new
+  // chunk costs about as many calls and spares the moves that the next layout would make (a layout cache).
+  bool within_waiting_headroom(Pages pages, const ObtainState& s);
   // Checks its own state: the move budget's equations (move_budget.h), and that the highest allocated bytes it
   // follows are at least the allocated bytes now. The parts it works on (pool, use, fence, arenas) are checked
   // by their own check_invariants. Throws std::logic_error (engine_checks.h). O(1).
@@ -185,6 +190,7 @@ class ChunkSource {
   bool assume_device_waits_;                  // Config::assume_device_waits
   std::uint64_t chunks_per_block_;
   std::uint64_t headroom_permille_;
+  std::uint64_t waiting_headroom_permille_;  // Config::waiting_headroom_permille
   Pages lag_grow_pages_;
   bool memory_first_under_cap_;
   std::uint64_t cap_bytes_;
