@@ -244,10 +244,10 @@ TEST_F(ChunkSourceTest, WithStreamEventsTheStreamIsAskedOnlyWhereGrowthIsMadeUnt
 
 TEST_F(ChunkSourceTest, WhileTheDeviceWaitsANewChunkIsMadeWithinTheWaitingHeadroomRatherThanAnIdleOneMoved) {
   // 100 pages used, 1 idle, the highest allocated 100 pages: a page more is past headroom_permille (9: 100.9
-  // pages) but within waiting_headroom_permille (50: 105 pages).
+  // pages) but within waiting_headroom_permille 50 (105 pages; off by default).
   test::ManualEvents events;
   StreamFence fence(&events);
-  ChunkSource source(parse_config("max_chunk_bytes:256M"), kGeometry,
+  ChunkSource source(parse_config("max_chunk_bytes:256M,waiting_headroom_permille:50"), kGeometry,
                      ChunkSource::Parts{sim_, store_, use_, fence, arenas_, stitcher_, stats_, clock_});
   used_chunk(0, 100);
   auto safe_idle_chunk = [&](std::uint64_t first_page) {
@@ -274,10 +274,10 @@ TEST_F(ChunkSourceTest, WhileTheDeviceWaitsANewChunkIsMadeWithinTheWaitingHeadro
   EXPECT_EQ(stats_.evictions, 1u);
   EXPECT_EQ(stats_.chunks_created, 3u);
   EXPECT_EQ(events.idle_queries, 2) << "asked where the headroom would move, not again for the free chunk";
-  // waiting_headroom_permille at headroom_permille is off: the stream is not asked.
+  // The default (waiting_headroom_permille 0: off): the stream is not asked.
   idle_chunk(101, 1);
   events.busy_streams.clear();
-  ChunkSource off(parse_config("max_chunk_bytes:256M,waiting_headroom_permille:9"), kGeometry,
+  ChunkSource off(parse_config("max_chunk_bytes:256M"), kGeometry,
                   ChunkSource::Parts{sim_, store_, use_, fence, arenas_, stitcher_, stats_, clock_});
   off.note_allocated(100 * kPageBytes);
   off.begin(stream);

@@ -129,10 +129,15 @@ TEST(ConfigTest, GrowthChunksAreSixteenMiBAndAShareOfReservedBytesByDefault) {
   EXPECT_EQ(c.growth_chunk_bytes, 16 * kMiB) << "at max_strand_bytes: a growth chunk is never re-cut";
   EXPECT_EQ(c.growth_chunk_bytes, c.max_strand_bytes);
   EXPECT_EQ(c.growth_chunk_share, 448u);
+  EXPECT_EQ(c.waiting_growth_chunk_share, 32u);
+  EXPECT_EQ(c.waiting_headroom_permille, 0u);
+  EXPECT_FALSE(c.assume_device_waits);
   // Any size is accepted (whole pages count, under two pages is off); the share must be at least 1.
   EXPECT_EQ(parse_config("growth_chunk_bytes:0").growth_chunk_bytes, 0u);
   EXPECT_EQ(parse_config("growth_chunk_bytes:7M").growth_chunk_bytes, 7 * kMiB);
   expect_config_error("growth_chunk_share:0", "growth_chunk_share");
+  expect_config_error("waiting_growth_chunk_share:0", "waiting_growth_chunk_share");
+  expect_config_error("waiting_headroom_permille:1001", "waiting_headroom_permille");
   expect_config_error("growth_chunk_bytes:2T", "growth_chunk_bytes");  // past arena_virtual_bytes (1 TiB)
 }
 

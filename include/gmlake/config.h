@@ -109,12 +109,13 @@ namespace gmlake {
     "chunk is created rather than an idle page evicted; spends at most that much memory on fewer VMM calls in "   \
     "steady state (a repeating step keeps its pages mapped instead of moving them every step); 0 = evict "       \
     "whenever any page is idle")                                                                                \
-  X(u64, waiting_headroom_permille, 50, "permille",                                                             \
+  X(u64, waiting_headroom_permille, 0, "permille",                                                              \
     "gmlake: headroom_permille while the device waits for the host (the allocating stream has no queued work: "   \
     "waiting_growth_chunk_share): a move would then be on the critical path, so a new chunk is made instead "    \
     "while reserved bytes stay within the highest allocated bytes plus this many thousandths; asked of the "      \
-    "stream only where headroom_permille would move memory. Without stream events assume_device_waits decides; "  \
-    "at most headroom_permille = off")                                                                            \
+    "stream only where headroom_permille would move memory. Without stream events assume_device_waits decides. "  \
+    "At most headroom_permille = off, the default: 50 cut resnet50-infer's VMM time by a third but, were the "    \
+    "device always waiting, would reserve more than PyTorch on 5 shipped traces (docs/benchmarks.md)")          \
   X(string, peer_devices, "none", "",                                                                           \
     "gmlake, the lake: devices whose memory the pool may borrow when its own device (or cap_bytes) is full and "  \
     "no idle or free memory is left, tried in order, as device ids separated by ';' (\"1;2\"); none = own device only. "    \
