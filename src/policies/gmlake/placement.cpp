@@ -50,6 +50,11 @@ Placer::Cost Placer::cost_from_bitmaps(const Arena& arena, PageNumber first, Pag
   // Counted in raw page numbers, typed once at the end (as the walk in cost_of).
   const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
   std::uint64_t pinned_waste = 0, standby = 0;
+  // A block within one word of pages and no standby mapping there (most blocks): the word's bits say it all.
+  if ((first_raw >> 6) == (last_raw >> 6)) {
+    const PageMap::WordBits bits = arena.pages.word_bits(first, last);
+    if ((bits.mapped & ~bits.active) == 0) return cost_in_word(arena, first_raw, last_raw, bits, bound);
+  }
   // Standby mappings: taken back (mapped) when no block uses their chunk, else stitched anew (`lost`). Only
   // those at the ends can be covered in part; an idle one covered in part pins the rest, as an active one does.
   std::uint64_t usable = 0, lost = 0;
@@ -86,22 +91,59 @@ Placer::Cost Placer::cost_from_bitmaps(const Arena& arena, PageNumber first, Pag
   return Cost{Pages{last_raw - first_raw + 1 - active - usable}, Pages{pinned_waste}, standby};
 }
 
+Placer::Cost Placer::cost_in_word(const Arena& arena, std::uint64_t first_raw, std::uint64_t last_raw,
+                                  const PageMap::WordBits& bits, std::uint64_t bound) {
+  // Every mapped page is active (no standby mapping): the pages cost their unmapped ones, and the gaps before the
+  // last mapped page are what the walk would find (the bits sit at their pages' places in the word).
+  const std::uint64_t active = PageMap::bits_in(bits.active), word_first = first_raw & ~std::uint64_t{63};
+  const std::uint64_t gaps =
+      bits.mapped == 0 ? 0
+                       : (word_first + 63 - static_cast<std::uint64_t>(__builtin_clzll(bits.mapped)) - first_raw + 1) -
+                             active;
+  if (gaps > bound) return Cost{Pages::max(), Pages{0}};
+  // An idle chunk at an end that the pages cover in part pins the rest of it. Its end page is idle (idle bits
+  // cover an idle chunk's pages whole), so a page not idle needs no look at its chunk.
+  std::uint64_t pinned_waste = 0;
+  std::uint64_t first_chunk_last = 0;  // the last page of the idle chunk at `first`, when there is one
+  const bool first_idle = (bits.idle >> (first_raw & 63)) & 1;
+  if (first_idle) {
+    const auto [start, e] = arena.pages.at(PageNumber{first_raw});
+    const std::uint64_t pages = e.pages.count();
+    first_chunk_last = start.value() + pages - 1;
+    const std::uint64_t covered = std::min(first_chunk_last, last_raw) - first_raw + 1;
+    if (covered != pages) pinned_waste += pages - covered;
+  }
+  // The chunk at `last`, unless it is the one at `first` (counted there).
+  if (((bits.idle >> (last_raw & 63)) & 1) && !(first_idle && first_chunk_last >= last_raw)) {
+    const auto [start, e] = arena.pages.at(PageNumber{last_raw});
+    const std::uint64_t pages = e.pages.count();
+    const std::uint64_t covered = last_raw - std::max(start.value(), first_raw) + 1;
+    if (covered != pages) pinned_waste += pages - covered;
+  }
+  return Cost{Pages{last_raw - first_raw + 1 - active}, Pages{pinned_waste}, 0};
+}
+
 Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes) const {
   GMLAKE_DCHECK(rounded_bytes != 0 && rounded_bytes % kRoundBytes == 0, "a request not rounded to 512 B");
   Placement best{{0, 0}, 0, {Pages::max(), Pages{0}}};
+  // Prices the place at `offset` in `r` on pages [first, last]; true when it costs nothing (taken at once).
+  auto price = [&](const FreeRange& r, std::uint64_t offset, PageNumber first, PageNumber last) {
+    const Cost c = cost_of(arena, first, last, best.cost.unmapped);
+    if (c.unmapped < best.cost.unmapped ||
+        (c.unmapped == best.cost.unmapped && c.pinned_waste < best.cost.pinned_waste)) {
+      best = {r, offset, c};
+    }
+    return c.total() == Pages{0};
+  };
   auto weigh = [&](const FreeRange& r) {
     const std::uint64_t end_offset = r.offset + r.size_bytes - rounded_bytes;
-    for (const std::uint64_t offset : {r.offset, end_offset}) {
-      const Cost c = cost_of(arena, page_.first_page(offset), page_.last_page(offset, rounded_bytes),
-                             best.cost.unmapped);
-      if (c.unmapped < best.cost.unmapped ||
-          (c.unmapped == best.cost.unmapped && c.pinned_waste < best.cost.pinned_waste)) {
-        best = {r, offset, c};
-      }
-      if (c.total() == Pages{0}) return true;
-      if (end_offset == r.offset) break;
-    }
-    return false;
+    const PageNumber start_first = page_.first_page(r.offset), start_last = page_.last_page(r.offset, rounded_bytes);
+    if (price(r, r.offset, start_first, start_last)) return true;
+    const PageNumber end_first = page_.first_page(end_offset), end_last = page_.last_page(end_offset, rounded_bytes);
+    // The end on the start's pages (the end itself when the range fits exactly) costs what the start did, and a
+    // tie keeps the start: it is not priced again.
+    if (end_first == start_first && end_last == start_last) return false;
+    return price(r, end_offset, end_first, end_last);
   };
   arena.free.best_fit(rounded_bytes, fit_candidates_, weigh);
   // Every candidate lay on a recalled chunk: look at every free range.
