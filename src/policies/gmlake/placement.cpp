@@ -9,11 +9,64 @@
 
 namespace gmlake::engine {
 
+namespace {
+
+// The pages of the idle chunks at the ends of pages [first_raw, last_raw] outside them (a block there pins them),
+// given whether each end page is idle. The page at an end is idle iff such a chunk lies there (idle bits cover an
+// idle chunk's pages whole: ChunkUse's invariant), so an end not idle needs no look at its chunk; a chunk at both
+// ends counts once. Inlined into both callers: it is most of the cost of the common block.
+[[gnu::always_inline]] inline std::uint64_t pinned_at_ends(const Arena& arena, std::uint64_t first_raw,
+                                                           std::uint64_t last_raw, bool first_idle, bool last_idle) {
+  std::uint64_t pinned_waste = 0;
+  std::uint64_t first_chunk_last = 0;  // the last page of the idle chunk at `first`, when there is one
+  if (first_idle) {
+    const auto [start, e] = arena.pages.at(PageNumber{first_raw});
+    const std::uint64_t pages = e.pages.count();
+    first_chunk_last = start.value() + pages - 1;
+    const std::uint64_t covered = std::min(first_chunk_last, last_raw) - first_raw + 1;
+    if (covered != pages) pinned_waste += pages - covered;
+  }
+  // The chunk at `last`, unless it is the one at `first` (counted there).
+  if (last_idle && !(first_idle && first_chunk_last >= last_raw)) {
+    const auto [start, e] = arena.pages.at(PageNumber{last_raw});
+    const std::uint64_t pages = e.pages.count();
+    const std::uint64_t covered = last_raw - std::max(start.value(), first_raw) + 1;
+    if (covered != pages) pinned_waste += pages - covered;
+  }
+  return pinned_waste;
+}
+
+}  // namespace
+
+Placer::Cost Placer::cost_in_word(const Arena& arena, std::uint64_t first_raw, std::uint64_t last_raw,
+                                  const PageMap::WordBits& bits, std::uint64_t bound) {
+  // Every mapped page is active (no standby mapping): the pages cost their unmapped ones, and the gaps before the
+  // last mapped page are what the walk would find (the bits sit at their pages' places in the word).
+  const std::uint64_t active = PageMap::bits_in(bits.active), word_first = first_raw & ~std::uint64_t{63};
+  const std::uint64_t gaps =
+      bits.mapped == 0 ? 0
+                       : (word_first + 63 - static_cast<std::uint64_t>(__builtin_clzll(bits.mapped)) - first_raw + 1) -
+                             active;
+  if (gaps > bound) return Cost{Pages::max(), Pages{0}};
+  const std::uint64_t pinned_waste = pinned_at_ends(arena, first_raw, last_raw, (bits.idle >> (first_raw & 63)) & 1,
+                                                     (bits.idle >> (last_raw & 63)) & 1);
+  return Cost{Pages{last_raw - first_raw + 1 - active}, Pages{pinned_waste}, 0};
+}
+
 Placer::Cost Placer::cost_of(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound) const {
   GMLAKE_DCHECK(first <= last, "the cost of an empty page range");
   // No recalled chunk (the common case): the page table's bitmaps give the mapped pages, only the chunks at the
   // two ends can be covered in part, and only the standby mappings need their chunk's record.
-  if (store_.recalled().empty()) return cost_from_bitmaps(arena, first, last, unmapped_bound);
+  if (store_.recalled().empty()) {
+    // A block within one word of pages and no standby mapping there (most blocks): the word's bits say it all.
+    if ((first.value() >> 6) == (last.value() >> 6)) {
+      const PageMap::WordBits bits = arena.pages.word_bits(first, last);
+      if ((bits.mapped & ~bits.active) == 0) {
+        return cost_in_word(arena, first.value(), last.value(), bits, unmapped_bound.count());
+      }
+    }
+    return cost_from_bitmaps(arena, first, last, unmapped_bound);
+  }
   // The walk counts in raw page numbers (one step per chunk), typed once at the end.
   const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
   std::uint64_t unmapped = last_raw - first_raw + 1, pinned_waste = 0, standby = 0;
@@ -50,11 +103,6 @@ Placer::Cost Placer::cost_from_bitmaps(const Arena& arena, PageNumber first, Pag
   // Counted in raw page numbers, typed once at the end (as the walk in cost_of).
   const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
   std::uint64_t pinned_waste = 0, standby = 0;
-  // A block within one word of pages and no standby mapping there (most blocks): the word's bits say it all.
-  if ((first_raw >> 6) == (last_raw >> 6)) {
-    const PageMap::WordBits bits = arena.pages.word_bits(first, last);
-    if ((bits.mapped & ~bits.active) == 0) return cost_in_word(arena, first_raw, last_raw, bits, bound);
-  }
   // Standby mappings: taken back (mapped) when no block uses their chunk, else stitched anew (`lost`). Only
   // those at the ends can be covered in part; an idle one covered in part pins the rest, as an active one does.
   std::uint64_t usable = 0, lost = 0;
@@ -76,51 +124,8 @@ Placer::Cost Placer::cost_from_bitmaps(const Arena& arena, PageNumber first, Pag
   if (gaps + lost > bound) return Cost{Pages::max(), Pages{0}};
   // An idle chunk's active place that the pages cover in part pins the rest of it; only the chunks at `first`
   // and `last` can be.
-  const auto [first_start, at_first] = arena.pages.at(first);
-  if (at_first.chunk != kNoChunk && at_first.active) {
-    const std::uint64_t pages = at_first.pages.count();
-    const std::uint64_t covered = std::min(first_start.value() + pages - 1, last_raw) - first_raw + 1;
-    if (covered != pages && arena.pages.idle_at(first_start)) pinned_waste += pages - covered;
-  }
-  const auto [last_start, at_last] = arena.pages.at(last);
-  if (at_last.chunk != kNoChunk && at_last.active && !(at_first.chunk != kNoChunk && last_start == first_start)) {
-    const std::uint64_t pages = at_last.pages.count();
-    const std::uint64_t covered = last_raw - std::max(last_start.value(), first_raw) + 1;
-    if (covered != pages && arena.pages.idle_at(last_start)) pinned_waste += pages - covered;
-  }
+  pinned_waste += pinned_at_ends(arena, first_raw, last_raw, arena.pages.idle_at(first), arena.pages.idle_at(last));
   return Cost{Pages{last_raw - first_raw + 1 - active - usable}, Pages{pinned_waste}, standby};
-}
-
-Placer::Cost Placer::cost_in_word(const Arena& arena, std::uint64_t first_raw, std::uint64_t last_raw,
-                                  const PageMap::WordBits& bits, std::uint64_t bound) {
-  // Every mapped page is active (no standby mapping): the pages cost their unmapped ones, and the gaps before the
-  // last mapped page are what the walk would find (the bits sit at their pages' places in the word).
-  const std::uint64_t active = PageMap::bits_in(bits.active), word_first = first_raw & ~std::uint64_t{63};
-  const std::uint64_t gaps =
-      bits.mapped == 0 ? 0
-                       : (word_first + 63 - static_cast<std::uint64_t>(__builtin_clzll(bits.mapped)) - first_raw + 1) -
-                             active;
-  if (gaps > bound) return Cost{Pages::max(), Pages{0}};
-  // An idle chunk at an end that the pages cover in part pins the rest of it. Its end page is idle (idle bits
-  // cover an idle chunk's pages whole), so a page not idle needs no look at its chunk.
-  std::uint64_t pinned_waste = 0;
-  std::uint64_t first_chunk_last = 0;  // the last page of the idle chunk at `first`, when there is one
-  const bool first_idle = (bits.idle >> (first_raw & 63)) & 1;
-  if (first_idle) {
-    const auto [start, e] = arena.pages.at(PageNumber{first_raw});
-    const std::uint64_t pages = e.pages.count();
-    first_chunk_last = start.value() + pages - 1;
-    const std::uint64_t covered = std::min(first_chunk_last, last_raw) - first_raw + 1;
-    if (covered != pages) pinned_waste += pages - covered;
-  }
-  // The chunk at `last`, unless it is the one at `first` (counted there).
-  if (((bits.idle >> (last_raw & 63)) & 1) && !(first_idle && first_chunk_last >= last_raw)) {
-    const auto [start, e] = arena.pages.at(PageNumber{last_raw});
-    const std::uint64_t pages = e.pages.count();
-    const std::uint64_t covered = last_raw - std::max(start.value(), first_raw) + 1;
-    if (covered != pages) pinned_waste += pages - covered;
-  }
-  return Cost{Pages{last_raw - first_raw + 1 - active}, Pages{pinned_waste}, 0};
 }
 
 Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes) const {

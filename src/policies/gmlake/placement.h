@@ -72,7 +72,7 @@ class Placer {
   Cost cost_from_bitmaps(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound) const;
 
   // cost_from_bitmaps for pages [first, last] within one word of 64 pages holding no standby mapping (the common
-  // block: cost_from_bitmaps takes this path there), from the word's bits (PageMap::word_bits): the pages cost their
+  // block: cost_of takes this path there), from the word's bits (PageMap::word_bits): the pages cost their
   // unmapped ones, and only where an end page is idle is the chunk there read (idle bits cover an idle chunk's
   // pages whole: ChunkUse's invariant), for the pages it pins. O(1).
   static Cost cost_in_word(const Arena& arena, std::uint64_t first_raw, std::uint64_t last_raw,
