@@ -36,6 +36,42 @@ namespace {
   return pinned_waste;
 }
 
+// Placer::cost_of while a chunk is recalled: a walk over the chunks mapped in the pages (one step each), which
+// finds a recalled one. Kept out of line (noinline: called once, it would be inlined), so that cost_of's common
+// paths carry none of its state and save fewer registers per call.
+[[gnu::noinline]] Placer::Cost cost_by_walk(const ChunkStore& store, const ChunkUse& use, const Arena& arena, PageNumber first,
+                          PageNumber last, Pages unmapped_bound) {
+  // The walk counts in raw page numbers (one step per chunk), typed once at the end.
+  const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
+  std::uint64_t unmapped = last_raw - first_raw + 1, pinned_waste = 0, standby = 0;
+  bool recalled = false;
+  std::uint64_t next = first_raw;    // the first page not yet walked
+  std::uint64_t known_unmapped = 0;  // pages before `next` that would have to be stitched
+  arena.pages.for_each_until(first, last, [&](PageNumber start, const PageMap::Entry& e) {
+    const std::uint64_t p = start.value(), pages = e.pages.count();
+    const std::uint64_t lo = std::max(p, first_raw), hi = std::min(p + pages - 1, last_raw);
+    const std::uint64_t covered = hi - lo + 1;
+    known_unmapped += lo - next;  // the gap before this chunk
+    next = hi + 1;
+    const Chunk& c = store[e.chunk];
+    standby += e.active ? 0 : 1;
+    // An active place is idle when the page table says so; a standby mapping's chunk is used elsewhere or not.
+    const bool used = e.active ? !arena.pages.idle_at(start) : use.used(e.chunk);
+    // A standby mapping of a chunk that a block uses elsewhere goes: its pages are stitched anew.
+    if (used && !e.active) {
+      known_unmapped += covered;
+    } else {
+      unmapped -= covered;
+      if (!used) pinned_waste += pages - covered;
+      recalled = recalled || c.recalled;
+    }
+    return known_unmapped <= bound;
+  });
+  // Past the bound, or on a recalled chunk (it takes no new block): never chosen.
+  if (recalled || known_unmapped > bound) return Placer::Cost{Pages::max(), Pages{0}};
+  return Placer::Cost{Pages{unmapped}, Pages{pinned_waste}, standby};
+}
+
 }  // namespace
 
 Placer::Cost Placer::cost_in_word(const Arena& arena, std::uint64_t first_raw, std::uint64_t last_raw,
@@ -67,40 +103,12 @@ Placer::Cost Placer::cost_of(const Arena& arena, PageNumber first, PageNumber la
     }
     return cost_from_bitmaps(arena, first, last, unmapped_bound);
   }
-  // The walk counts in raw page numbers (one step per chunk), typed once at the end.
-  const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
-  std::uint64_t unmapped = last_raw - first_raw + 1, pinned_waste = 0, standby = 0;
-  bool recalled = false;
-  std::uint64_t next = first_raw;    // the first page not yet walked
-  std::uint64_t known_unmapped = 0;  // pages before `next` that would have to be stitched
-  arena.pages.for_each_until(first, last, [&](PageNumber start, const PageMap::Entry& e) {
-    const std::uint64_t p = start.value(), pages = e.pages.count();
-    const std::uint64_t lo = std::max(p, first_raw), hi = std::min(p + pages - 1, last_raw);
-    const std::uint64_t covered = hi - lo + 1;
-    known_unmapped += lo - next;  // the gap before this chunk
-    next = hi + 1;
-    const Chunk& c = store_[e.chunk];
-    standby += e.active ? 0 : 1;
-    // An active place is idle when the page table says so; a standby mapping's chunk is used elsewhere or not.
-    const bool used = e.active ? !arena.pages.idle_at(start) : use_.used(e.chunk);
-    // A standby mapping of a chunk that a block uses elsewhere goes: its pages are stitched anew.
-    if (used && !e.active) {
-      known_unmapped += covered;
-    } else {
-      unmapped -= covered;
-      if (!used) pinned_waste += pages - covered;
-      recalled = recalled || c.recalled;
-    }
-    return known_unmapped <= bound;
-  });
-  // Past the bound, or on a recalled chunk (it takes no new block): never chosen.
-  if (recalled || known_unmapped > bound) return Cost{Pages::max(), Pages{0}};
-  return Cost{Pages{unmapped}, Pages{pinned_waste}, standby};
+  return cost_by_walk(store_, use_, arena, first, last, unmapped_bound);
 }
 
 Placer::Cost Placer::cost_from_bitmaps(const Arena& arena, PageNumber first, PageNumber last,
                                        Pages unmapped_bound) const {
-  // Counted in raw page numbers, typed once at the end (as the walk in cost_of).
+  // Counted in raw page numbers, typed once at the end (as cost_by_walk).
   const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
   std::uint64_t pinned_waste = 0, standby = 0;
   // Standby mappings: taken back (mapped) when no block uses their chunk, else stitched anew (`lost`). Only
