@@ -27,7 +27,7 @@ def parse():
 
 
 def sequence(n, seed=0):
-    """(size_bytes, index to free after this allocation or -1): a deterministic activation-like pattern."""
+    """The size in bytes of each allocation, a deterministic activation-like pattern."""
     rng = random.Random(seed)
     sizes = []
     for _ in range(n):

@@ -118,20 +118,8 @@ class PageMap {
   }
   // The first span start in [first, last], or PageNumber::max(). O(leaves + pages / 64).
   PageNumber next_span_start(PageNumber first, PageNumber last) const {
-    const std::uint64_t lo = first.value(), hi = last.value();
-    for (std::uint64_t i = lo >> kLeafShift; i <= (hi >> kLeafShift) && i < leaves_.size(); ++i) {
-      const Leaf* leaf = leaves_[i].get();
-      if (leaf == nullptr) continue;
-      const std::uint64_t a = i == (lo >> kLeafShift) ? lo & kLeafMask : 0;
-      const std::uint64_t b = i == (hi >> kLeafShift) ? hi & kLeafMask : kLeafMask;
-      for (std::uint64_t w = a >> 6; w <= b >> 6; ++w) {
-        const std::uint64_t bits = leaf->span_start_bits[w] & word_mask(w, a, b);
-        if (bits != 0) {
-          return PageNumber{(i << kLeafShift) + (w << 6) + static_cast<std::uint64_t>(__builtin_ctzll(bits))};
-        }
-      }
-    }
-    return PageNumber::max();
+    // Every leaf: a span start stays marked after its pages are unmapped (idle_tick reads it).
+    return first_set<&Leaf::span_start_bits, false>(first.value(), last.value());
   }
   // Pages [first, last] (first <= last) are no longer idle: returns how many of them were, and how many chunks'
   // first pages among them. O(leaves + pages / 64).
@@ -148,20 +136,7 @@ class PageMap {
   }
   // The first idle page in [first, last] (first <= last), or PageNumber::max(). O(leaves + pages / 64).
   PageNumber first_idle(PageNumber first, PageNumber last) const {
-    const std::uint64_t lo = first.value(), hi = last.value();
-    for (std::uint64_t i = lo >> kLeafShift; i <= (hi >> kLeafShift) && i < leaves_.size(); ++i) {
-      const Leaf* leaf = leaves_[i].get();
-      if (leaf == nullptr || leaf->mapped == 0) continue;
-      const std::uint64_t a = i == (lo >> kLeafShift) ? lo & kLeafMask : 0;
-      const std::uint64_t b = i == (hi >> kLeafShift) ? hi & kLeafMask : kLeafMask;
-      for (std::uint64_t w = a >> 6; w <= b >> 6; ++w) {
-        const std::uint64_t idle = leaf->idle_bits[w] & word_mask(w, a, b);
-        if (idle != 0) {
-          return PageNumber{(i << kLeafShift) + (w << 6) + static_cast<std::uint64_t>(__builtin_ctzll(idle))};
-        }
-      }
-    }
-    return PageNumber::max();
+    return first_set<&Leaf::idle_bits, true>(first.value(), last.value());  // idle pages are mapped ones
   }
   // True when page `page` lies in an idle chunk's active place (set_idle). O(1).
   bool idle_at(PageNumber page) const {
@@ -487,6 +462,24 @@ class PageMap {
     if (w == a >> 6) mask &= ~std::uint64_t{0} << (a & 63);
     if (w == b >> 6) mask &= ~std::uint64_t{0} >> (63 - (b & 63));
     return mask;
+  }
+  // The first page in [lo, hi] whose bit is set in every leaf's `kBits`, or PageNumber::max(); leaves with no
+  // mapped slot are skipped when kMappedLeavesOnly. O(leaves + pages / 64).
+  template <std::array<std::uint64_t, kLeafPages / 64> Leaf::*kBits, bool kMappedLeavesOnly>
+  PageNumber first_set(std::uint64_t lo, std::uint64_t hi) const {
+    for (std::uint64_t i = lo >> kLeafShift; i <= (hi >> kLeafShift) && i < leaves_.size(); ++i) {
+      const Leaf* leaf = leaves_[i].get();
+      if (leaf == nullptr || (kMappedLeavesOnly && leaf->mapped == 0)) continue;
+      const std::uint64_t a = i == (lo >> kLeafShift) ? lo & kLeafMask : 0;
+      const std::uint64_t b = i == (hi >> kLeafShift) ? hi & kLeafMask : kLeafMask;
+      for (std::uint64_t w = a >> 6; w <= b >> 6; ++w) {
+        const std::uint64_t bits = (leaf->*kBits)[w] & word_mask(w, a, b);
+        if (bits != 0) {
+          return PageNumber{(i << kLeafShift) + (w << 6) + static_cast<std::uint64_t>(__builtin_ctzll(bits))};
+        }
+      }
+    }
+    return PageNumber::max();
   }
   // Calls f(leaf, w, mask) for every word of the leaves that pages [first, last] touch (none where no leaf is:
   // no page there is mapped), with the mask of those pages in it.
