@@ -292,21 +292,24 @@ TEST(PageMapTest, TheBitsOfAWordAreEachPagesMappingAtItsPlace) {
   m.check_invariants();
   for (std::uint64_t first = 3840; first < 4352; ++first) {
     for (std::uint64_t last = first; (last >> 6) == (first >> 6); ++last) {
-      std::uint64_t mapped = 0, active = 0, idle = 0;
+      std::uint64_t pages = 0, mapped = 0, active = 0, idle = 0;
       for (std::uint64_t p = first; p <= last; ++p) {
         const auto [start, e] = m.at(PageNumber{p});
         const std::uint64_t bit = std::uint64_t{1} << (p & 63);
+        pages |= bit;
         if (e.chunk != kNoChunk) mapped |= bit;
         if (e.chunk != kNoChunk && e.active) active |= bit;
         if (m.idle_at(PageNumber{p})) idle |= bit;
       }
       const PageMap::WordBits bits = m.word_bits(PageNumber{first}, PageNumber{last});
+      ASSERT_EQ(bits.pages, pages) << first << ".." << last;
       ASSERT_EQ(bits.mapped, mapped) << first << ".." << last;
       ASSERT_EQ(bits.active, active) << first << ".." << last;
       ASSERT_EQ(bits.idle, idle) << first << ".." << last;
     }
   }
   const PageMap::WordBits none = m.word_bits(PageNumber{1 << 20}, PageNumber{(1 << 20) + 63});
+  EXPECT_EQ(none.pages, ~std::uint64_t{0});
   EXPECT_EQ(none.mapped | none.active | none.idle, 0u);
 }
 

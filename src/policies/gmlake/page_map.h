@@ -145,20 +145,21 @@ class PageMap {
     return (leaves_[i]->idle_bits[(p & kLeafMask) >> 6] >> (p & 63)) & 1;
   }
   // The bits of pages [first, last], which lie in one word of 64 pages (first / 64 = last / 64), each at its place
-  // in that word (bit k: page first / 64 * 64 + k), the others 0: mapped, active (a subset of mapped) and idle (a
-  // subset of active); all 0 where no leaf is. O(1), one leaf lookup: what the Placer reads of a block within one
-  // word, where summarize's loop and the lookups of at() and idle_at() would cost more than the answer.
+  // in that word (bit k: page first / 64 * 64 + k), the others 0: the pages themselves, then those mapped, active
+  // (a subset of mapped) and idle (a subset of active); the last three 0 where no leaf is. O(1), one leaf lookup:
+  // what the Placer reads of a block a word at a time, where summarize's loop and the lookups of at() and idle_at()
+  // would cost more than the answer.
   struct WordBits {
-    std::uint64_t mapped, active, idle;
+    std::uint64_t pages, mapped, active, idle;
   };
   WordBits word_bits(PageNumber first, PageNumber last) const {
     const std::uint64_t lo = first.value(), hi = last.value(), i = lo >> kLeafShift;
     GMLAKE_DCHECK(lo <= hi && (lo >> 6) == (hi >> 6), "word_bits of pages outside one word");
-    if (i >= leaves_.size() || !leaves_[i]) return {0, 0, 0};
+    const std::uint64_t mask = (~std::uint64_t{0} << (lo & 63)) & (~std::uint64_t{0} >> (63 - (hi & 63)));
+    if (i >= leaves_.size() || !leaves_[i]) return {mask, 0, 0, 0};
     const Leaf& leaf = *leaves_[i];
     const std::uint64_t w = (lo & kLeafMask) >> 6;
-    const std::uint64_t mask = (~std::uint64_t{0} << (lo & 63)) & (~std::uint64_t{0} >> (63 - (hi & 63)));
-    return {leaf.mapped_bits[w] & mask, leaf.active_bits[w] & mask, leaf.idle_bits[w] & mask};
+    return {mask, leaf.mapped_bits[w] & mask, leaf.active_bits[w] & mask, leaf.idle_bits[w] & mask};
   }
   // Mappings (active or standby) whose first page lies in [first, last] (first <= last). O(leaves + pages / 64).
   std::uint64_t starts(PageNumber first, PageNumber last) const {

@@ -67,73 +67,88 @@ namespace {
     }
     return known_unmapped <= bound;
   });
-  // Past the bound, or on a recalled chunk (it takes no new block): never chosen.
-  if (recalled || known_unmapped > bound) return Placer::Cost{Pages::max(), Pages{0}};
+  // Past the bound (the gaps walked, or all the unmapped pages once the walk is done), or on a recalled chunk (it
+  // takes no new block): never chosen.
+  if (recalled || known_unmapped > bound || unmapped > bound) return Placer::Cost{Pages::max(), Pages{0}};
   return Placer::Cost{Pages{unmapped}, Pages{pinned_waste}, standby};
 }
 
-}  // namespace
-
-Placer::Cost Placer::cost_in_word(const Arena& arena, std::uint64_t first_raw, std::uint64_t last_raw,
-                                  const PageMap::WordBits& bits, std::uint64_t bound) {
-  // Every mapped page is active (no standby mapping): the pages cost their unmapped ones, and the gaps before the
-  // last mapped page are what the walk would find (the bits sit at their pages' places in the word).
-  const std::uint64_t active = PageMap::bits_in(bits.active), word_first = first_raw & ~std::uint64_t{63};
-  const std::uint64_t gaps =
-      bits.mapped == 0 ? 0
-                       : (word_first + 63 - static_cast<std::uint64_t>(__builtin_clzll(bits.mapped)) - first_raw + 1) -
-                             active;
-  if (gaps > bound) return Cost{Pages::max(), Pages{0}};
-  const std::uint64_t pinned_waste = pinned_at_ends(arena, first_raw, last_raw, (bits.idle >> (first_raw & 63)) & 1,
-                                                     (bits.idle >> (last_raw & 63)) & 1);
-  return Cost{Pages{last_raw - first_raw + 1 - active}, Pages{pinned_waste}, 0};
-}
-
-Placer::Cost Placer::cost_of(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound) const {
-  GMLAKE_DCHECK(first <= last, "the cost of an empty page range");
-  // No recalled chunk (the common case): the page table's bitmaps give the mapped pages, only the chunks at the
-  // two ends can be covered in part, and only the standby mappings need their chunk's record.
-  if (store_.recalled().empty()) {
-    // A block within one word of pages and no standby mapping there (most blocks): the word's bits say it all.
-    if ((first.value() >> 6) == (last.value() >> 6)) {
-      const PageMap::WordBits bits = arena.pages.word_bits(first, last);
-      if ((bits.mapped & ~bits.active) == 0) {
-        return cost_in_word(arena, first.value(), last.value(), bits, unmapped_bound.count());
-      }
+// Placer::cost_of when no chunk is recalled and no standby mapping lies in the pages (the common block), from the
+// bits of each word of 64 pages (PageMap::word_bits): the pages cost their unmapped ones, counted word by word
+// (none in a word wholly mapped: bits_in's O(1) case) and given up past `bound` (the count only grows), and only
+// where an end page is idle is the chunk there read (idle bits cover an idle chunk's pages whole: ChunkUse's
+// invariant), for the pages it pins. Writes `cost` and returns true; false (`cost` unset) when a word holds a
+// standby mapping (cost_from_bitmaps prices those). O(n / 64) for n pages. Inlined into Placer::choose, which
+// prices up to 2 x fit_candidates places a request.
+[[gnu::always_inline]] inline bool cost_in_words(const Arena& arena, std::uint64_t first_raw, std::uint64_t last_raw,
+                                                 std::uint64_t bound, Placer::Cost& cost) {
+  std::uint64_t unmapped = 0;
+  bool first_idle = false, last_idle = false;
+  for (std::uint64_t lo = first_raw;;) {
+    const std::uint64_t hi = std::min(lo | 63, last_raw);  // this word's part of the pages
+    const PageMap::WordBits bits = arena.pages.word_bits(PageNumber{lo}, PageNumber{hi});
+    if ((bits.mapped & ~bits.active) != 0) return false;
+    unmapped += PageMap::bits_in(bits.pages & ~bits.active);
+    if (unmapped > bound) {
+      cost = Placer::Cost{Pages::max(), Pages{0}};
+      return true;
     }
-    return cost_from_bitmaps(arena, first, last, unmapped_bound);
+    if (lo == first_raw) first_idle = (bits.idle >> (lo & 63)) & 1;
+    if (hi == last_raw) {
+      last_idle = (bits.idle >> (hi & 63)) & 1;
+      break;
+    }
+    lo = hi + 1;
   }
-  return cost_by_walk(store_, use_, arena, first, last, unmapped_bound);
+  cost = Placer::Cost{Pages{unmapped}, Pages{pinned_at_ends(arena, first_raw, last_raw, first_idle, last_idle)}, 0};
+  return true;
 }
 
-Placer::Cost Placer::cost_from_bitmaps(const Arena& arena, PageNumber first, PageNumber last,
-                                       Pages unmapped_bound) const {
+// Placer::cost_of when no chunk is recalled, with standby mappings in the pages: the same figures as the walk,
+// from the page table's bitmaps (summarize), the standby mappings in the pages (found by summarize, one chunk
+// record each) and the two end chunks. O(leaves + n / 64 + s) for n pages holding s standby mappings. Out of
+// line, as cost_by_walk.
+[[gnu::noinline]] Placer::Cost cost_from_bitmaps(const ChunkUse& use, const Arena& arena, PageNumber first,
+                                                 PageNumber last, Pages unmapped_bound) {
   // Counted in raw page numbers, typed once at the end (as cost_by_walk).
   const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
   std::uint64_t pinned_waste = 0, standby = 0;
-  // Standby mappings: taken back (mapped) when no block uses their chunk, else stitched anew (`lost`). Only
+  // Standby mappings: taken back (mapped) when no block uses their chunk, else stitched anew (unmapped). Only
   // those at the ends can be covered in part; an idle one covered in part pins the rest, as an active one does.
-  std::uint64_t usable = 0, lost = 0;
+  std::uint64_t usable = 0;
   const PageMap::Summary sum = arena.pages.summarize(first, last, [&](PageNumber start, const PageMap::Entry& e) {
     const std::uint64_t p = start.value(), pages = e.pages.count();
     const std::uint64_t covered = std::min(p + pages - 1, last_raw) - std::max(p, first_raw) + 1;
     ++standby;
-    if (use_.used(e.chunk)) {
-      lost += covered;
-    } else {
+    if (!use.used(e.chunk)) {
       usable += covered;
       pinned_waste += pages - covered;
     }
   });
-  const std::uint64_t active = sum.active_pages.count(), mapped = active + sum.standby_pages.count();
-  // Unmapped pages before the last mapped one: what the walk finds in the gaps (it stops past the bound).
-  const std::uint64_t gaps =
-      sum.last_mapped == PageNumber::max() ? 0 : (sum.last_mapped.value() - first_raw + 1) - mapped;
-  if (gaps + lost > bound) return Cost{Pages::max(), Pages{0}};
+  const std::uint64_t active = sum.active_pages.count(), unmapped = last_raw - first_raw + 1 - active - usable;
+  if (unmapped > bound) return Placer::Cost{Pages::max(), Pages{0}};
   // An idle chunk's active place that the pages cover in part pins the rest of it; only the chunks at `first`
   // and `last` can be.
   pinned_waste += pinned_at_ends(arena, first_raw, last_raw, arena.pages.idle_at(first), arena.pages.idle_at(last));
-  return Cost{Pages{last_raw - first_raw + 1 - active - usable}, Pages{pinned_waste}, standby};
+  return Placer::Cost{Pages{unmapped}, Pages{pinned_waste}, standby};
+}
+
+// Placer::cost_of, inlined into Placer::choose. No recalled chunk (the common case): the page table's bitmaps give
+// the mapped pages, only the chunks at the two ends can be covered in part, and only the standby mappings need
+// their chunk's record.
+[[gnu::always_inline]] inline Placer::Cost cost_of_pages(const ChunkStore& store, const ChunkUse& use, const Arena& arena,
+                                                 PageNumber first, PageNumber last, Pages unmapped_bound) {
+  GMLAKE_DCHECK(first <= last, "the cost of an empty page range");
+  if (!store.recalled().empty()) return cost_by_walk(store, use, arena, first, last, unmapped_bound);
+  Placer::Cost cost;
+  if (cost_in_words(arena, first.value(), last.value(), unmapped_bound.count(), cost)) return cost;
+  return cost_from_bitmaps(use, arena, first, last, unmapped_bound);
+}
+
+}  // namespace
+
+Placer::Cost Placer::cost_of(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound) const {
+  return cost_of_pages(store_, use_, arena, first, last, unmapped_bound);
 }
 
 Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes) const {
@@ -141,7 +156,7 @@ Placer::Placement Placer::choose(const Arena& arena, std::uint64_t rounded_bytes
   Placement best{{0, 0}, 0, {Pages::max(), Pages{0}}};
   // Prices the place at `offset` in `r` on pages [first, last]; true when it costs nothing (taken at once).
   auto price = [&](const FreeRange& r, std::uint64_t offset, PageNumber first, PageNumber last) {
-    const Cost c = cost_of(arena, first, last, best.cost.unmapped);
+    const Cost c = cost_of_pages(store_, use_, arena, first, last, best.cost.unmapped);
     if (c.unmapped < best.cost.unmapped ||
         (c.unmapped == best.cost.unmapped && c.pinned_waste < best.cost.pinned_waste)) {
       best = {r, offset, c};

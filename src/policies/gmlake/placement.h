@@ -49,10 +49,10 @@ class Placer {
       : store_(store), use_(use), page_(page), fit_candidates_(fit_candidates) {}
 
   // The cost of pages [first, last] of `arena` (first <= last); unmapped == Pages::max() when a recalled chunk
-  // backs any of them, or when more than `unmapped_bound` of the pages are found unmapped (the walk stops
-  // there: such a place cannot beat one that costs `unmapped_bound`). O(n / 64 + s) for n pages holding s
-  // standby mappings, from the page table's bitmaps, while no chunk is recalled; else O(k) for the k chunks
-  // mapped in the pages (fewer with a bound).
+  // backs any of them, or when more than `unmapped_bound` of the pages are unmapped (such a place cannot beat one
+  // that costs `unmapped_bound`: the count stops as soon as it is past the bound). O(n / 64 + s) for n pages
+  // holding s standby mappings, from the page table's bitmaps, while no chunk is recalled; else O(k) for the k
+  // chunks mapped in the pages (fewer with a bound).
   Cost cost_of(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound = Pages::max()) const;
   // The cheapest place for `rounded_bytes` (> 0, a multiple of 512) in `arena`, as above; range.size_bytes == 0
   // when no free range is large enough. When every candidate lies on a recalled chunk, every free range is
@@ -63,21 +63,6 @@ class Placer {
   void check_invariants(const Arena& arena, std::uint64_t rounded_bytes, const Placement& p) const;
 
  private:
-  // cost_of when no chunk is recalled: the same figures as the walk, from the page table's bitmaps (summarize),
-  // the standby mappings in the pages (found by summarize, one chunk record each) and the two end chunks.
-  // O(leaves + n / 64 + s) for n pages holding s standby mappings. Where the walk stops past the bound, the
-  // equation it stops by is the same on the totals: gaps before the last mapped page + standby pages whose
-  // chunk a block uses > unmapped_bound (the walk's count only grows, so it crosses the bound somewhere iff
-  // its total does).
-  Cost cost_from_bitmaps(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound) const;
-
-  // cost_from_bitmaps for pages [first, last] within one word of 64 pages holding no standby mapping (the common
-  // block: cost_of takes this path there), from the word's bits (PageMap::word_bits): the pages cost their
-  // unmapped ones, and only where an end page is idle is the chunk there read (idle bits cover an idle chunk's
-  // pages whole: ChunkUse's invariant), for the pages it pins. O(1).
-  static Cost cost_in_word(const Arena& arena, std::uint64_t first_raw, std::uint64_t last_raw,
-                           const PageMap::WordBits& bits, std::uint64_t bound);
-
   const ChunkStore& store_;
   const ChunkUse& use_;
   PageGeometry page_;
