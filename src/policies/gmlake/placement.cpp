@@ -78,7 +78,7 @@ namespace {
 // (none in a word wholly mapped: bits_in's O(1) case) and given up past `bound` (the count only grows), and only
 // where an end page is idle is the chunk there read (idle bits cover an idle chunk's pages whole: ChunkUse's
 // invariant), for the pages it pins. Writes `cost` and returns true; false (`cost` unset) when a word holds a
-// standby mapping (cost_from_bitmaps prices those). O(n / 64) for n pages. Inlined into Placer::choose, which
+// standby mapping (cost_with_standby prices those). O(n / 64) for n pages. Inlined into Placer::choose, which
 // prices up to 2 x fit_candidates places a request.
 [[gnu::always_inline]] inline bool cost_in_words(const Arena& arena, std::uint64_t first_raw, std::uint64_t last_raw,
                                                  std::uint64_t bound, Placer::Cost& cost) {
@@ -104,45 +104,80 @@ namespace {
   return true;
 }
 
-// Placer::cost_of when no chunk is recalled, with standby mappings in the pages: the same figures as the walk,
-// from the page table's bitmaps (summarize), the standby mappings in the pages (found by summarize, one chunk
-// record each) and the two end chunks. O(leaves + n / 64 + s) for n pages holding s standby mappings. Out of
-// line, as cost_by_walk.
-[[gnu::noinline]] Placer::Cost cost_from_bitmaps(const ChunkUse& use, const Arena& arena, PageNumber first,
-                                                 PageNumber last, Pages unmapped_bound) {
-  // Counted in raw page numbers, typed once at the end (as cost_by_walk).
-  const std::uint64_t first_raw = first.value(), last_raw = last.value(), bound = unmapped_bound.count();
-  std::uint64_t pinned_waste = 0, standby = 0;
-  // Standby mappings: taken back (mapped) when no block uses their chunk, else stitched anew (unmapped). Only
-  // those at the ends can be covered in part; an idle one covered in part pins the rest, as an active one does.
-  std::uint64_t usable = 0;
-  const PageMap::Summary sum = arena.pages.summarize(first, last, [&](PageNumber start, const PageMap::Entry& e) {
+// What the standby mappings (chunk_store.h) among pages [first_raw, last_raw] add to their cost: a mapping whose
+// chunk a block uses is unmapped first, and its pages there stitched anew (`lost`); one whose chunk no block uses
+// is taken back (its pages count as mapped), and pins the rest of the chunk when the pages cover it in part.
+struct StandbyCost {
+  std::uint64_t lost = 0, pinned_waste = 0, mappings = 0;
+  std::uint64_t next = 0;  // pages below it lie in a mapping already counted
+};
+
+// Counts into `s` the standby mappings of `standby` (the standby pages of the word of 64 pages from `word_first`,
+// among pages [first_raw, last_raw]) that start, or enter the pages, there: one page table lookup and one chunk
+// record each; stops once s.lost exceeds `lost_bound` (the place is past its bound).
+void count_standby(const ChunkUse& use, const PageMap& map, std::uint64_t first_raw, std::uint64_t last_raw,
+                   std::uint64_t word_first, std::uint64_t standby, std::uint64_t lost_bound, StandbyCost& s) {
+  // The bits of the word at or past page `page`.
+  auto from = [word_first](std::uint64_t page) {
+    if (page <= word_first) return ~std::uint64_t{0};
+    return page - word_first >= 64 ? 0 : ~std::uint64_t{0} << (page - word_first);
+  };
+  for (standby &= from(s.next); standby != 0; standby &= from(s.next)) {
+    const auto [start, e] = map.at(PageNumber{word_first + static_cast<std::uint64_t>(__builtin_ctzll(standby))});
     const std::uint64_t p = start.value(), pages = e.pages.count();
     const std::uint64_t covered = std::min(p + pages - 1, last_raw) - std::max(p, first_raw) + 1;
-    ++standby;
-    if (!use.used(e.chunk)) {
-      usable += covered;
-      pinned_waste += pages - covered;
+    ++s.mappings;
+    if (use.used(e.chunk)) {
+      s.lost += covered;
+      if (s.lost > lost_bound) return;  // the place is past its bound: the rest need not be counted
+    } else {
+      s.pinned_waste += pages - covered;
     }
-  });
-  const std::uint64_t active = sum.active_pages.count(), unmapped = last_raw - first_raw + 1 - active - usable;
-  if (unmapped > bound) return Placer::Cost{Pages::max(), Pages{0}};
-  // An idle chunk's active place that the pages cover in part pins the rest of it; only the chunks at `first`
-  // and `last` can be.
-  pinned_waste += pinned_at_ends(arena, first_raw, last_raw, arena.pages.idle_at(first), arena.pages.idle_at(last));
-  return Placer::Cost{Pages{unmapped}, Pages{pinned_waste}, standby};
+    s.next = p + pages;
+  }
 }
 
-// Placer::cost_of, inlined into Placer::choose. No recalled chunk (the common case): the page table's bitmaps give
-// the mapped pages, only the chunks at the two ends can be covered in part, and only the standby mappings need
-// their chunk's record.
+// Placer::cost_of when no chunk is recalled and standby mappings lie in the pages: as cost_in_words, with the
+// standby mappings' lost pages counted as unmapped and the pages they pin (count_standby). O(n / 64 + s) for n
+// pages holding s standby mappings. Out of line, as cost_by_walk: most blocks meet no standby mapping.
+[[gnu::noinline]] Placer::Cost cost_with_standby(const ChunkUse& use, const Arena& arena, std::uint64_t first_raw,
+                                                 std::uint64_t last_raw, std::uint64_t bound) {
+  std::uint64_t unmapped = 0;  // pages no chunk backs
+  StandbyCost standby;
+  bool first_idle = false, last_idle = false;
+  for (std::uint64_t lo = first_raw;;) {
+    const std::uint64_t hi = std::min(lo | 63, last_raw);  // this word's part of the pages
+    const PageMap::WordBits bits = arena.pages.word_bits(PageNumber{lo}, PageNumber{hi});
+    unmapped += PageMap::bits_in(bits.pages & ~bits.mapped);
+    if (const std::uint64_t standby_bits = bits.mapped & ~bits.active; standby_bits != 0) {
+      if (unmapped > bound) return Placer::Cost{Pages::max(), Pages{0}};
+      count_standby(use, arena.pages, first_raw, last_raw, lo & ~std::uint64_t{63}, standby_bits, bound - unmapped,
+                    standby);
+    }
+    if (unmapped + standby.lost > bound) return Placer::Cost{Pages::max(), Pages{0}};
+    if (lo == first_raw) first_idle = (bits.idle >> (lo & 63)) & 1;
+    if (hi == last_raw) {
+      last_idle = (bits.idle >> (hi & 63)) & 1;
+      break;
+    }
+    lo = hi + 1;
+  }
+  // An idle chunk's active place that the pages cover in part pins the rest of it; only the chunks at the ends
+  // can be (a standby mapping's pages are never idle: counted above).
+  const std::uint64_t pinned_waste =
+      standby.pinned_waste + pinned_at_ends(arena, first_raw, last_raw, first_idle, last_idle);
+  return Placer::Cost{Pages{unmapped + standby.lost}, Pages{pinned_waste}, standby.mappings};
+}
+
+// Placer::cost_of, inlined into Placer::choose: from the page table's bitmaps while no chunk is recalled (the
+// common case), else by the walk.
 [[gnu::always_inline]] inline Placer::Cost cost_of_pages(const ChunkStore& store, const ChunkUse& use, const Arena& arena,
                                                  PageNumber first, PageNumber last, Pages unmapped_bound) {
   GMLAKE_DCHECK(first <= last, "the cost of an empty page range");
   if (!store.recalled().empty()) return cost_by_walk(store, use, arena, first, last, unmapped_bound);
   Placer::Cost cost;
   if (cost_in_words(arena, first.value(), last.value(), unmapped_bound.count(), cost)) return cost;
-  return cost_from_bitmaps(use, arena, first, last, unmapped_bound);
+  return cost_with_standby(use, arena, first.value(), last.value(), unmapped_bound.count());
 }
 
 }  // namespace
