@@ -486,6 +486,11 @@ class PageMap {
   // no page there is mapped), with the mask of those pages in it.
   template <typename F>
   void for_words(std::uint64_t first, std::uint64_t last, F&& f) {
+    if ((first >> 6) == (last >> 6)) {  // one word (most blocks' chunks): no loop over leaves and words
+      const std::uint64_t i = first >> kLeafShift, a = first & kLeafMask, b = last & kLeafMask;
+      if (i < leaves_.size() && leaves_[i]) f(*leaves_[i], a >> 6, word_mask(a >> 6, a, b));
+      return;
+    }
     for (std::uint64_t i = first >> kLeafShift; i <= last >> kLeafShift && i < leaves_.size(); ++i) {
       if (!leaves_[i]) continue;
       Leaf& leaf = *leaves_[i];

@@ -37,7 +37,7 @@ namespace {
 }
 
 // Placer::cost_of while a chunk is recalled: a walk over the chunks mapped in the pages (one step each), which
-// finds a recalled one. Kept out of line (noinline: called once, it would be inlined), so that cost_of's common
+// finds a recalled one. Kept out of line (noinline: it would be inlined), so that cost_of's common
 // paths carry none of its state and save fewer registers per call.
 [[gnu::noinline]] Placer::Cost cost_by_walk(const ChunkStore& store, const ChunkUse& use, const Arena& arena, PageNumber first,
                           PageNumber last, Pages unmapped_bound) {
