@@ -267,6 +267,52 @@ TEST(PageMapTest, IdleSpansGiveEachIdlePageTheTickItWasMarkedAtAndCountTheChunks
   m.check_invariants();
 }
 
+// word_bits against the pages one by one (at, idle_at): every range inside one word of a layout of active,
+// standby and idle mappings of 1-70 pages (some across a word or the leaf boundary at 4096) with gaps, and a word
+// past every leaf.
+TEST(PageMapTest, TheBitsOfAWordAreEachPagesMappingAtItsPlace) {
+  PageMap m;
+  std::uint64_t seed = 5;
+  auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33; };
+  ChunkId id = 0;
+  for (std::uint64_t p = 3900; p < 4300;) {
+    const std::uint64_t pages = 1 + next() % (next() % 3 == 0 ? 70 : 4);
+    if (next() % 4 == 0) {  // a gap
+      p += pages;
+      continue;
+    }
+    m.insert(PageNumber{p}, id++, Pages{pages});
+    if (const std::uint64_t kind = next() % 3; kind == 1) {
+      m.set_active(PageNumber{p}, false);
+    } else if (kind == 2) {
+      m.mark_idle(PageNumber{p}, PageNumber{p + pages - 1}, id);
+    }
+    p += pages;
+  }
+  m.check_invariants();
+  for (std::uint64_t first = 3840; first < 4352; ++first) {
+    for (std::uint64_t last = first; (last >> 6) == (first >> 6); ++last) {
+      std::uint64_t pages = 0, mapped = 0, active = 0, idle = 0;
+      for (std::uint64_t p = first; p <= last; ++p) {
+        const auto [start, e] = m.at(PageNumber{p});
+        const std::uint64_t bit = std::uint64_t{1} << (p & 63);
+        pages |= bit;
+        if (e.chunk != kNoChunk) mapped |= bit;
+        if (e.chunk != kNoChunk && e.active) active |= bit;
+        if (m.idle_at(PageNumber{p})) idle |= bit;
+      }
+      const PageMap::WordBits bits = m.word_bits(PageNumber{first}, PageNumber{last});
+      ASSERT_EQ(bits.pages, pages) << first << ".." << last;
+      ASSERT_EQ(bits.mapped, mapped) << first << ".." << last;
+      ASSERT_EQ(bits.active, active) << first << ".." << last;
+      ASSERT_EQ(bits.idle, idle) << first << ".." << last;
+    }
+  }
+  const PageMap::WordBits none = m.word_bits(PageNumber{1 << 20}, PageNumber{(1 << 20) + 63});
+  EXPECT_EQ(none.pages, ~std::uint64_t{0});
+  EXPECT_EQ(none.mapped | none.active | none.idle, 0u);
+}
+
 TEST(PageMapTest, OverlappingEntriesFailTheCheck) {
   PageMap m;
   m.insert(PageNumber{4}, 1, Pages{4});  // pages 4..7

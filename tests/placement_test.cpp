@@ -169,7 +169,8 @@ TEST_F(PlacementTest, AWalkPastItsBoundIsCutShortAndNeverWins) {
   EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{7}, /*unmapped_bound=*/Pages{6}).unmapped, Pages{6});
   // Below it: the gap before the chunk already exceeds a bound of 1, so the walk stops at the chunk.
   EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{7}, /*unmapped_bound=*/Pages{1}).unmapped, Pages::max());
-  // The trailing gap is not walked, so a bound the leading pages stay within gives the exact cost.
+  // The trailing gap counts too: 4 unmapped pages are past a bound of 3, within one of 4.
+  EXPECT_EQ(placer.cost_of(arena_, PageNumber{2}, PageNumber{7}, /*unmapped_bound=*/Pages{3}).unmapped, Pages::max());
   EXPECT_EQ(placer.cost_of(arena_, PageNumber{2}, PageNumber{7}, /*unmapped_bound=*/Pages{4}).unmapped, Pages{4});
 }
 
@@ -193,15 +194,12 @@ TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
   const Placer placer(store_, use_, kGeometry, 8);
   for (std::uint64_t first = 4050; first < 4150; ++first) {
     for (std::uint64_t last = first; last < 4150; last += 1 + last % 3) {
-      std::uint64_t unmapped = 0, pinned = 0, before_last_mapped = 0, gap = 0;
+      std::uint64_t unmapped = 0, pinned = 0;
       for (std::uint64_t p = first; p <= last; ++p) {
         if (owner[p] == kNoChunk) {
           ++unmapped;
-          ++gap;
           continue;
         }
-        before_last_mapped += gap;
-        gap = 0;
         const Chunk& c = store_[owner[p]];
         // An idle chunk's pages outside the range, counted once per chunk at its first page in the range.
         if (!use_.used(owner[p]) && (p == first || owner[p - 1] != owner[p])) {
@@ -211,13 +209,62 @@ TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
       }
       for (const std::uint64_t bound : {std::uint64_t{0}, std::uint64_t{3}, UINT64_MAX}) {
         const Placer::Cost c = placer.cost_of(arena_, PageNumber{first}, PageNumber{last}, Pages{bound});
-        if (before_last_mapped > bound) {
+        if (unmapped > bound) {
           EXPECT_EQ(c.unmapped, Pages::max()) << first << ".." << last << " bound " << bound;
           continue;
         }
         EXPECT_EQ(c.unmapped, Pages{unmapped}) << first << ".." << last << " bound " << bound;
         EXPECT_EQ(c.pinned_waste, Pages{pinned}) << first << ".." << last;
         EXPECT_EQ(c.standby, 0u);
+      }
+    }
+  }
+  arena_.pages.check_invariants();
+}
+
+// A block within one word of pages with no standby mapping there is priced from the word's bits (cost_in_words),
+// reading the chunk at an end only where that page is idle. Against the page-by-page count: every range inside
+// one word, around idle and used chunks of up to 150 pages that start before the word (one in the leaf before)
+// or end after it, with gaps, so that an end chunk is covered in part from either side, or is one chunk at both
+// ends.
+TEST_F(PlacementTest, TheCostOfABlockInOneWordIsWhatAPageByPageCountGives) {
+  std::vector<ChunkId> owner(8192, kNoChunk);
+  std::uint64_t seed = 3;
+  auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33; };
+  for (std::uint64_t p = 3950; p < 4400;) {
+    const std::uint64_t pages = 1 + next() % (next() % 3 == 0 ? 150 : 6);
+    if (next() % 5 == 0) {  // a gap
+      p += pages;
+      continue;
+    }
+    const ChunkId id = mapped(p, pages, static_cast<std::uint32_t>(next() % 2));
+    for (std::uint64_t k = 0; k < pages; ++k) owner[p + k] = id;
+    p += pages;
+  }
+  const Placer placer(store_, use_, kGeometry, 8);
+  for (std::uint64_t first = 4032; first < 4352; ++first) {
+    for (std::uint64_t last = first; (last >> 6) == (first >> 6); ++last) {
+      std::uint64_t unmapped = 0, pinned = 0;
+      for (std::uint64_t p = first; p <= last; ++p) {
+        if (owner[p] == kNoChunk) {
+          ++unmapped;
+          continue;
+        }
+        const Chunk& c = store_[owner[p]];
+        if (!use_.used(owner[p]) && (p == first || owner[p - 1] != owner[p])) {
+          const std::uint64_t chunk_first = c.first_page.value();
+          for (std::uint64_t k = chunk_first; k < chunk_first + c.pages.count(); ++k) pinned += k < first || k > last;
+        }
+      }
+      for (const std::uint64_t bound : {std::uint64_t{0}, std::uint64_t{2}, UINT64_MAX}) {
+        const Placer::Cost c = placer.cost_of(arena_, PageNumber{first}, PageNumber{last}, Pages{bound});
+        if (unmapped > bound) {
+          ASSERT_EQ(c.unmapped, Pages::max()) << first << ".." << last << " bound " << bound;
+          continue;
+        }
+        ASSERT_EQ(c.unmapped, Pages{unmapped}) << first << ".." << last << " bound " << bound;
+        ASSERT_EQ(c.pinned_waste, Pages{pinned}) << first << ".." << last;
+        ASSERT_EQ(c.standby, 0u);
       }
     }
   }

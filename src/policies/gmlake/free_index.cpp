@@ -15,18 +15,9 @@ FreeIndex::FreeIndex(std::uint64_t capacity_bytes) : capacity_bytes_(capacity_by
   add(0, capacity_bytes, /*free=*/true, kNone);
 }
 
-unsigned FreeIndex::next_nonempty(unsigned from) const {
-  for (unsigned word = from / 64; word < bitmap_.size(); ++word) {
-    std::uint64_t bits = bitmap_[word];
-    if (word == from / 64) bits &= ~std::uint64_t{0} << (from % 64);
-    if (bits) return word * 64 + static_cast<unsigned>(std::countr_zero(bits));
-  }
-  return kBins;
-}
-
-void FreeIndex::link(std::uint32_t index) {
+void FreeIndex::link(std::uint32_t index, unsigned bin) {
   Node& n = nodes_[index];
-  n.bin = static_cast<std::uint16_t>(bin_of(n.size_bytes));
+  n.bin = static_cast<std::uint16_t>(bin);
   n.prev = kNone;
   n.next = heads_[n.bin];
   if (n.next != kNone) nodes_[n.next].prev = index;
@@ -60,7 +51,7 @@ std::uint32_t FreeIndex::add(std::uint64_t offset, std::uint64_t size_bytes, boo
   if (after != kNone) nodes_[after].addr_next = index; else first_ = index;
   if (n.addr_next != kNone) nodes_[n.addr_next].addr_prev = index;
   if (free) {
-    link(index);
+    link(index, bin_of(size_bytes));
     free_bytes_ += size_bytes;
     ++free_count_;
   }
@@ -83,11 +74,12 @@ void FreeIndex::remove(std::uint32_t index) {
 void FreeIndex::resize_free(std::uint32_t index, std::uint64_t offset, std::uint64_t size_bytes) {
   Node& n = nodes_[index];
   free_bytes_ = free_bytes_ - n.size_bytes + size_bytes;
-  const bool rebin = bin_of(size_bytes) != n.bin;
+  const unsigned bin = bin_of(size_bytes);
+  const bool rebin = bin != n.bin;
   if (rebin) unlink(index);
   n.offset = offset;
   n.size_bytes = size_bytes;
-  if (rebin) link(index);
+  if (rebin) link(index, bin);
 }
 
 PieceId FreeIndex::take(const FreeRange& from, std::uint64_t offset, std::uint64_t size_bytes) {
@@ -139,7 +131,7 @@ void FreeIndex::give(PieceId piece) {
   } else {
     Node& m = nodes_[piece];
     m.free = true;
-    link(piece);
+    link(piece, bin_of(m.size_bytes));
     free_bytes_ += m.size_bytes;
     ++free_count_;
   }

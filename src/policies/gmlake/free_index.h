@@ -120,16 +120,27 @@ class FreeIndex {
     const unsigned sub = static_cast<unsigned>(units >> (log2 - kSubBinShift)) & ((1u << kSubBinShift) - 1);
     return std::min<unsigned>(kBins - 1, ((log2 - kSubBinShift + 1) << kSubBinShift) + sub);
   }
-  unsigned next_nonempty(unsigned from) const;
+  // The first non-empty bin at or past `from`, or kBins. Inline: best_fit looks for one per larger bin it visits.
+  unsigned next_nonempty(unsigned from) const {
+    for (unsigned word = from / 64; word < bitmap_.size(); ++word) {
+      std::uint64_t bits = bitmap_[word];
+      if (word == from / 64) bits &= ~std::uint64_t{0} << (from % 64);
+      if (bits) return word * 64 + static_cast<unsigned>(std::countr_zero(bits));
+    }
+    return kBins;
+  }
+  // The steps of take() and give(), inline (defined in free_index.cpp, their only user): each take or give makes
+  // two to four of them, and the calls cost about what the steps do.
   // A new node (spare or appended) for [offset, offset + size_bytes), free or used, linked after `after` in
   // address order (kNone: first); free ones go first in their bin.
-  std::uint32_t add(std::uint64_t offset, std::uint64_t size_bytes, bool free, std::uint32_t after);
+  inline std::uint32_t add(std::uint64_t offset, std::uint64_t size_bytes, bool free, std::uint32_t after);
   // Unlinks node `index` from the address list (and its bin when free) and makes it spare.
-  void remove(std::uint32_t index);
-  void link(std::uint32_t index);
-  void unlink(std::uint32_t index);
+  inline void remove(std::uint32_t index);
+  // Free node `index` goes first in bin `bin` (bin_of its size, which the caller has at hand), or leaves its bin.
+  inline void link(std::uint32_t index, unsigned bin);
+  inline void unlink(std::uint32_t index);
   // Free node `index` gets a new extent, moving bins when its size class changes (else it keeps its place).
-  void resize_free(std::uint32_t index, std::uint64_t offset, std::uint64_t size_bytes);
+  inline void resize_free(std::uint32_t index, std::uint64_t offset, std::uint64_t size_bytes);
 
   std::vector<Node> nodes_;
   std::vector<std::uint32_t> spare_;  // indexes of unused nodes

@@ -49,10 +49,10 @@ class Placer {
       : store_(store), use_(use), page_(page), fit_candidates_(fit_candidates) {}
 
   // The cost of pages [first, last] of `arena` (first <= last); unmapped == Pages::max() when a recalled chunk
-  // backs any of them, or when more than `unmapped_bound` of the pages are found unmapped (the walk stops
-  // there: such a place cannot beat one that costs `unmapped_bound`). O(n / 64 + s) for n pages holding s
-  // standby mappings, from the page table's bitmaps, while no chunk is recalled; else O(k) for the k chunks
-  // mapped in the pages (fewer with a bound).
+  // backs any of them, or when more than `unmapped_bound` of the pages are unmapped (such a place cannot beat one
+  // that costs `unmapped_bound`: the count stops as soon as it is past the bound). O(n / 64 + s) for n pages
+  // holding s standby mappings, from the page table's bitmaps, while no chunk is recalled; else O(k) for the k
+  // chunks mapped in the pages (fewer with a bound).
   Cost cost_of(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound = Pages::max()) const;
   // The cheapest place for `rounded_bytes` (> 0, a multiple of 512) in `arena`, as above; range.size_bytes == 0
   // when no free range is large enough. When every candidate lies on a recalled chunk, every free range is
@@ -63,14 +63,6 @@ class Placer {
   void check_invariants(const Arena& arena, std::uint64_t rounded_bytes, const Placement& p) const;
 
  private:
-  // cost_of when no chunk is recalled: the same figures as the walk, from the page table's bitmaps (summarize),
-  // the standby mappings in the pages (found by summarize, one chunk record each) and the two end chunks.
-  // O(leaves + n / 64 + s) for n pages holding s standby mappings. Where the walk stops past the bound, the
-  // equation it stops by is the same on the totals: gaps before the last mapped page + standby pages whose
-  // chunk a block uses > unmapped_bound (the walk's count only grows, so it crosses the bound somewhere iff
-  // its total does).
-  Cost cost_from_bitmaps(const Arena& arena, PageNumber first, PageNumber last, Pages unmapped_bound) const;
-
   const ChunkStore& store_;
   const ChunkUse& use_;
   PageGeometry page_;
