@@ -24,7 +24,6 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
                               : std::max(Pages{1}, page.pages_in(config.growth_chunk_bytes))),
       growth_chunk_share_(config.growth_chunk_share),
       waiting_growth_chunk_share_(config.waiting_growth_chunk_share),
-      assume_device_waits_(config.assume_device_waits),
       chunks_per_block_(config.chunks_per_block),
       headroom_permille_(config.headroom_permille),
       waiting_headroom_permille_(config.waiting_headroom_permille),
@@ -35,7 +34,8 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
       max_strand_pages_(page.pages_in(config.max_strand_bytes)),
       standby_limit_(config.max_idle_mapped_bytes != 0 ? 0 : config.standby_mappings),
       move_headroom_permille_(config.move_headroom_permille),
-      moves_({config.move_budget_ns_per_op, config.move_share_permille, config.move_burst_ms * 1'000'000}) {}
+      moves_({config.move_budget_ns_per_op, config.move_share_permille, config.move_burst_ms * 1'000'000}),
+      waits_(parts.fence, config.assume_device_waits) {}
 
 Pages ChunkSource::chunk_limit(Pages block_pages) const {
   const Pages share = chunks_per_block_ == 0 ? Pages::max() : std::max(Pages{1}, block_pages / chunks_per_block_);
@@ -48,12 +48,6 @@ Pages ChunkSource::growth_limit(bool device_waits) const {
   if (growth_chunk_pages_ <= Pages{1}) return Pages{1};
   const std::uint64_t share = device_waits ? waiting_growth_chunk_share_ : growth_chunk_share_;
   return std::min(growth_chunk_pages_, std::max(Pages{1}, page_.pages_in(reserved_now() / share)));
-}
-
-bool ChunkSource::device_waits() {
-  if (device_waits_seen_) return true;
-  device_waits_seen_ = fence_.asynchronous() ? fence_.stream_idle(stream_) : assume_device_waits_;
-  return device_waits_seen_;
 }
 
 ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget over_budget, Pages run_pages) {

@@ -30,6 +30,7 @@
 #include "gmlake/clock.h"
 #include "obtain_decision.h"
 #include "chunk_store.h"
+#include "device_waits.h"
 #include "page_geometry.h"
 #include "pages.h"
 #include "chunk_use.h"
@@ -69,8 +70,7 @@ class ChunkSource {
   // most once until the next begin(), and whether the device waits for the host on `stream` is asked again.
   void begin(StreamId stream) {
     device_free_known_ = false;
-    stream_ = stream;
-    device_waits_seen_ = false;
+    waits_.begin(stream);
   }
   // The largest chunk, in pages, that a block of `block_pages` pages gets for its unmapped pages:
   //   min(block_pages / chunks_per_block (at least 1; no bound when it is 0),
@@ -101,11 +101,10 @@ class ChunkSource {
   // queued work that time is hidden behind it; once the device waits for the host it is on the critical path,
   // so larger growth chunks are made there (waiting_growth_chunk_share, 32 at the default against 448).
   Pages growth_limit(bool device_waits = false) const;
-  // True when the device waits for the host on the allocation's stream (begin()): it has no queued work
-  // (StreamEvents::idle, cuStreamQuery), or, without stream events, Config::assume_device_waits. Asked of the
-  // driver at most until it says so once per allocation: no work is queued on the stream while this thread is in
-  // the allocator, so a drained stream stays drained until the allocation returns. Throws BackendError.
-  bool device_waits();
+  // True when the device waits for the host on the allocation's stream (begin()): DeviceWaits::now, which asks
+  // the stream (cuStreamQuery) or, without stream events, answers Config::assume_device_waits. Throws
+  // BackendError.
+  bool device_waits() { return waits_.now(); }
   // A block is about to use pages [first, last] of `arena`, which would strand `stranded_pages` pages of idle
   // chunks (Placer::Cost::pinned_waste). Above max_strand_bytes, and while the move budget allows, every idle
   // chunk of its own device that the pages cover only in part and that no queued work can touch is unmapped and
@@ -187,7 +186,6 @@ class ChunkSource {
   Pages growth_chunk_pages_;          // Config::growth_chunk_bytes in whole pages (1: off)
   std::uint64_t growth_chunk_share_;  // Config::growth_chunk_share
   std::uint64_t waiting_growth_chunk_share_;  // Config::waiting_growth_chunk_share
-  bool assume_device_waits_;                  // Config::assume_device_waits
   std::uint64_t chunks_per_block_;
   std::uint64_t headroom_permille_;
   std::uint64_t waiting_headroom_permille_;  // Config::waiting_headroom_permille
@@ -216,8 +214,7 @@ class ChunkSource {
   std::uint64_t move_headroom_permille_;
   MoveBudget moves_;
   bool device_free_known_ = false;  // device_free_ was asked since begin()
-  StreamId stream_ = 0;             // the allocation's stream (begin())
-  bool device_waits_seen_ = false;  // device_waits() was true since begin()
+  DeviceWaits waits_;               // Config::assume_device_waits without stream events
   std::uint64_t device_free_ = 0;
   std::uint64_t allocated_high_bytes_ = 0;  // highest allocated bytes ever (reset_peak_stats leaves it)
   bool headroom_exhausted_ = false;         // a headroom chunk found the device full; reset by device_has_room
