@@ -134,69 +134,21 @@ TEST(PageMapTest, AMappingIsActiveWhenInsertedAndTurnsStandbyAndBackWhole) {
   m.check_invariants();
 }
 
-TEST(PageMapTest, ASummaryCountsActiveAndStandbyPagesAndFindsTheLastMappedOne) {
+TEST(PageMapTest, AtGivesTheMappingThatBacksAPageAcrossALeafEnd) {
   PageMap m;
-  EXPECT_EQ(m.summarize(PageNumber{0}, PageNumber{100}).last_mapped, PageNumber::max()) << "an empty map";
   m.insert(PageNumber{4094}, 1, Pages{4});   // pages 4094..4097: across the first leaf's end
   m.insert(PageNumber{4100}, 2, Pages{2});   // 4100..4101, turned standby
   m.set_active(PageNumber{4100}, false);
   m.insert(PageNumber{70}, 3, Pages{1});
   m.check_invariants();
-  PageMap::Summary s = m.summarize(PageNumber{0}, PageNumber{9000});
-  EXPECT_EQ(s.active_pages, Pages{5});
-  EXPECT_EQ(s.standby_pages, Pages{2});
-  EXPECT_EQ(s.last_mapped, PageNumber{4101});
-  s = m.summarize(PageNumber{4095}, PageNumber{4100});  // part of chunk 1, a gap, the first page of chunk 2
-  EXPECT_EQ(s.active_pages, Pages{3});
-  EXPECT_EQ(s.standby_pages, Pages{1});
-  EXPECT_EQ(s.last_mapped, PageNumber{4100});
-  s = m.summarize(PageNumber{71}, PageNumber{4093});  // nothing mapped
-  EXPECT_EQ(s.active_pages + s.standby_pages, Pages{0});
-  EXPECT_EQ(s.last_mapped, PageNumber::max());
-  s = m.summarize(PageNumber{70}, PageNumber{70});
-  EXPECT_EQ(s.active_pages, Pages{1});
-  EXPECT_EQ(s.last_mapped, PageNumber{70});
-  EXPECT_EQ(m.summarize(PageNumber{1u << 30}, PageNumber{(1u << 30) + 5}).last_mapped, PageNumber::max())
-      << "past every leaf";
   const auto [start, e] = m.at(PageNumber{4096});
   EXPECT_EQ(start, PageNumber{4094});
   EXPECT_EQ(e.chunk, 1u);
   EXPECT_EQ(m.at(PageNumber{4098}).second.chunk, kNoChunk);
   m.erase(PageNumber{4094});
   m.check_invariants();
-  EXPECT_EQ(m.summarize(PageNumber{0}, PageNumber{9000}).active_pages, Pages{1});
-}
-
-TEST(PageMapTest, ASummaryReportsTheStandbyMappingsInPageOrder) {
-  PageMap m;
-  using Found = std::vector<std::pair<std::uint64_t, ChunkId>>;
-  auto standby = [&](std::uint64_t first, std::uint64_t last) {
-    Found out;
-    const PageMap::Summary with = m.summarize(PageNumber{first}, PageNumber{last},
-                                              [&](PageNumber p, const PageMap::Entry& e) {
-                                                EXPECT_FALSE(e.active);
-                                                out.emplace_back(p.value(), e.chunk);
-                                              });
-    const PageMap::Summary without = m.summarize(PageNumber{first}, PageNumber{last});
-    EXPECT_EQ(with.active_pages, without.active_pages);
-    EXPECT_EQ(with.standby_pages, without.standby_pages);
-    EXPECT_EQ(with.last_mapped, without.last_mapped);
-    return out;
-  };
-  EXPECT_EQ(standby(0, 9000), Found{}) << "an empty map";
-  m.insert(PageNumber{60}, 1, Pages{8});     // 60..67, across a word of the bitmaps: standby
-  m.insert(PageNumber{68}, 2, Pages{2});     // 68..69: active
-  m.insert(PageNumber{4094}, 3, Pages{4});   // 4094..4097, across the first leaf's end: standby
-  m.insert(PageNumber{4100}, 4, Pages{1});   // active
-  m.insert(PageNumber{4101}, 5, Pages{1});   // standby, right after an active one
-  for (const std::uint64_t p : {60, 4094, 4101}) m.set_active(PageNumber{p}, false);
-  m.check_invariants();
-  EXPECT_EQ(standby(0, 9000), (Found{{60, 1}, {4094, 3}, {4101, 5}}));
-  EXPECT_EQ(standby(65, 4094), (Found{{60, 1}, {4094, 3}})) << "mappings starting before the range, or at its end";
-  EXPECT_EQ(standby(4096, 4101), (Found{{4094, 3}, {4101, 5}})) << "from the second leaf";
-  EXPECT_EQ(standby(68, 4093), Found{}) << "active places and gaps only";
-  EXPECT_EQ(standby(4100, 4100), Found{});
-  EXPECT_EQ(standby(1u << 30, (1u << 30) + 5), Found{}) << "past every leaf";
+  EXPECT_EQ(m.at(PageNumber{4096}).second.chunk, kNoChunk);
+  EXPECT_EQ(m.at(PageNumber{70}).second.chunk, 3u);
 }
 
 // A chunk mapped over pages another chunk backs breaks the invariant: insert refuses it at once where

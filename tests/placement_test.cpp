@@ -6,6 +6,7 @@
 
 #include <gtest/gtest.h>
 
+#include <initializer_list>
 #include <vector>
 
 #include "expect_error.h"
@@ -48,6 +49,62 @@ class PlacementTest : public ::testing::Test {
       }
     }
     FAIL() << "no free range holds " << offset;
+  }
+
+  // Chunks idle or used (one user), with gaps, over pages [from, to) from a seeded random sequence: each step
+  // draws a size (pages_of(next)) and then whether it is a gap (next() % gap_every == 0). Returns, per page, its
+  // chunk or kNoChunk.
+  template <typename PagesOf>
+  std::vector<ChunkId> random_layout(std::uint64_t seed, std::uint64_t from, std::uint64_t to, PagesOf pages_of,
+                                     std::uint64_t gap_every) {
+    std::vector<ChunkId> owner(8192, kNoChunk);
+    auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33; };
+    for (std::uint64_t p = from; p < to;) {
+      const std::uint64_t pages = pages_of(next);
+      if (next() % gap_every == 0) {  // a gap
+        p += pages;
+        continue;
+      }
+      const ChunkId id = mapped(p, pages, static_cast<std::uint32_t>(next() % 2));
+      for (std::uint64_t k = 0; k < pages; ++k) owner[p + k] = id;
+      p += pages;
+    }
+    return owner;
+  }
+  // What a page-by-page count gives for pages [first, last] of `owner` (random_layout): the unmapped pages, and
+  // the pages of idle chunks outside the range, counted once per chunk at its first page in the range.
+  struct PageCount {
+    std::uint64_t unmapped = 0, pinned = 0;
+  };
+  PageCount count_page_by_page(const std::vector<ChunkId>& owner, std::uint64_t first, std::uint64_t last) {
+    PageCount n;
+    for (std::uint64_t p = first; p <= last; ++p) {
+      if (owner[p] == kNoChunk) {
+        ++n.unmapped;
+        continue;
+      }
+      const Chunk& c = store_[owner[p]];
+      if (!use_.used(owner[p]) && (p == first || owner[p - 1] != owner[p])) {
+        const std::uint64_t chunk_first = c.first_page.value();
+        for (std::uint64_t k = chunk_first; k < chunk_first + c.pages.count(); ++k) n.pinned += k < first || k > last;
+      }
+    }
+    return n;
+  }
+  // placer.cost_of(pages [first, last], bound) for each bound is `want` (no standby mapping), or Pages::max()
+  // where want.unmapped is past the bound.
+  void expect_cost(const Placer& placer, std::uint64_t first, std::uint64_t last, const PageCount& want,
+                   std::initializer_list<std::uint64_t> bounds) {
+    for (const std::uint64_t bound : bounds) {
+      const Placer::Cost c = placer.cost_of(arena_, PageNumber{first}, PageNumber{last}, Pages{bound});
+      if (want.unmapped > bound) {
+        EXPECT_EQ(c.unmapped, Pages::max()) << first << ".." << last << " bound " << bound;
+        continue;
+      }
+      EXPECT_EQ(c.unmapped, Pages{want.unmapped}) << first << ".." << last << " bound " << bound;
+      EXPECT_EQ(c.pinned_waste, Pages{want.pinned}) << first << ".." << last;
+      EXPECT_EQ(c.standby, 0u);
+    }
   }
 
   // placer.choose(arena_, rounded_bytes), checked against the Placement invariant.
@@ -178,45 +235,11 @@ TEST_F(PlacementTest, AWalkPastItsBoundIsCutShortAndNeverWins) {
 // what a page-by-page count gives, for every range and bound, on a layout of chunks of 1-5 pages (idle or used)
 // with gaps, across a leaf boundary (4096 pages).
 TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
-  std::vector<ChunkId> owner(8192, kNoChunk);
-  std::uint64_t seed = 7;
-  auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33; };
-  for (std::uint64_t p = 4060; p < 4140;) {
-    const std::uint64_t pages = 1 + next() % 5;
-    if (next() % 4 == 0) {  // a gap
-      p += pages;
-      continue;
-    }
-    const ChunkId id = mapped(p, pages, static_cast<std::uint32_t>(next() % 2));
-    for (std::uint64_t k = 0; k < pages; ++k) owner[p + k] = id;
-    p += pages;
-  }
+  const std::vector<ChunkId> owner = random_layout(7, 4060, 4140, [](auto& next) { return 1 + next() % 5; }, 4);
   const Placer placer(store_, use_, kGeometry, 8);
   for (std::uint64_t first = 4050; first < 4150; ++first) {
     for (std::uint64_t last = first; last < 4150; last += 1 + last % 3) {
-      std::uint64_t unmapped = 0, pinned = 0;
-      for (std::uint64_t p = first; p <= last; ++p) {
-        if (owner[p] == kNoChunk) {
-          ++unmapped;
-          continue;
-        }
-        const Chunk& c = store_[owner[p]];
-        // An idle chunk's pages outside the range, counted once per chunk at its first page in the range.
-        if (!use_.used(owner[p]) && (p == first || owner[p - 1] != owner[p])) {
-          const std::uint64_t chunk_first = c.first_page.value();
-          for (std::uint64_t k = chunk_first; k < chunk_first + c.pages.count(); ++k) pinned += k < first || k > last;
-        }
-      }
-      for (const std::uint64_t bound : {std::uint64_t{0}, std::uint64_t{3}, UINT64_MAX}) {
-        const Placer::Cost c = placer.cost_of(arena_, PageNumber{first}, PageNumber{last}, Pages{bound});
-        if (unmapped > bound) {
-          EXPECT_EQ(c.unmapped, Pages::max()) << first << ".." << last << " bound " << bound;
-          continue;
-        }
-        EXPECT_EQ(c.unmapped, Pages{unmapped}) << first << ".." << last << " bound " << bound;
-        EXPECT_EQ(c.pinned_waste, Pages{pinned}) << first << ".." << last;
-        EXPECT_EQ(c.standby, 0u);
-      }
+      expect_cost(placer, first, last, count_page_by_page(owner, first, last), {0, 3, UINT64_MAX});
     }
   }
   arena_.pages.check_invariants();
@@ -228,44 +251,13 @@ TEST_F(PlacementTest, TheCostFromTheBitmapsIsWhatAPageByPageCountGives) {
 // or end after it, with gaps, so that an end chunk is covered in part from either side, or is one chunk at both
 // ends.
 TEST_F(PlacementTest, TheCostOfABlockInOneWordIsWhatAPageByPageCountGives) {
-  std::vector<ChunkId> owner(8192, kNoChunk);
-  std::uint64_t seed = 3;
-  auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33; };
-  for (std::uint64_t p = 3950; p < 4400;) {
-    const std::uint64_t pages = 1 + next() % (next() % 3 == 0 ? 150 : 6);
-    if (next() % 5 == 0) {  // a gap
-      p += pages;
-      continue;
-    }
-    const ChunkId id = mapped(p, pages, static_cast<std::uint32_t>(next() % 2));
-    for (std::uint64_t k = 0; k < pages; ++k) owner[p + k] = id;
-    p += pages;
-  }
+  const std::vector<ChunkId> owner =
+      random_layout(3, 3950, 4400, [](auto& next) { return 1 + next() % (next() % 3 == 0 ? 150 : 6); }, 5);
   const Placer placer(store_, use_, kGeometry, 8);
   for (std::uint64_t first = 4032; first < 4352; ++first) {
     for (std::uint64_t last = first; (last >> 6) == (first >> 6); ++last) {
-      std::uint64_t unmapped = 0, pinned = 0;
-      for (std::uint64_t p = first; p <= last; ++p) {
-        if (owner[p] == kNoChunk) {
-          ++unmapped;
-          continue;
-        }
-        const Chunk& c = store_[owner[p]];
-        if (!use_.used(owner[p]) && (p == first || owner[p - 1] != owner[p])) {
-          const std::uint64_t chunk_first = c.first_page.value();
-          for (std::uint64_t k = chunk_first; k < chunk_first + c.pages.count(); ++k) pinned += k < first || k > last;
-        }
-      }
-      for (const std::uint64_t bound : {std::uint64_t{0}, std::uint64_t{2}, UINT64_MAX}) {
-        const Placer::Cost c = placer.cost_of(arena_, PageNumber{first}, PageNumber{last}, Pages{bound});
-        if (unmapped > bound) {
-          ASSERT_EQ(c.unmapped, Pages::max()) << first << ".." << last << " bound " << bound;
-          continue;
-        }
-        ASSERT_EQ(c.unmapped, Pages{unmapped}) << first << ".." << last << " bound " << bound;
-        ASSERT_EQ(c.pinned_waste, Pages{pinned}) << first << ".." << last;
-        ASSERT_EQ(c.standby, 0u);
-      }
+      expect_cost(placer, first, last, count_page_by_page(owner, first, last), {0, 2, UINT64_MAX});
+      if (HasFailure()) return;  // the first failing range is enough
     }
   }
   arena_.pages.check_invariants();

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Run 42 (H100; main + waiting growth chunks): GPU tests, the PyTorch allocator test, then the A/B of MODELs
+# Run 44 (H100; main + waiting growth chunks): GPU tests, the PyTorch allocator test, then the A/B of MODELs
 # (3 rounds x 30 timed pairs), per round the pairs with > 2 ms of VMM and the waiting growths.
 # Usage: .dev/gpu42.sh RUN TESTS(0|1) MODEL...
 set -uo pipefail
@@ -14,8 +14,8 @@ if [ "$tests" = 1 ]; then
   timeout 150 python3 tests/gpu/torch_allocator_test.py > $OUT/r$run/torch_allocator_test.log 2>&1; echo "torch allocator test rc $?"
   tail -n 2 $OUT/r$run/torch_allocator_test.log
 fi
-for m in "$@"; do
-  ROUNDS=3 timeout 290 scripts/gpu-steptime-ab.sh $OUT/r$run/ab 35 $m 2>&1 | grep "round\|FAILED\|total"
+for mp in "$@"; do m=${mp%%:*}; p=${mp##*:}; [ "$p" = "$m" ] && p=35
+  ROUNDS=3 timeout 290 scripts/gpu-steptime-ab.sh $OUT/r$run/ab $p $m 2>&1 | grep "round\|FAILED\|total"
   python3 - $OUT/r$run/ab/ab_$m.json <<'PY'
 import json, sys
 d = json.load(open(sys.argv[1]))

@@ -305,9 +305,8 @@ bool ChunkSource::within_headroom(Pages pages) const {
 bool ChunkSource::within_waiting_headroom(Pages pages, const ObtainState& s) {
   // Asked of the stream last: only where the plain headroom would move idle or free memory instead (not where a
   // free chunk backs the run: decide() takes it first).
-  const bool takes_free = s.best_free_pages != Pages{0} && s.best_free_pages * 2 >= s.want_pages;
   return waiting_headroom_permille_ > headroom_permille_ && headroom_permille_ != 0 && !headroom_exhausted_ &&
-         (s.idle_chunks != 0 || s.free_chunks != 0) && !takes_free &&
+         (s.idle_chunks != 0 || s.free_chunks != 0) && !takes_free(s) &&
          within_permille_of_high(pages, waiting_headroom_permille_) && device_waits();
 }
 

@@ -3,7 +3,7 @@
 namespace gmlake::engine {
 
 ObtainStep decide(const ObtainState& s) {
-  if (s.best_free_pages != Pages{0} && s.best_free_pages * 2 >= s.want_pages) return {ObtainAction::kTakeFree};
+  if (takes_free(s)) return {ObtainAction::kTakeFree};
   const bool something_to_move = s.idle_chunks != 0 || s.free_chunks != 0;
   const bool growth = !something_to_move && !s.has_cap;
   const bool grow_for_time =

@@ -70,6 +70,11 @@ struct ObtainStep {
   bool growth = false;
 };
 
+// Step 1 applies: a free chunk backs at least half of what is wanted (kTakeFree comes before anything else).
+inline bool takes_free(const ObtainState& s) {
+  return s.best_free_pages != Pages{0} && s.best_free_pages * 2 >= s.want_pages;
+}
+
 // The next step for `s` (above). Never fails: kCreateWhatFits when nothing else applies.
 ObtainStep decide(const ObtainState& s);
 

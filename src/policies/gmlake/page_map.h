@@ -9,8 +9,8 @@
 // found in O(1), and a walk over pages [first, last] costs one step per chunk (the next chunk of a block starts
 // right after the last) and one per unmapped page inside leaves that hold any mapping; leaves with none are
 // skipped whole. Each leaf also keeps two bitmaps, of its mapped pages and of its active ones, so that how many
-// pages of a range are mapped, and how, costs one popcount per 64 pages (summarize), which finds the standby
-// mappings among them in the same words, with no walk.
+// pages of a range are mapped, and how, costs one popcount per 64 pages (word_bits, a word at a time), and the
+// standby mappings among them are found in the same words, with no walk.
 //
 // Two more bitmaps serve ChunkUse: the first page of every mapping (start_bits: how many chunks a run of pages
 // holds is a popcount, with no walk) and the pages of idle chunks' active places (idle_bits, which ChunkUse sets
@@ -147,8 +147,8 @@ class PageMap {
   // The bits of pages [first, last], which lie in one word of 64 pages (first / 64 = last / 64), each at its place
   // in that word (bit k: page first / 64 * 64 + k), the others 0: the pages themselves, then those mapped, active
   // (a subset of mapped) and idle (a subset of active); the last three 0 where no leaf is. O(1), one leaf lookup:
-  // what the Placer reads of a block a word at a time, where summarize's loop and the lookups of at() and idle_at()
-  // would cost more than the answer.
+  // what the Placer reads of a block a word at a time, where a loop over leaves and words and the lookups of at()
+  // and idle_at() would cost more than the answer.
   struct WordBits {
     std::uint64_t pages, mapped, active, idle;
   };
@@ -175,59 +175,6 @@ class PageMap {
     return n;
   }
 
-  // What pages [first_page, last_page] (first_page <= last_page) hold, read from the bitmaps, with
-  // on_standby(first_page, entry) called for every standby mapping (entry.active false) overlapping them, in page
-  // order, from the same words (the slot of its first page in the range gives it): O(leaves + pages / 64 + the
-  // standby mappings), with no step over the active mappings. on_standby must not change the map.
-  struct Summary {
-    Pages active_pages;                          // pages in an active place
-    Pages standby_pages;                         // pages in a standby mapping
-    PageNumber last_mapped = PageNumber::max();  // the range's highest mapped page; max() when none is
-  };
-  template <typename F>
-  Summary summarize(PageNumber first_page, PageNumber last_page, F&& on_standby) const {
-    const std::uint64_t first = first_page.value(), last = last_page.value();
-    // Counted in raw locals (one popcount per 64 pages), typed once at the end.
-    std::uint64_t active_pages = 0, standby_pages = 0, last_mapped = UINT64_MAX;
-    std::uint64_t reported = 0;  // pages below it lie in a standby mapping already reported
-    auto summary = [&] { return Summary{Pages{active_pages}, Pages{standby_pages}, PageNumber{last_mapped}}; };
-    if (leaves_.empty() || (first >> kLeafShift) >= leaves_.size()) return summary();
-    const std::uint64_t end_leaf = std::min<std::uint64_t>(last >> kLeafShift, leaves_.size() - 1);
-    for (std::uint64_t i = first >> kLeafShift; i <= end_leaf; ++i) {
-      const Leaf* leaf = leaves_[i].get();
-      if (leaf == nullptr || leaf->mapped == 0) continue;
-      const std::uint64_t lo = i == (first >> kLeafShift) ? first & kLeafMask : 0;
-      const std::uint64_t hi = i == (last >> kLeafShift) ? last & kLeafMask : kLeafMask;
-      for (std::uint64_t w = lo >> 6; w <= hi >> 6; ++w) {
-        std::uint64_t mask = ~std::uint64_t{0};
-        if (w == lo >> 6) mask &= ~std::uint64_t{0} << (lo & 63);
-        if (w == hi >> 6) mask &= ~std::uint64_t{0} >> (63 - (hi & 63));
-        const std::uint64_t mapped = leaf->mapped_bits[w] & mask, active = leaf->active_bits[w] & mask;
-        active_pages += bits_in(active);
-        if (std::uint64_t standby = mapped & ~active; standby != 0) {
-          standby_pages += bits_in(standby);
-          const std::uint64_t word_first = (i << kLeafShift) + (w << 6);
-          standby &= bits_from(reported, word_first);
-          while (standby != 0) {
-            const std::uint64_t page = word_first + static_cast<std::uint64_t>(__builtin_ctzll(standby));
-            const Slot& s = leaf->slots[page & kLeafMask];
-            const std::uint64_t start = page - s.back;
-            on_standby(PageNumber{start}, Entry{s.chunk, Pages{s.pages}, false});
-            reported = start + s.pages;
-            standby &= bits_from(reported, word_first);
-          }
-        }
-        if (mapped != 0) {
-          last_mapped = (i << kLeafShift) + (w << 6) + 63 - static_cast<std::uint64_t>(__builtin_clzll(mapped));
-        }
-      }
-    }
-    return summary();
-  }
-  // The same without the standby mappings.
-  Summary summarize(PageNumber first_page, PageNumber last_page) const {
-    return summarize(first_page, last_page, [](PageNumber, const Entry&) {});
-  }
   // The mapping that backs page `page`: its first page and entry; entry.chunk == kNoChunk when none does. O(1).
   std::pair<PageNumber, Entry> at(PageNumber page) const {
     const Slot* s = slot(page.value());
@@ -321,6 +268,12 @@ class PageMap {
     for_each(PageNumber{0}, PageNumber{(static_cast<std::uint64_t>(leaves_.size()) << kLeafShift) - 1}, f);
   }
 
+  // The bits of the word of pages [word_first, word_first + 64) (word_first a multiple of 64) for pages at or
+  // past `page`: all of them at or before word_first, none past the word.
+  static std::uint64_t bits_from(std::uint64_t page, std::uint64_t word_first) {
+    if (page <= word_first) return ~std::uint64_t{0};
+    return page - word_first >= 64 ? 0 : ~std::uint64_t{0} << (page - word_first);
+  }
   // The bits set in `w`: a popcount, with no call for an empty or full word, and else counted inline in parallel
   // (the build has no popcnt instruction: __builtin_popcountll would call libgcc).
   static std::uint64_t bits_in(std::uint64_t w) {
@@ -509,11 +462,6 @@ class PageMap {
     if (i >= leaves_.size()) leaves_.resize(i + 1);
     if (!leaves_[i]) leaves_[i] = std::make_unique<Leaf>();
     return *leaves_[i];
-  }
-  // The bits of the word of pages [word_first, word_first + 64) for pages at or past `page`.
-  static std::uint64_t bits_from(std::uint64_t page, std::uint64_t word_first) {
-    if (page <= word_first) return ~std::uint64_t{0};
-    return page - word_first >= 64 ? 0 : ~std::uint64_t{0} << (page - word_first);
   }
   // The first mapped page in [p, upto] (a chunk's first page when p is not inside a chunk), or UINT64_MAX.
   std::uint64_t next_start(std::uint64_t p, std::uint64_t upto) const {

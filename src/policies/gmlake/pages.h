@@ -68,7 +68,7 @@ class PageNumber {
  public:
   constexpr PageNumber() = default;  // page 0, the arena's first
   constexpr explicit PageNumber(std::uint64_t value) : value_(value) {}
-  // The highest number: "no page" (PageMap::Summary::last_mapped, next_mapped_after).
+  // The highest number: "no page" (PageMap::next_span_start, first_idle, next_mapped_after).
   static constexpr PageNumber max() { return PageNumber(UINT64_MAX); }
 
   constexpr std::uint64_t value() const { return value_; }

@@ -117,12 +117,8 @@ struct StandbyCost {
 // record each; stops once s.lost exceeds `lost_bound` (the place is past its bound).
 void count_standby(const ChunkUse& use, const PageMap& map, std::uint64_t first_raw, std::uint64_t last_raw,
                    std::uint64_t word_first, std::uint64_t standby, std::uint64_t lost_bound, StandbyCost& s) {
-  // The bits of the word at or past page `page`.
-  auto from = [word_first](std::uint64_t page) {
-    if (page <= word_first) return ~std::uint64_t{0};
-    return page - word_first >= 64 ? 0 : ~std::uint64_t{0} << (page - word_first);
-  };
-  for (standby &= from(s.next); standby != 0; standby &= from(s.next)) {
+  for (standby &= PageMap::bits_from(s.next, word_first); standby != 0;
+       standby &= PageMap::bits_from(s.next, word_first)) {
     const auto [start, e] = map.at(PageNumber{word_first + static_cast<std::uint64_t>(__builtin_ctzll(standby))});
     const std::uint64_t p = start.value(), pages = e.pages.count();
     const std::uint64_t covered = std::min(p + pages - 1, last_raw) - std::max(p, first_raw) + 1;
