@@ -1,7 +1,10 @@
 #!/usr/bin/env bash
-# Run 44 (H100; main + waiting growth chunks): GPU tests, the PyTorch allocator test, then the A/B of MODELs
-# (3 rounds x 30 timed pairs), per round the pairs with > 2 ms of VMM and the waiting growths.
-# Usage: .dev/gpu42.sh RUN TESTS(0|1) MODEL...
+# Runs 42-45 and 47-48 (H100; main with waiting growth chunks, the binaries of each run in .dev/bin and .dev/lib):
+# optionally the GPU tests and the PyTorch allocator test, then the in-process A/B of each MODEL over 3 rounds of
+# PAIRS pairs (35 unless MODEL:PAIRS), with per round the pairs with > 2 ms of VMM and the waiting growths.
+# Usage: gpu42.sh RUN TESTS(0|1) MODEL[:PAIRS]...  (run 42: 42 1 resnet50-infer gpt2; 43: 43 0 resnet50-infer gpt2
+# bert; 44: 44 0 resnet50-infer:65 gpt2-fixed unet3d-infer gpt2-generate; 45: 45 0 resnet50-infer:65 gpt2 bert;
+# 47: 47 0 gpt2 bert gpt2-fixed; 48: 48 0 resnet50-infer:65 unet3d-infer gpt2-generate)
 set -uo pipefail
 source .dev/gpu_env.sh
 export PYTHONPATH=$PWD/python
