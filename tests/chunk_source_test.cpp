@@ -110,17 +110,18 @@ TEST_F(ChunkSourceTest, ABlocksChunksAreItsShareUpToMaxChunkBytesUnlessItWouldNe
 }
 
 TEST_F(ChunkSourceTest, TheGrowthLimitIsGrowthChunkBytesAndAShareOfReservedBytes) {
-  // 2 MiB pages; growth_chunk_bytes 16 MiB = 8 pages, growth_chunk_share 448 by default.
+  // 2 MiB pages; growth_chunk_bytes 16 MiB = 8 pages, growth_chunk_share 768 by default.
   struct Row {
     const char* config;
     std::uint64_t reserved_pages, limit;
   };
   const Row rows[] = {
       {"", 0, 1},                                  // nothing reserved: a page
-      {"", 447, 1},                                // under 448 pages, 1/448 of it is under a page
-      {"", 448 * 3, 3},                            // 1/448 of reserved bytes
-      {"", 448 * 8, 8},                            // growth_chunk_bytes bounds it
-      {"", 448 * 100, 8},
+      {"", 767, 1},                                // under 768 pages, 1/768 of it is under a page
+      {"", 768 * 3, 3},                            // 1/768 of reserved bytes
+      {"", 768 * 3 - 1, 2},                        // rounded down to whole pages
+      {"", 768 * 8, 8},                            // growth_chunk_bytes bounds it
+      {"", 768 * 100, 8},
       {"growth_chunk_share:4", 20, 5},             // 40 MiB / 4 = 10 MiB: 5 pages (rounded down)
       {"growth_chunk_share:4,growth_chunk_bytes:7M", 100, 3},  // 7 MiB: 3 whole pages
       {"growth_chunk_share:1,growth_chunk_bytes:32M", 100, 16},
@@ -164,16 +165,16 @@ TEST_F(ChunkSourceTest, WhereThePoolGrowsANewChunkCoversMoreOfTheRun) {
 }
 
 TEST_F(ChunkSourceTest, WhileTheDeviceWaitsTheGrowthLimitTakesTheWaitingShare) {
-  // 2 MiB pages; growth_chunk_bytes 16 MiB = 8 pages; growth_chunk_share 448, waiting_growth_chunk_share 32.
+  // 2 MiB pages; growth_chunk_bytes 16 MiB = 8 pages; growth_chunk_share 768, waiting_growth_chunk_share 32.
   struct Row {
     const char* config;
     std::uint64_t reserved_pages, busy, waiting;
   };
   const Row rows[] = {
       {"", 31, 1, 1},                                  // under 32 pages: a page either way
-      {"", 100, 1, 3},                                 // 200 MiB: 1/448 is under a page, 1/32 is 3 pages
-      {"", 448 * 3, 3, 8},                             // growth_chunk_bytes bounds both
-      {"waiting_growth_chunk_share:448", 100, 1, 1},  // the same share: no difference
+      {"", 100, 1, 3},                                 // 200 MiB: 1/768 is under a page, 1/32 is 3 pages
+      {"", 768 * 3, 3, 8},                             // growth_chunk_bytes bounds the waiting share
+      {"waiting_growth_chunk_share:768", 100, 1, 1},  // the same share: no difference
       {"waiting_growth_chunk_share:1,growth_chunk_bytes:32M", 10, 1, 10},
       {"waiting_growth_chunk_share:1,growth_chunk_bytes:2M", 100, 1, 1},  // growth chunks off: a page
   };
@@ -188,7 +189,7 @@ TEST_F(ChunkSourceTest, WhileTheDeviceWaitsTheGrowthLimitTakesTheWaitingShare) {
 }
 
 TEST_F(ChunkSourceTest, WithoutStreamEventsTheAssumptionPicksTheGrowthShare) {
-  // 100 pages used: growth. Busy (the default assumption): 1/448 of 200 MiB is under a page. Waiting: 1/32 = 3.
+  // 100 pages used: growth. Busy (the default assumption): 1/768 of 200 MiB is under a page. Waiting: 1/32 = 3.
   for (const bool waits : {false, true}) {
     make_source(std::string("headroom_permille:1,assume_device_waits:") + (waits ? "1" : "0"));
     const ChunkId used = used_chunk(0, 100);
@@ -243,7 +244,7 @@ TEST_F(ChunkSourceTest, WithStreamEventsTheStreamIsAskedOnlyWhereGrowthIsMadeUnt
 }
 
 TEST_F(ChunkSourceTest, WhileTheDeviceWaitsANewChunkIsMadeWithinTheWaitingHeadroomRatherThanAnIdleOneMoved) {
-  // 100 pages used, 1 idle, the highest allocated 100 pages: a page more is past headroom_permille (9: 100.9
+  // 100 pages used, 1 idle, the highest allocated 100 pages: a page more is past headroom_permille (7: 100.7
   // pages) but within waiting_headroom_permille 50 (105 pages; off by default).
   test::ManualEvents events;
   StreamFence fence(&events);

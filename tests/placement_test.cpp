@@ -339,5 +339,43 @@ TEST_F(PlacementTest, StandbyMappingsInThePagesAreCountedEitherKind) {
   EXPECT_EQ(placer.cost_of(arena_, PageNumber{0}, PageNumber{1}).standby, 0u);
 }
 
+// choose() prices each place against the best place's unmapped pages and stops counting past them: on random
+// layouts and free ranges it must still return a place that no candidate beats (fewer pages to map, then fewer
+// pages stranded), as an unbounded pricing of every candidate's start and end finds.
+TEST_F(PlacementTest, TheChosenPlaceIsTheBestOfEveryCandidate) {
+  random_layout(11, 0, 60, [](auto& next) { return 1 + next() % 4; }, 3);
+  // Used space cut into the arena's 64 pages at random: free ranges of 1..6 pages between used ones.
+  std::uint64_t seed = 5, p = 0;
+  auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33; };
+  while (p < 64) {
+    const std::uint64_t used_bytes = std::min<std::uint64_t>(64 - p, 1 + next() % 3) * kPage - (next() % 2) * 4096;
+    occupy(p * kPage, used_bytes);
+    p = (p * kPage + used_bytes + (1 + next() % 6) * kPage) / kPage;
+  }
+  const Placer placer(store_, use_, kGeometry, 8);
+  auto better = [](const Placer::Cost& a, const Placer::Cost& b) {
+    return a.unmapped < b.unmapped || (a.unmapped == b.unmapped && a.pinned_waste < b.pinned_waste);
+  };
+  for (const std::uint64_t bytes : {std::uint64_t{512}, 300 * kKiB, kPage, kPage + 4096, 3 * kPage, 5 * kPage - 512}) {
+    Placer::Cost best{Pages::max(), Pages{0}};
+    std::uint64_t candidates = 0;
+    arena_.free.best_fit(bytes, 8, [&](const FreeRange& r) {
+      ++candidates;
+      for (const std::uint64_t at : {r.offset, r.offset + r.size_bytes - bytes}) {
+        const Placer::Cost c = placer.cost_of(arena_, kGeometry.first_page(at), kGeometry.last_page(at, bytes));
+        if (better(c, best)) best = c;
+      }
+      return false;
+    });
+    const Placer::Placement got = choose(placer, bytes);
+    if (candidates == 0) {
+      EXPECT_EQ(got.range.size_bytes, 0u) << bytes << " B";
+      continue;
+    }
+    EXPECT_FALSE(better(best, got.cost)) << bytes << " B";
+    EXPECT_FALSE(better(got.cost, best)) << bytes << " B";
+  }
+}
+
 }  // namespace
 }  // namespace gmlake::engine

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <filesystem>
 #include <fstream>
+#include <map>
 
 #include <nlohmann/json.hpp>
 
@@ -75,7 +76,8 @@ TEST(ShippedResnetTest, StandbyMappingsStopSteadyStateChunkMovesAtUtilizationOfA
   EXPECT_EQ(standby.peak_reserved_bytes, tight.peak_reserved_bytes) << "standby mappings hold no memory";
   EXPECT_GE(by_default.utilization, 0.99);
   const auto allocated_peak_bytes = static_cast<std::uint64_t>(by_default.stats.allocated_bytes.peak);
-  EXPECT_LE(by_default.peak_reserved_bytes, allocated_peak_bytes + allocated_peak_bytes / 1000 * 9 + kPageBytes);
+  const std::uint64_t headroom_permille = parse_config("").headroom_permille;
+  EXPECT_LE(by_default.peak_reserved_bytes, allocated_peak_bytes + allocated_peak_bytes / 1000 * headroom_permille + kPageBytes);
 }
 
 TEST_P(ShippedTraceTest, CachingPolicyIsWithinThreePercentOfPyTorchsRecordedNativePeak) {
@@ -173,7 +175,12 @@ double held_utilization(const ReplayResult& r) {
 
 // What the memory-first configuration reaches where it is less than 0.99: the page-granular engine's own limit
 // on that trace (scripts/replay-gate.py's PAGE_GRANULAR_LIMITS, measured with the same configuration).
-double memory_first_target(const std::string& name) { return name == "calib_awq_1b" ? 0.968 : 0.99; }
+double memory_first_target(const std::string& name) {
+  static const std::map<std::string, double> limits = {
+      {"calib_awq_1b", 0.974}, {"gpt2_beam", 0.971}, {"diffusion_cfg_infer", 0.961}, {"unet2d_bucket_train", 0.985}};
+  const auto it = limits.find(name);
+  return it == limits.end() ? 0.99 : it->second;
+}
 
 TEST(EveryShippedTraceTest, GmlakeReachesItsTargetMemoryFirstAnd095ByDefaultOnEveryDevice) {
   int replayed = 0;
@@ -189,7 +196,7 @@ TEST(EveryShippedTraceTest, GmlakeReachesItsTargetMemoryFirstAnd095ByDefaultOnEv
       ++replayed;
     }
   }
-  EXPECT_GE(replayed, 12) << "the twelve traces shipped in traces/";
+  EXPECT_GE(replayed, 23) << "the 23 traces shipped in traces/";
 }
 
 // A hand-made trace: two streams, a deferred free (record_stream), a free of an unknown address.

@@ -20,6 +20,18 @@ Workloads (see each function's docstring):
   calib_awq_1b         AWQ-like layer-by-layer calibration of a ~1.1B LLaMA-style model, activations collected
   bert_infer_varbatch  BERT-base bf16 inference, batch 1..128 and sequence 64..512 drawn per call
   gpt2_generate_small  GPT-2 small `model.generate`, batch 1..4, prompt 16..256, 16..48 new tokens (CPU-bound)
+Added as a held-out check of the default (none of them shaped it):
+  vit_train            ViT-B/16 training, fixed shape (batch 64, 224 px), AdamW, bf16 autocast
+  t5_train_varlen      T5-small-shaped seq2seq training, source / target lengths drawn per step
+  lora_ckpt_train      peft LoRA on a ~0.3B LLaMA-style model, gradient checkpointing, sequence drawn per step
+  gpt2_beam            GPT-2 medium beam search (4 beams), batch / prompt / new tokens drawn per call
+  unet2d_bucket_train  latent-diffusion-style UNet training, aspect-ratio buckets drawn per step
+  prefetch_stream_train ResNet-18 training with inputs copied on a side stream, record_stream to the default
+  detection_train      Faster R-CNN (MobileNetV3 FPN) training, image sizes and box counts drawn per image
+  gnn_train            3-layer GCN (index_add_), a new random graph of 20k..400k nodes each step
+  diffusion_cfg_infer  the UNet2D sampled with classifier-free guidance, 12 steps, bucket and batch per call
+  llama_accum_train    ~0.15B LLaMA-style full training, 4 micro-batches per step, sequence drawn per micro-batch
+  recsys_train         DLRM-like recommender, 8 embedding tables of 500k x 128, batch drawn per step
 
 With --unrecorded, each workload runs a second time with the same draws and the same number of calls (every
 ctx.fits() answered as in the recorded run) without recording, and its wall time goes to the JSON as
@@ -615,6 +627,355 @@ def w_moe_varload(ctx, p):
     torch.cuda.synchronize()
 
 
+# --- Workloads added 2026-11-26 (sixth session) as a held-out check of the default: none of them shaped it. -------
+def w_vit_train(ctx, p):
+    """torchvision ViT-B/16 (random weights) training, fixed shape: batch 64 at 224 px, cross-entropy, AdamW (foreach),
+    bf16 autocast over fp32 parameters. The same shape every step, as an image-classification run."""
+    import torchvision
+    model = torchvision.models.vit_b_16(weights=None).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    p.update(model="torchvision.models.vit_b_16(weights=None)", dtype="fp32 params, bf16 autocast", optimizer="AdamW",
+             batch=64, res=224, steps=0, max_steps=p.get("max_steps", 30))
+    for step in range(p["max_steps"]):
+        if not ctx.fits(est_allocs=1500):
+            break
+        x = torch.randn(64, 3, 224, 224, device="cuda")
+        y = torch.randint(0, 1000, (64,), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del x, y, loss
+        p["steps"] += 1
+    torch.cuda.synchronize()
+
+
+def w_t5_train_varlen(ctx, p):
+    """T5 encoder-decoder (T5Config d_model 512, d_ff 2048, 6+6 layers, 8 heads: t5-small's shape, random weights)
+    seq2seq training: batch 16, source length U[32,512], target length U[8,128] drawn per step, AdamW, bf16 autocast
+    over fp32 parameters."""
+    from transformers import T5Config, T5ForConditionalGeneration
+    rng = random.Random(SEED)
+    cfg = T5Config(d_model=512, d_ff=2048, num_layers=6, num_decoder_layers=6, num_heads=8, vocab_size=32128,
+                   decoder_start_token_id=0, pad_token_id=0)
+    model = T5ForConditionalGeneration(cfg).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    p.update(model="T5ForConditionalGeneration(T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8))",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW", batch=16,
+             draws="source U[32,512], target U[8,128] per step", steps=[], max_steps=p.get("max_steps", 80))
+    for step in range(p["max_steps"]):
+        s, t = rng.randint(32, 512), rng.randint(8, 128)
+        if not ctx.fits(est_allocs=2500):
+            break
+        src = torch.randint(1, cfg.vocab_size, (16, s), device="cuda")
+        tgt = torch.randint(1, cfg.vocab_size, (16, t), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=src, attention_mask=torch.ones_like(src), labels=tgt).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del src, tgt, loss
+        p["steps"].append([s, t])
+    torch.cuda.synchronize()
+
+
+def w_lora_ckpt_train(ctx, p):
+    """LoRA fine-tuning (peft, r 16 on q/k/v/o) of a LLaMA-style model (LlamaConfig hidden 1024, intermediate 2816,
+    16 layers, 16 heads, 4 KV heads, vocab 32000; ~0.3B parameters, bf16 base weights, frozen) with gradient
+    checkpointing (non-reentrant): batch 4, sequence U[128,2048] per step, AdamW over the adapters."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    from peft import LoraConfig, get_peft_model
+    rng = random.Random(SEED)
+    cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=16, num_attention_heads=16,
+                      num_key_value_heads=4, vocab_size=32000, max_position_embeddings=4096)
+    model = LlamaForCausalLM(cfg).to("cuda", torch.bfloat16)
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    model = get_peft_model(model, LoraConfig(r=16, lora_alpha=32, target_modules=["q_proj", "k_proj", "v_proj",
+                                                                                   "o_proj"], lora_dropout=0.0))
+    model.train()
+    opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=1e-4)
+    p.update(model="peft LoRA r=16 (q,k,v,o) on LlamaForCausalLM(hidden 1024, inter 2816, 16 layers, 16/4 heads)",
+             dtype="bfloat16", optimizer="AdamW (adapters)", batch=4, gradient_checkpointing="non-reentrant",
+             draws="sequence U[128,2048] per step", steps=[], max_steps=p.get("max_steps", 60))
+    for step in range(p["max_steps"]):
+        t = rng.randint(128, 2048)
+        if not ctx.fits(est_allocs=4000):
+            break
+        ids = torch.randint(0, cfg.vocab_size, (4, t), device="cuda")
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del ids, loss
+        p["steps"].append(t)
+    torch.cuda.synchronize()
+
+
+def w_gpt2_beam(ctx, p):
+    """GPT-2 medium (24 layers, d 1024, 16 heads, random weights) bf16 beam search, 4 beams (the cache reordered
+    every token): batch U[1,8], prompt U[32,384], new tokens U[16,64] per call."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    rng = random.Random(SEED)
+    cfg = GPT2Config(n_layer=24, n_embd=1024, n_head=16, n_positions=1024, activation_function="gelu_pytorch_tanh")
+    model = GPT2LMHeadModel(cfg).eval().to("cuda", torch.bfloat16)
+    p.update(model="GPT2LMHeadModel(GPT2Config(n_layer=24, n_embd=1024, n_head=16))", dtype="bfloat16", beams=4,
+             draws="batch U[1,8], prompt U[32,384], new tokens U[16,64]", calls=[], max_calls=p.get("max_calls", 40))
+    for i in range(p["max_calls"]):
+        b, t, n = rng.randint(1, 8), rng.randint(32, 384), rng.randint(16, 64)
+        if not ctx.fits(est_allocs=500 * (n + 2)):
+            break
+        ids = torch.randint(0, cfg.vocab_size, (b, t), device="cuda")
+        with torch.no_grad():
+            out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, num_beams=4,
+                                 max_new_tokens=n, min_new_tokens=n, pad_token_id=cfg.eos_token_id, use_cache=True)
+        del out, ids
+        p["calls"].append([b, t, n])
+    torch.cuda.synchronize()
+
+
+def w_unet2d_bucket_train(ctx, p):
+    """A latent-diffusion-style 2D UNet (bench/torch/models.py unet2d: 4 input channels, 128..512 channels, residual
+    blocks with GroupNorm and SiLU, self-attention at the lowest level, random weights) trained on noise prediction
+    with aspect-ratio buckets: each step draws a latent shape from 7 buckets of about 64x64 (64x64, 48x80, 80x48,
+    56x72, 72x56, 40x96, 96x40) with batch 16; MSE loss, AdamW, bf16 autocast over fp32 parameters."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from models import unet2d
+    rng = random.Random(SEED)
+    model = unet2d(torch).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    buckets = [(64, 64), (48, 80), (80, 48), (56, 72), (72, 56), (40, 96), (96, 40)]
+    p.update(model="UNet2D(base=128, levels=4, attention at the lowest level) (bench/torch/models.py)",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW", batch=16, buckets=buckets, steps=[],
+             max_steps=p.get("max_steps", 60))
+    for step in range(p["max_steps"]):
+        h, w = rng.choice(buckets)
+        if not ctx.fits(est_allocs=1500):
+            break
+        x = torch.randn(16, 4, h, w, device="cuda")
+        noise = torch.randn_like(x)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.mse_loss(model(x + noise).float(), noise)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del x, noise, loss
+        p["steps"].append([h, w])
+    torch.cuda.synchronize()
+
+
+def w_prefetch_stream_train(ctx, p):
+    """torchvision ResNet-18 (random weights) training, channels-last, bf16 autocast, SGD momentum 0.9, batch 256 at
+    160 px, with its inputs prefetched one step ahead: each batch is made in pinned host memory, copied on a side
+    stream (non_blocking), the default stream waits on an event, and the batch is handed over with
+    record_stream(default stream): two allocating streams, and frees that wait for the other stream's work."""
+    import torchvision
+    model = torchvision.models.resnet18(weights=None).cuda().to(memory_format=torch.channels_last).train()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    side = torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    gen = torch.Generator().manual_seed(SEED)
+    p.update(model="torchvision.models.resnet18(weights=None), channels_last", dtype="fp32 params, bf16 autocast",
+             optimizer="SGD momentum 0.9", batch=256, res=160, prefetch="side stream, one step ahead", steps=0,
+             max_steps=p.get("max_steps", 60))
+
+    def fetch():
+        x = torch.randn(256, 3, 160, 160, generator=gen).pin_memory()
+        y = torch.randint(0, 1000, (256,), generator=gen).pin_memory()
+        with torch.cuda.stream(side):
+            xd = x.to("cuda", non_blocking=True).to(memory_format=torch.channels_last)
+            yd = y.to("cuda", non_blocking=True)
+            ev = torch.cuda.Event()
+            ev.record(side)
+        return xd, yd, ev
+
+    nxt = fetch()
+    for step in range(p["max_steps"]):
+        if not ctx.fits(est_allocs=800):
+            break
+        x, y, ev = nxt
+        main.wait_event(ev)
+        x.record_stream(main)
+        y.record_stream(main)
+        nxt = fetch()
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del x, y, loss
+        p["steps"] += 1
+    del nxt
+    torch.cuda.synchronize()
+
+
+def w_detection_train(ctx, p):
+    """torchvision Faster R-CNN (MobileNetV3-Large FPN backbone, random weights, 91 classes) training: batch 4 of
+    images whose sides are drawn from 320..800 px per image, 1..20 random boxes each, SGD momentum 0.9, fp32. The
+    detector resizes and pads each batch to its largest image, so every step has its own shapes."""
+    import torchvision
+    rng = random.Random(SEED)
+    model = torchvision.models.detection.fasterrcnn_mobilenet_v3_large_fpn(
+        weights=None, weights_backbone=None, num_classes=91).cuda().train()
+    opt = torch.optim.SGD(model.parameters(), lr=1e-3, momentum=0.9)
+    p.update(model="fasterrcnn_mobilenet_v3_large_fpn(weights=None, weights_backbone=None, num_classes=91)",
+             dtype="float32", optimizer="SGD momentum 0.9", batch=4,
+             draws="per image: height, width U[320,800], boxes U[1,20]", steps=[], max_steps=p.get("max_steps", 80))
+    for step in range(p["max_steps"]):
+        shapes = [(rng.randint(320, 800), rng.randint(320, 800), rng.randint(1, 20)) for _ in range(4)]
+        if not ctx.fits(est_allocs=3000):
+            break
+        images, targets = [], []
+        for h, w, n in shapes:
+            images.append(torch.rand(3, h, w, device="cuda"))
+            xy = torch.rand(n, 2, device="cuda") * torch.tensor([w * 0.7, h * 0.7], device="cuda")
+            wh = torch.rand(n, 2, device="cuda") * torch.tensor([w * 0.3, h * 0.3], device="cuda") + 8
+            targets.append({"boxes": torch.cat([xy, xy + wh], 1),
+                            "labels": torch.randint(1, 91, (n,), device="cuda")})
+        losses = model(images, targets)
+        loss = sum(losses.values())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del images, targets, losses, loss
+        p["steps"].append(shapes)
+    torch.cuda.synchronize()
+
+
+def w_gnn_train(ctx, p):
+    """A 3-layer graph convolution network written with index_add_ (mean aggregation over random edges), hidden 256,
+    trained full-batch on a new random graph each step: nodes U[20k,400k], 8 edges per node, node features 128,
+    cross-entropy over 32 classes, AdamW, fp32. Every step's tensors scale with its graph."""
+    rng = random.Random(SEED)
+    gen = torch.Generator(device="cuda").manual_seed(SEED)
+    dims = [128, 256, 256, 32]
+    ws = [torch.nn.Parameter(torch.randn(a, b, device="cuda", generator=gen) * a ** -0.5)
+          for a, b in zip(dims[:-1], dims[1:])]
+    opt = torch.optim.AdamW(ws, lr=1e-3)
+    p.update(model="3-layer GCN (index_add_ mean aggregation), dims 128-256-256-32", dtype="float32",
+             optimizer="AdamW", draws="nodes U[20000,400000], edges 8 per node", steps=[],
+             max_steps=p.get("max_steps", 60))
+    for step in range(p["max_steps"]):
+        n = rng.randint(20_000, 400_000)
+        if not ctx.fits(est_allocs=300):
+            break
+        e = 8 * n
+        src = torch.randint(0, n, (e,), device="cuda", generator=gen)
+        dst = torch.randint(0, n, (e,), device="cuda", generator=gen)
+        deg = torch.zeros(n, device="cuda").index_add_(0, dst, torch.ones(e, device="cuda")).clamp_(min=1)
+        h = torch.randn(n, dims[0], device="cuda", generator=gen)
+        y = torch.randint(0, dims[-1], (n,), device="cuda", generator=gen)
+        for i, w in enumerate(ws):
+            m = torch.zeros(n, h.shape[1], device="cuda").index_add_(0, dst, h[src]) / deg.unsqueeze(1)
+            h = (m + h) @ w
+            if i < len(ws) - 1:
+                h = F.relu(h)
+        loss = F.cross_entropy(h, y)
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del src, dst, deg, h, y, m, loss
+        p["steps"].append(n)
+    torch.cuda.synchronize()
+
+
+def w_diffusion_cfg_infer(ctx, p):
+    """Sampling with the latent-diffusion-style UNet of unet2d_bucket_train (bench/torch/models.py unet2d, random
+    weights) in bf16, no grad, with classifier-free guidance (the batch doubled every denoising step): per call a
+    latent shape from the same 7 buckets, batch U[1,4], 12 denoising steps (Euler-like update)."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from models import unet2d
+    rng = random.Random(SEED)
+    model = unet2d(torch).eval().to("cuda", torch.bfloat16)
+    buckets = [(64, 64), (48, 80), (80, 48), (56, 72), (72, 56), (40, 96), (96, 40)]
+    p.update(model="UNet2D(base=128, levels=4) (bench/torch/models.py)", dtype="bfloat16", guidance="CFG, batch x2",
+             draws="bucket from 7, batch U[1,4]; 12 steps", calls=[], max_calls=p.get("max_calls", 40))
+    for i in range(p["max_calls"]):
+        (h, w), b = rng.choice(buckets), rng.randint(1, 4)
+        if not ctx.fits(est_allocs=12 * 400):
+            break
+        x = torch.randn(b, 4, h, w, device="cuda", dtype=torch.bfloat16)
+        with torch.no_grad():
+            for t in range(12):
+                eps = model(torch.cat([x, x]))
+                cond, uncond = eps.chunk(2)
+                x = x - 0.05 * (uncond + 7.5 * (cond - uncond))
+                del eps, cond, uncond
+        del x
+        p["calls"].append([b, h, w])
+    torch.cuda.synchronize()
+
+
+def w_llama_accum_train(ctx, p):
+    """Full training of a LLaMA-style model (LlamaConfig hidden 768, intermediate 2048, 12 layers, 12 heads, vocab
+    32000; ~0.15B parameters, random weights) with gradient accumulation: 4 micro-batches of batch 8 per optimizer
+    step, each micro-batch's sequence length drawn from U[128,1024]; bf16 autocast over fp32 parameters, AdamW.
+    Gradients live across the micro-batches."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    rng = random.Random(SEED)
+    cfg = LlamaConfig(hidden_size=768, intermediate_size=2048, num_hidden_layers=12, num_attention_heads=12,
+                      num_key_value_heads=12, vocab_size=32000, max_position_embeddings=2048)
+    model = LlamaForCausalLM(cfg).cuda().train()
+    model.config.use_cache = False
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    p.update(model="LlamaForCausalLM(hidden 768, inter 2048, 12 layers, 12 heads, vocab 32000)",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW", batch=8, accumulation=4,
+             draws="sequence U[128,1024] per micro-batch", steps=[], max_steps=p.get("max_steps", 20))
+    for step in range(p["max_steps"]):
+        lens = [rng.randint(128, 1024) for _ in range(4)]
+        if not ctx.fits(est_allocs=4 * 1500):
+            break
+        for t in lens:
+            ids = torch.randint(0, cfg.vocab_size, (8, t), device="cuda")
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(input_ids=ids, labels=ids).loss / 4
+            loss.backward()
+            del ids, loss
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        p["steps"].append(lens)
+    torch.cuda.synchronize()
+
+
+def w_recsys_train(ctx, p):
+    """A DLRM-like recommender: 8 embedding tables (500k x 128 each, dense gradients), a bottom MLP over 13 dense
+    features, pairwise dot-product interaction, a top MLP; batch drawn from U[1024,32768] per step (16 lookups per
+    table and sample, mean-pooled with embedding_bag), BCE loss, AdamW, fp32."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    T, R, D = 8, 500_000, 128
+    tables = torch.nn.ModuleList([torch.nn.EmbeddingBag(R, D, mode="mean") for _ in range(T)]).cuda()
+    bottom = torch.nn.Sequential(torch.nn.Linear(13, 512), torch.nn.ReLU(), torch.nn.Linear(512, D)).cuda()
+    top = torch.nn.Sequential(torch.nn.Linear(D + (T + 1) * T // 2, 1024), torch.nn.ReLU(),
+                              torch.nn.Linear(1024, 512), torch.nn.ReLU(), torch.nn.Linear(512, 1)).cuda()
+    params = list(tables.parameters()) + list(bottom.parameters()) + list(top.parameters())
+    opt = torch.optim.AdamW(params, lr=1e-3)
+    iu = torch.triu_indices(T + 1, T + 1, offset=1, device="cuda")
+    p.update(model=f"DLRM-like: {T} EmbeddingBag({R}, {D}, mean), bottom MLP 13-512-{D}, top MLP -1024-512-1",
+             dtype="float32", optimizer="AdamW", draws="batch U[1024,32768], 16 lookups per table and sample",
+             steps=[], max_steps=p.get("max_steps", 40))
+    for step in range(p["max_steps"]):
+        b = rng.randint(1024, 32768)
+        if not ctx.fits(est_allocs=600):
+            break
+        dense = torch.randn(b, 13, device="cuda")
+        embs = [bottom(dense)]
+        for t in tables:
+            idx = torch.randint(0, R, (b, 16), device="cuda")
+            embs.append(t(idx))
+        z = torch.stack(embs, 1)
+        inter = (z @ z.transpose(1, 2))[:, iu[0], iu[1]]
+        logit = top(torch.cat([embs[0], inter], 1)).squeeze(1)
+        loss = F.binary_cross_entropy_with_logits(logit, torch.rand(b, device="cuda").round())
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del dense, embs, z, inter, logit, loss
+        p["steps"].append(b)
+    torch.cuda.synchronize()
+
+
 WORKLOADS = {
     "gpt2_generate": (w_gpt2_generate, 60),
     "llm_offload_streams": (w_llm_offload_streams, 60),
@@ -625,6 +986,17 @@ WORKLOADS = {
     "calib_awq_1b": (w_calib_awq_1b, 50),
     "bert_infer_varbatch": (w_bert_infer_varbatch, 30),
     "gpt2_generate_small": (w_gpt2_generate_small, 30),
+    "vit_train": (w_vit_train, 30),
+    "t5_train_varlen": (w_t5_train_varlen, 30),
+    "lora_ckpt_train": (w_lora_ckpt_train, 40),
+    "gpt2_beam": (w_gpt2_beam, 30),
+    "unet2d_bucket_train": (w_unet2d_bucket_train, 30),
+    "prefetch_stream_train": (w_prefetch_stream_train, 30),
+    "detection_train": (w_detection_train, 30),
+    "gnn_train": (w_gnn_train, 30),
+    "diffusion_cfg_infer": (w_diffusion_cfg_infer, 30),
+    "llama_accum_train": (w_llama_accum_train, 30),
+    "recsys_train": (w_recsys_train, 30),
 }
 
 

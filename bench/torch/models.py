@@ -34,3 +34,67 @@ def unet3d(torch, base=32, levels=4):
             return self.head(x)
 
     return UNet3D()
+
+
+def unet2d(torch, in_ch=4, base=128, mults=(1, 2, 4, 4), heads=8):
+    """A latent-diffusion-style 2D UNet (random weights): per level one residual block (GroupNorm(32), SiLU, 3x3
+    conv, twice, plus a 1x1 skip where channels change), a strided 3x3 conv down; at the lowest level a residual
+    block, multi-head self-attention over the positions and another residual block; up by nearest x2 and a 3x3 conv,
+    skip connections concatenated. Channels base x mults[level]. No timestep embedding: the memory pattern is what
+    counts here."""
+    nn = torch.nn
+    F = torch.nn.functional
+
+    class Res(nn.Module):
+        def __init__(self, cin, cout):
+            super().__init__()
+            self.n1, self.c1 = nn.GroupNorm(32, cin), nn.Conv2d(cin, cout, 3, padding=1)
+            self.n2, self.c2 = nn.GroupNorm(32, cout), nn.Conv2d(cout, cout, 3, padding=1)
+            self.skip = nn.Conv2d(cin, cout, 1) if cin != cout else nn.Identity()
+
+        def forward(self, x):
+            h = self.c1(F.silu(self.n1(x)))
+            h = self.c2(F.silu(self.n2(h)))
+            return h + self.skip(x)
+
+    class Attn(nn.Module):
+        def __init__(self, ch):
+            super().__init__()
+            self.norm = nn.GroupNorm(32, ch)
+            self.attn = nn.MultiheadAttention(ch, heads, batch_first=True)
+
+        def forward(self, x):
+            b, c, h, w = x.shape
+            t = self.norm(x).flatten(2).transpose(1, 2)
+            t, _ = self.attn(t, t, t, need_weights=False)
+            return x + t.transpose(1, 2).reshape(b, c, h, w)
+
+    class UNet2D(nn.Module):
+        def __init__(self):
+            super().__init__()
+            ch = [base * m for m in mults]
+            self.inp = nn.Conv2d(in_ch, ch[0], 3, padding=1)
+            self.down = nn.ModuleList([Res(ch[max(i - 1, 0)], ch[i]) for i in range(len(ch))])
+            self.pool = nn.ModuleList([nn.Conv2d(ch[i], ch[i], 3, stride=2, padding=1) for i in range(len(ch) - 1)])
+            self.mid = nn.ModuleList([Res(ch[-1], ch[-1]), Attn(ch[-1]), Res(ch[-1], ch[-1])])
+            self.upconv = nn.ModuleList([nn.Conv2d(ch[i], ch[i - 1], 3, padding=1) for i in range(len(ch) - 1, 0, -1)])
+            self.dec = nn.ModuleList([Res(2 * ch[i - 1], ch[i - 1]) for i in range(len(ch) - 1, 0, -1)])
+            self.out = nn.Sequential(nn.GroupNorm(32, ch[0]), nn.SiLU(), nn.Conv2d(ch[0], in_ch, 3, padding=1))
+
+        def forward(self, x):
+            x = self.inp(x)
+            skips = []
+            for i, blk in enumerate(self.down):
+                x = blk(x)
+                if i < len(self.pool):
+                    skips.append(x)
+                    x = self.pool[i](x)
+            for m in self.mid:
+                x = m(x)
+            for up, dec in zip(self.upconv, self.dec):
+                skip = skips.pop()
+                x = up(F.interpolate(x, size=skip.shape[-2:], mode="nearest"))
+                x = dec(torch.cat([x, skip], 1))
+            return self.out(x)
+
+    return UNet2D()

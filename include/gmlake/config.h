@@ -88,9 +88,10 @@ namespace gmlake {
     "(src/policies/gmlake/chunk_source.h). Whole pages (rounded down); one page = off; off also with "           \
     "max_chunk_bytes = page_bytes (one chunk size), with headroom_permille 0 (memory over calls), under a cap "   \
     "and near the device's end (page-sized chunks)")                                                              \
-  X(u64, growth_chunk_share, 448, "count",                                                                      \
+  X(u64, growth_chunk_share, 768, "count",                                                                      \
     "gmlake: a growth chunk (growth_chunk_bytes) is at most 1/this of the reserved bytes (at least a page), so "  \
-    "what a later block strands of it stays a small share of the pool")                                          \
+    "what a later block strands of it stays a small share of the pool (768 since 2026-11-26: at 448, growth "    \
+    "chunks that blocks later covered in part held 1% of t5_train_varlen's peak; docs/benchmarks.md)")          \
   X(u64, waiting_growth_chunk_share, 32, "count",                                                              \
     "gmlake: growth_chunk_share while the device waits for the host: the allocating stream has no queued work "  \
     "(cuStreamQuery, asked only where a growth chunk is made), so every backend call is on the critical path "    \
@@ -104,11 +105,12 @@ namespace gmlake {
     "gmlake: with cap_bytes set, page-sized chunks and no grow-ahead, so nothing is stranded in a partly used "  \
     "chunk and an allocation fails only where the page-granular engine would (docs/benchmarks.md), at many "     \
     "more VMM calls; false: chunks of several sizes until reserved passes 90% of the cap")                      \
-  X(u64, headroom_permille, 9, "permille",                                                                      \
+  X(u64, headroom_permille, 7, "permille",                                                                      \
     "gmlake: while reserved bytes stay within the peak allocated bytes plus this many thousandths, a new "       \
     "chunk is created rather than an idle page evicted; spends at most that much memory on fewer VMM calls in "   \
     "steady state (a repeating step keeps its pages mapped instead of moving them every step); 0 = evict "       \
-    "whenever any page is idle")                                                                                \
+    "whenever any page is idle. 7 since 2026-11-26 (9 before): at 9 most training traces sat at utilization "     \
+    "0.991, one thousandth above the bar, so any stranding at the peak put a trace under it (docs/benchmarks.md)")\
   X(u64, waiting_headroom_permille, 0, "permille",                                                              \
     "gmlake: headroom_permille while the device waits for the host (the allocating stream has no queued work: "   \
     "waiting_growth_chunk_share): a move would then be on the critical path, so a new chunk is made instead "    \

@@ -4,7 +4,9 @@
 # PAIRS pairs (35 unless MODEL:PAIRS), with per round the pairs with > 2 ms of VMM and the waiting growths.
 # Usage: gpu42.sh RUN TESTS(0|1) MODEL[:PAIRS]...  (run 42: 42 1 resnet50-infer gpt2; 43: 43 0 resnet50-infer gpt2
 # bert; 44: 44 0 resnet50-infer:65 gpt2-fixed unet3d-infer gpt2-generate; 45: 45 0 resnet50-infer:65 gpt2 bert;
-# 47: 47 0 gpt2 bert gpt2-fixed; 48: 48 0 resnet50-infer:65 unet3d-infer gpt2-generate)
+# 47: 47 0 gpt2 bert gpt2-fixed; 48: 48 0 resnet50-infer:65 unet3d-infer gpt2-generate. Sixth session: 52: 52 1
+# gpt2 resnet50-infer:65 bert (the memory-first placement build); 54: GMLAKE_CONF_AB=place_memory_first:0 54 0
+# resnet50-infer:65 bert gpt2-fixed unet3d-infer gpt2-generate)
 set -uo pipefail
 source .dev/gpu_env.sh
 export PYTHONPATH=$PWD/python

@@ -99,7 +99,7 @@ class ChunkSource {
   // Time: a growth chunk of n pages costs one create, map and access grant where n page-sized chunks cost n
   // (the access grant scales with the chunks, not their bytes: ../shared/REFERENCE.md). While the stream has
   // queued work that time is hidden behind it; once the device waits for the host it is on the critical path,
-  // so larger growth chunks are made there (waiting_growth_chunk_share, 32 at the default against 448).
+  // so larger growth chunks are made there (waiting_growth_chunk_share, 32 at the default against 768).
   Pages growth_limit(bool device_waits = false) const;
   // True when the device waits for the host on the allocation's stream (begin()): DeviceWaits::now, which asks
   // the stream (cuStreamQuery) or, without stream events, answers Config::assume_device_waits. Throws
