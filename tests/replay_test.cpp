@@ -76,8 +76,8 @@ TEST(ShippedResnetTest, StandbyMappingsStopSteadyStateChunkMovesAtUtilizationOfA
   EXPECT_EQ(standby.peak_reserved_bytes, tight.peak_reserved_bytes) << "standby mappings hold no memory";
   EXPECT_GE(by_default.utilization, 0.99);
   const auto allocated_peak_bytes = static_cast<std::uint64_t>(by_default.stats.allocated_bytes.peak);
-  const std::uint64_t headroom_permille = parse_config("").headroom_permille;
-  EXPECT_LE(by_default.peak_reserved_bytes, allocated_peak_bytes + allocated_peak_bytes / 1000 * headroom_permille + kPageBytes);
+  const std::uint64_t headroom_bytes = allocated_peak_bytes / 1000 * parse_config("").headroom_permille;
+  EXPECT_LE(by_default.peak_reserved_bytes, allocated_peak_bytes + headroom_bytes + kPageBytes);
 }
 
 TEST_P(ShippedTraceTest, CachingPolicyIsWithinThreePercentOfPyTorchsRecordedNativePeak) {
