@@ -174,10 +174,13 @@ double held_utilization(const ReplayResult& r) {
 }
 
 // What the memory-first configuration reaches where it is less than 0.99: the page-granular engine's own limit
-// on that trace (scripts/replay-gate.py's PAGE_GRANULAR_LIMITS, measured with the same configuration).
+// on that trace (traces/targets.json's page_granular_limits, which scripts/replay-gate.py reads too, measured with
+// the same configuration).
 double memory_first_target(const std::string& name) {
-  static const std::map<std::string, double> limits = {
-      {"calib_awq_1b", 0.974}, {"gpt2_beam", 0.971}, {"diffusion_cfg_infer", 0.961}, {"unet2d_bucket_train", 0.985}};
+  static const std::map<std::string, double> limits = [] {
+    std::ifstream file(std::string(GMLAKE_TRACES_DIR) + "/targets.json");
+    return nlohmann::json::parse(file).at("page_granular_limits").get<std::map<std::string, double>>();
+  }();
   const auto it = limits.find(name);
   return it == limits.end() ? 0.99 : it->second;
 }
