@@ -22,7 +22,7 @@ for model in "${models[@]}"; do
   batch=8
   case "$model" in
     resnet50) batch=128 ;;
-    bert) batch=32 ;;
+    bert | bert-train-eval) batch=32 ;;
     gpt2-fixed) batch=16 ;;
   esac
   python3 bench/torch/train.py --model "$model" --alloc ab --conf "${GMLAKE_CONF_AB:-}" --batch $batch \

@@ -32,6 +32,15 @@ Added as a held-out check of the default (none of them shaped it):
   diffusion_cfg_infer  the UNet2D sampled with classifier-free guidance, 12 steps, bucket and batch per call
   llama_accum_train    ~0.15B LLaMA-style full training, 4 micro-batches per step, sequence drawn per micro-batch
   recsys_train         DLRM-like recommender, 8 embedding tables of 500k x 128, batch drawn per step
+Held out a second time (2026-11-26):
+  llm_serve_contbatch  LLaMA-style serving by continuous batching: 8 requests in flight, per-request KV caches
+                       grown by torch.cat, requests joining and leaving at their own lengths
+  act_offload_train    GPT-2-shaped training, saved activations offloaded to pinned host memory (save_on_cpu)
+  pipeline_streams_infer ResNet-50 in two stages on two streams, micro-batches handed over with record_stream
+  whisper_train        Whisper-base-shaped speech training, batch and transcript length drawn per step
+  dpo_train            DPO of a LLaMA-style policy against a frozen reference, fp32 logits, lengths per step
+  bert_train_eval      BERT fine-tuning with an evaluation pass (batch 256, longer sequences) every 5 steps
+  vae_decode_varres    a VAE decoder's bf16 inference at latent sizes 32..128 a side, batch 1..4 (GB tensors)
 
 With --unrecorded, each workload runs a second time with the same draws and the same number of calls (every
 ctx.fits() answered as in the recorded run) without recording, and its wall time goes to the JSON as
@@ -976,6 +985,299 @@ def w_recsys_train(ctx, p):
     torch.cuda.synchronize()
 
 
+# Held out a second time (2026-11-26): none of these shaped the default either.
+def serve_layer(x, w, cfg, reqs, li, cos, sin, prefill):
+    """One LLaMA decoder layer (llama_block's weights) over the requests `reqs` in flight, x (len(reqs), T, H): the
+    linear layers batched, attention per request over its own KV cache, grown by torch.cat (as transformers'
+    DynamicCache grows it) at the request's position."""
+    B, T, H = x.shape
+    nh, kvh = cfg["heads"], cfg["kv_heads"]
+    hd = H // nh
+    h = rms_norm(x, w["ln1"])
+    q = (h @ w["wq"].t()).view(B, T, nh, hd).transpose(1, 2)
+    k = (h @ w["wk"].t()).view(B, T, kvh, hd).transpose(1, 2)
+    v = (h @ w["wv"].t()).view(B, T, kvh, hd).transpose(1, 2)
+    outs = []
+    for b, r in enumerate(reqs):
+        c, s = cos[r["pos"]:r["pos"] + T], sin[r["pos"]:r["pos"] + T]
+        qb, kb, vb = apply_rope(q[b:b + 1], c, s), apply_rope(k[b:b + 1], c, s), v[b:b + 1].contiguous()
+        kc, vc = r["cache"][li]
+        if kc is not None:
+            kb, vb = torch.cat([kc, kb], 2), torch.cat([vc, vb], 2)
+        r["cache"][li] = (kb, vb)
+        outs.append(F.scaled_dot_product_attention(qb, kb, vb, is_causal=prefill, enable_gqa=True))
+    a = torch.cat(outs, 0).transpose(1, 2).reshape(B, T, H)
+    x = x + a @ w["wo"].t()
+    h = rms_norm(x, w["ln2"])
+    return x + (F.silu(h @ w["wg"].t()) * (h @ w["wu"].t())) @ w["wd"].t()
+
+
+def w_llm_serve_contbatch(ctx, p):
+    """A LLaMA-style decoder (LlamaConfig hidden 1024, intermediate 2816, 4 layers, 16 heads, 4 KV heads, vocab
+    32000; random weights, bf16, embedding tied to the output) serving requests by continuous batching: up to 8
+    requests in flight, each with its own KV cache grown by torch.cat every token; a request joins as soon as one
+    leaves (its prompt prefilled alone) and leaves at its own output length; every decode step runs the requests in
+    flight as one batch through the linear layers and attends per request (serve_layer). Per request: prompt
+    U[32,1024], output U[8,96] tokens, greedy."""
+    rng = random.Random(SEED)
+    gen = torch.Generator().manual_seed(SEED)
+    cfg = llama_cfg(1024, 2816, 4, 16, 4)
+    hd = cfg["hidden"] // cfg["heads"]
+    layers = [{k: t.cuda() for k, t in cpu_layer_weights(cfg, gen, torch.bfloat16, False).items()}
+              for _ in range(cfg["layers"])]
+    emb = (torch.randn(cfg["vocab"], cfg["hidden"], generator=gen) * 0.02).to(torch.bfloat16).cuda()
+    cos, sin = rope_tables(hd, 2048, "cuda")
+    p.update(model="LLaMA-style decoder (serve_layer), " + json.dumps({k: cfg[k] for k in ("hidden", "inter",
+             "layers", "heads", "kv_heads", "vocab")}), dtype="bfloat16", in_flight=8,
+             draws="per request: prompt U[32,1024], output U[8,96]", requests=[], decode_steps=0,
+             max_requests=p.get("max_requests", 200))
+    active = []
+    admitted = 0
+    with torch.no_grad():
+        while True:
+            while len(active) < 8 and admitted < p["max_requests"]:
+                t, n = rng.randint(32, 1024), rng.randint(8, 96)
+                if not ctx.fits(est_allocs=60 * cfg["layers"]):
+                    active = []
+                    break
+                admitted += 1
+                r = {"pos": 0, "left": n, "cache": [(None, None)] * cfg["layers"]}
+                x = emb[torch.randint(0, cfg["vocab"], (1, t), device="cuda")]
+                for li, w in enumerate(layers):
+                    x = serve_layer(x, w, cfg, [r], li, cos, sin, True)
+                r["pos"] = t
+                r["tok"] = (x[:, -1:] @ emb.t()).argmax(-1)
+                del x
+                active.append(r)
+                p["requests"].append([t, n])
+            if not active or ctx.stopped_by:
+                break
+            if not ctx.fits(est_allocs=12 * len(active) * cfg["layers"]):
+                break
+            x = emb[torch.cat([r["tok"] for r in active], 0)]
+            for li, w in enumerate(layers):
+                x = serve_layer(x, w, cfg, active, li, cos, sin, False)
+            toks = (x @ emb.t()).argmax(-1)
+            del x
+            for b, r in enumerate(active):
+                r["pos"] += 1
+                r["left"] -= 1
+                r["tok"] = toks[b:b + 1]
+            del toks
+            active = [r for r in active if r["left"] > 0]
+            p["decode_steps"] += 1
+    del active
+    torch.cuda.synchronize()
+
+
+def w_act_offload_train(ctx, p):
+    """GPT-2-shaped training (GPT2Config n_layer 12, n_embd 1024, n_head 16; random weights) with every activation
+    that autograd saves offloaded to pinned host memory during the forward and copied back during the backward
+    (torch.autograd.graph.save_on_cpu(pin_memory=True)): batch 8, sequence U[128,1024] per step, bf16 autocast over
+    fp32 parameters, AdamW."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    rng = random.Random(SEED)
+    cfg = GPT2Config(n_layer=12, n_embd=1024, n_head=16, n_positions=1024, activation_function="gelu_pytorch_tanh")
+    model = GPT2LMHeadModel(cfg).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    p.update(model="GPT2LMHeadModel(GPT2Config(n_layer=12, n_embd=1024, n_head=16))",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW", batch=8,
+             offload="torch.autograd.graph.save_on_cpu(pin_memory=True)", draws="sequence U[128,1024] per step",
+             steps=[], max_steps=p.get("max_steps", 60))
+    for step in range(p["max_steps"]):
+        t = rng.randint(128, 1024)
+        if not ctx.fits(est_allocs=2500, est_s=1.0):
+            break
+        ids = torch.randint(0, cfg.vocab_size, (8, t), device="cuda")
+        with torch.autograd.graph.save_on_cpu(pin_memory=True):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del ids, loss
+        p["steps"].append(t)
+    torch.cuda.synchronize()
+
+
+def w_pipeline_streams_infer(ctx, p):
+    """torchvision ResNet-50 (random weights, bf16, eval, no grad) cut in two stages run as a pipeline on two
+    streams: stage 1 (stem to layer2) on one stream, stage 2 (layer3 to fc) on another, which waits on an event per
+    micro-batch of 8; each stage-1 output is handed over with record_stream, the outputs gathered on the default
+    stream. Per call: batch U[8,96] at a side drawn from 160..320 px in steps of 32."""
+    import torchvision
+    rng = random.Random(SEED)
+    m = torchvision.models.resnet50(weights=None).eval().to("cuda", torch.bfloat16)
+    stage1 = torch.nn.Sequential(m.conv1, m.bn1, m.relu, m.maxpool, m.layer1, m.layer2)
+    stage2 = torch.nn.Sequential(m.layer3, m.layer4, m.avgpool, torch.nn.Flatten(), m.fc)
+    s1, s2 = torch.cuda.Stream(), torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    p.update(model="torchvision.models.resnet50(weights=None) in two stages (stem..layer2 | layer3..fc)",
+             dtype="bfloat16", streams="stage 1, stage 2, default", micro_batch=8,
+             draws="batch U[8,96], side 32*U[5,10]", calls=[], max_calls=p.get("max_calls", 200))
+    with torch.no_grad():
+        for i in range(p["max_calls"]):
+            b, res = rng.randint(8, 96), 32 * rng.randint(5, 10)
+            if not ctx.fits(est_allocs=40 * b):
+                break
+            x = torch.randn(b, 3, res, res, device="cuda", dtype=torch.bfloat16)
+            s1.wait_stream(main)
+            outs = []
+            for mb in x.split(8):
+                with torch.cuda.stream(s1):
+                    h = stage1(mb)
+                    ev = torch.cuda.Event()
+                    ev.record(s1)
+                with torch.cuda.stream(s2):
+                    s2.wait_event(ev)
+                    h.record_stream(s2)
+                    outs.append(stage2(h))
+                del h
+            x.record_stream(s1)
+            main.wait_stream(s2)
+            for o in outs:
+                o.record_stream(main)
+            y = torch.cat(outs).float().softmax(-1)
+            del x, outs, y
+            p["calls"].append([b, res])
+    torch.cuda.synchronize()
+
+
+def w_whisper_train(ctx, p):
+    """A Whisper-base-shaped speech model (WhisperConfig d_model 512, 6+6 layers, 8 heads, FFN 2048, 80 mel bins;
+    random weights) trained on random 30 s log-mel inputs (80 x 3000): batch U[4,16] and transcript length
+    U[16,224] drawn per step, bf16 autocast over fp32 parameters, AdamW."""
+    from transformers import WhisperConfig, WhisperForConditionalGeneration
+    rng = random.Random(SEED)
+    cfg = WhisperConfig(d_model=512, encoder_layers=6, decoder_layers=6, encoder_attention_heads=8,
+                        decoder_attention_heads=8, encoder_ffn_dim=2048, decoder_ffn_dim=2048, num_mel_bins=80)
+    model = WhisperForConditionalGeneration(cfg).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    p.update(model="WhisperForConditionalGeneration(WhisperConfig(d_model=512, 6+6 layers, 8 heads, ffn 2048))",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW",
+             draws="batch U[4,16], transcript U[16,224] per step", steps=[], max_steps=p.get("max_steps", 80))
+    for step in range(p["max_steps"]):
+        b, t = rng.randint(4, 16), rng.randint(16, 224)
+        if not ctx.fits(est_allocs=2000):
+            break
+        feats = torch.randn(b, 80, 3000, device="cuda")
+        labels = torch.randint(0, cfg.vocab_size - 100, (b, t), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_features=feats, labels=labels).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del feats, labels, loss
+        p["steps"].append([b, t])
+    torch.cuda.synchronize()
+
+
+def w_dpo_train(ctx, p):
+    """Direct preference optimization (DPO, beta 0.1) of a LLaMA-style policy (LlamaConfig hidden 1024, intermediate
+    2816, 8 layers, 16 heads, 4 KV heads, vocab 32000; random weights, fp32, bf16 autocast, AdamW) against a frozen
+    bf16 reference copy: per step 4 pairs of chosen / rejected responses in one batch of 8, prompt U[64,256] and
+    response U[32,512] tokens; per-token log-probabilities from fp32 logits (log_softmax, gather), the reference's
+    under no_grad."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    rng = random.Random(SEED)
+    cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                      num_key_value_heads=4, vocab_size=32000, max_position_embeddings=2048)
+    policy = LlamaForCausalLM(cfg).cuda().train()
+    policy.config.use_cache = False
+    ref = LlamaForCausalLM(cfg).to("cuda", torch.bfloat16).eval()
+    ref.config.use_cache = False
+    opt = torch.optim.AdamW(policy.parameters(), lr=1e-5)
+    p.update(model="LlamaForCausalLM(hidden 1024, inter 2816, 8 layers, 16/4 heads) policy + bf16 reference",
+             dtype="fp32 policy, bf16 autocast; bf16 reference", optimizer="AdamW", pairs=4, beta=0.1,
+             draws="prompt U[64,256], response U[32,512] per step", steps=[], max_steps=p.get("max_steps", 60))
+
+    def logps(model, ids, start):
+        logits = model(input_ids=ids).logits.float()
+        lp = torch.log_softmax(logits[:, :-1], -1).gather(-1, ids[:, 1:, None]).squeeze(-1)
+        return lp[:, start - 1:].sum(-1)
+
+    for step in range(p["max_steps"]):
+        tp, tr = rng.randint(64, 256), rng.randint(32, 512)
+        if not ctx.fits(est_allocs=2500):
+            break
+        ids = torch.randint(0, cfg.vocab_size, (8, tp + tr), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.no_grad():
+                ref_c, ref_r = logps(ref, ids, tp).chunk(2)
+            pol_c, pol_r = logps(policy, ids, tp).chunk(2)
+        loss = -F.logsigmoid(0.1 * ((pol_c - ref_c) - (pol_r - ref_r))).mean()
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del ids, ref_c, ref_r, pol_c, pol_r, loss
+        p["steps"].append([tp, tr])
+    torch.cuda.synchronize()
+
+
+def w_bert_train_eval(ctx, p):
+    """BERT-base (BertForSequenceClassification, random weights) fine-tuning with an evaluation pass every 5
+    training steps, as a training script with periodic validation runs it: training at batch 32, sequence
+    U[64,256], bf16 autocast over fp32 parameters, AdamW; evaluation (eval mode, no grad, bf16 autocast) of 3
+    batches of 256 at sequence U[128,512]."""
+    from transformers import BertConfig, BertForSequenceClassification
+    rng = random.Random(SEED)
+    model = BertForSequenceClassification(BertConfig(num_labels=2)).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-5)
+    p.update(model="BertForSequenceClassification(BertConfig(num_labels=2))", dtype="fp32 params, bf16 autocast",
+             optimizer="AdamW", draws="train: batch 32, sequence U[64,256]; eval every 5 steps: 3 x batch 256, "
+             "sequence U[128,512]", steps=[], max_steps=p.get("max_steps", 120))
+    vocab = model.config.vocab_size
+    for step in range(p["max_steps"]):
+        if step % 6 == 5:
+            seqs = [rng.randint(128, 512) for _ in range(3)]
+            if not ctx.fits(est_allocs=3 * 400):
+                break
+            model.eval()
+            with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+                for t in seqs:
+                    ids = torch.randint(0, vocab, (256, t), device="cuda")
+                    pred = model(input_ids=ids).logits.argmax(-1)
+                    del ids, pred
+            model.train()
+            p["steps"].append(["eval"] + seqs)
+            continue
+        t = rng.randint(64, 256)
+        if not ctx.fits(est_allocs=1500):
+            break
+        ids = torch.randint(0, vocab, (32, t), device="cuda")
+        y = torch.randint(0, 2, (32,), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=y).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del ids, y, loss
+        p["steps"].append(["train", t])
+    torch.cuda.synchronize()
+
+
+def w_vae_decode_varres(ctx, p):
+    """The decoder of a latent-diffusion-style VAE (bench/torch/models.py vae_decoder: 512, 512, 256, 128 channels,
+    random weights) in bf16, eval, no grad, decoding latents of 4 channels whose sides are drawn from 32..128 in
+    steps of 16 (images of 256..1024 px a side), batch U[1,4]: activations of up to 1 GB each."""
+    sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+    from models import vae_decoder
+    rng = random.Random(SEED)
+    model = vae_decoder(torch).eval().to("cuda", torch.bfloat16)
+    p.update(model="vae_decoder(chs=(512, 512, 256, 128)) (bench/torch/models.py)", dtype="bfloat16",
+             draws="latent sides 16*U[2,8] each, batch U[1,4]", calls=[], max_calls=p.get("max_calls", 120))
+    with torch.no_grad():
+        for i in range(p["max_calls"]):
+            b, h, w = rng.randint(1, 4), 16 * rng.randint(2, 8), 16 * rng.randint(2, 8)
+            if not ctx.fits(est_allocs=120):
+                break
+            z = torch.randn(b, 4, h, w, device="cuda", dtype=torch.bfloat16)
+            img = model(z).clamp_(-1, 1)
+            del z, img
+            p["calls"].append([b, h, w])
+    torch.cuda.synchronize()
+
+
 WORKLOADS = {
     "gpt2_generate": (w_gpt2_generate, 60),
     "llm_offload_streams": (w_llm_offload_streams, 60),
@@ -997,6 +1299,13 @@ WORKLOADS = {
     "diffusion_cfg_infer": (w_diffusion_cfg_infer, 30),
     "llama_accum_train": (w_llama_accum_train, 30),
     "recsys_train": (w_recsys_train, 30),
+    "llm_serve_contbatch": (w_llm_serve_contbatch, 30),
+    "act_offload_train": (w_act_offload_train, 30),
+    "pipeline_streams_infer": (w_pipeline_streams_infer, 30),
+    "whisper_train": (w_whisper_train, 30),
+    "dpo_train": (w_dpo_train, 30),
+    "bert_train_eval": (w_bert_train_eval, 30),
+    "vae_decode_varres": (w_vae_decode_varres, 30),
 }
 
 

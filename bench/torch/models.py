@@ -36,12 +36,9 @@ def unet3d(torch, base=32, levels=4):
     return UNet3D()
 
 
-def unet2d(torch, in_ch=4, base=128, mults=(1, 2, 4, 4), heads=8):
-    """A latent-diffusion-style 2D UNet (random weights): per level one residual block (GroupNorm(32), SiLU, 3x3
-    conv, twice, plus a 1x1 skip where channels change), a strided 3x3 conv down; at the lowest level a residual
-    block, multi-head self-attention over the positions and another residual block; up by nearest x2 and a 3x3 conv,
-    skip connections concatenated. Channels base x mults[level]. No timestep embedding: the memory pattern is what
-    counts here."""
+def res_block(torch):
+    """The residual block of unet2d and vae_decoder (random weights): GroupNorm(32), SiLU, 3x3 conv, twice, plus a
+    1x1 skip where channels change. Returns the class."""
     nn = torch.nn
     F = torch.nn.functional
 
@@ -56,6 +53,20 @@ def unet2d(torch, in_ch=4, base=128, mults=(1, 2, 4, 4), heads=8):
             h = self.c1(F.silu(self.n1(x)))
             h = self.c2(F.silu(self.n2(h)))
             return h + self.skip(x)
+
+    return Res
+
+
+def unet2d(torch, in_ch=4, base=128, mults=(1, 2, 4, 4), heads=8):
+    """A latent-diffusion-style 2D UNet (random weights): per level one residual block (GroupNorm(32), SiLU, 3x3
+    conv, twice, plus a 1x1 skip where channels change), a strided 3x3 conv down; at the lowest level a residual
+    block, multi-head self-attention over the positions and another residual block; up by nearest x2 and a 3x3 conv,
+    skip connections concatenated. Channels base x mults[level]. No timestep embedding: the memory pattern is what
+    counts here."""
+    nn = torch.nn
+    F = torch.nn.functional
+
+    Res = res_block(torch)
 
     class Attn(nn.Module):
         def __init__(self, ch):
@@ -98,3 +109,33 @@ def unet2d(torch, in_ch=4, base=128, mults=(1, 2, 4, 4), heads=8):
             return self.out(x)
 
     return UNet2D()
+
+
+def vae_decoder(torch, z_ch=4, chs=(512, 512, 256, 128)):
+    """The decoder of a latent-diffusion-style VAE (random weights): a 3x3 conv from z_ch to chs[0], two residual
+    blocks (res_block) at the latent's size, then per level two residual blocks and, but for the last level, a
+    nearest x2 upsample and a 3x3 conv; GroupNorm(32), SiLU and a 3x3 conv to RGB. A latent of h x w decodes to
+    8h x 8w pixels with chs = 4 levels: activations of up to chs[-1] channels at full resolution."""
+    nn = torch.nn
+    F = torch.nn.functional
+    Res = res_block(torch)
+
+    class Decoder(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.inp = nn.Conv2d(z_ch, chs[0], 3, padding=1)
+            self.mid = nn.Sequential(Res(chs[0], chs[0]), Res(chs[0], chs[0]))
+            self.levels = nn.ModuleList([nn.Sequential(Res(chs[max(i - 1, 0)], chs[i]), Res(chs[i], chs[i]))
+                                         for i in range(len(chs))])
+            self.up = nn.ModuleList([nn.Conv2d(chs[i], chs[i], 3, padding=1) for i in range(len(chs) - 1)])
+            self.out = nn.Sequential(nn.GroupNorm(32, chs[-1]), nn.SiLU(), nn.Conv2d(chs[-1], 3, 3, padding=1))
+
+        def forward(self, z):
+            x = self.mid(self.inp(z))
+            for i, level in enumerate(self.levels):
+                x = level(x)
+                if i < len(self.up):
+                    x = self.up[i](F.interpolate(x, scale_factor=2.0, mode="nearest"))
+            return self.out(x)
+
+    return Decoder()

@@ -30,13 +30,15 @@ import time
 def parse():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["gpt2", "gpt2-fixed", "bert", "resnet50", "resnet50-infer", "unet3d-infer",
-                                       "gpt2-generate"], default="gpt2",
+                                       "gpt2-generate", "bert-train-eval"], default="gpt2",
                    help="gpt2: sequence length 64..1024 drawn per step; gpt2-fixed: every step --batch x 1024; "
                         "resnet50-infer: bf16 inference (no grad) with batch 1..4x--batch and resolution "
                         "128..512 px drawn per call: varying shapes, no training; unet3d-infer: a 3D UNet's bf16 "
                         "inference on volumes of 64..192 voxels a side and batch 1..2 drawn per call (activations "
                         "of GBs); gpt2-generate: model.generate (greedy, KV cache) with batch 1..4, prompt 16..256 "
-                        "and 16..48 new tokens drawn per call: CPU-bound")
+                        "and 16..48 new tokens drawn per call: CPU-bound; bert-train-eval: BERT fine-tuning (--batch, "
+                        "sequence 64..256) with an evaluation call (eval mode, no grad: 3 batches of 8x--batch at "
+                        "sequence 128..512) after every 5 training steps, as a script with periodic validation")
     p.add_argument("--alloc", choices=["native", "expandable", "gmlake", "gmlake-pluggable", "ab"], default="native")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch", type=int, default=8)
@@ -160,6 +162,28 @@ def main():
         def batch():
             seq = rng.randint(32, 512)
             x = torch.randint(0, model.config.vocab_size, (args.batch, seq), device=dev)
+            y = torch.randint(0, 2, (args.batch,), device=dev)
+            return shaped(lambda: model(input_ids=x, labels=y).loss, x)
+    elif args.model == "bert-train-eval":
+        from transformers import BertConfig, BertForSequenceClassification
+
+        model = BertForSequenceClassification(BertConfig(num_labels=2)).to(dev)
+        vocab = model.config.vocab_size
+        calls = [0]
+
+        def batch():
+            calls[0] += 1
+            if calls[0] % 6 == 0:
+                xs = [torch.randint(0, vocab, (8 * args.batch, rng.randint(128, 512)), device=dev) for _ in range(3)]
+
+                def evaluate():
+                    model.eval()
+                    with torch.no_grad():
+                        preds = [model(input_ids=x).logits.argmax(-1) for x in xs]
+                    model.train()
+                    return torch.cat(preds).float().mean()
+                return shaped(evaluate, *xs)
+            x = torch.randint(0, vocab, (args.batch, rng.randint(64, 256)), device=dev)
             y = torch.randint(0, 2, (args.batch,), device=dev)
             return shaped(lambda: model(input_ids=x, labels=y).loss, x)
     elif args.model == "resnet50-infer":
