@@ -78,67 +78,18 @@ class ChunkSourceTest : public ::testing::Test {
   std::unique_ptr<ChunkSource> source_;
 };
 
-TEST_F(ChunkSourceTest, ABlocksChunksAreItsShareUpToMaxChunkBytesUnlessItWouldNeedMoreThan4096) {
-  // 2 MiB pages: max_chunk_bytes 4 MiB = 2 pages; kMaxChunksPerBlock = 4096.
-  struct Row {
-    const char* config;
-    std::uint64_t block_pages, limit;
-  };
-  const Row rows[] = {
-      {"", 1, 1},                      // a page: one page, whatever the share
-      {"", 31, 1},                     // 31 / 32 rounds down, at least one page
-      {"", 64, 2},                     // the share (2) and max_chunk_bytes (2) agree
-      {"", 512, 2},                    // 1 GiB: max_chunk_bytes bounds it, 256 chunks
-      {"", 8192, 2},                   // 16 GiB: still 2 pages, exactly 4096 chunks
-      {"", 8193, 3},                   // past 4096 x max_chunk_bytes: ceil(8193 / 4096) pages
-      {"", 524288, 128},               // 1 TiB: 256 MiB chunks, 4096 of them
-      {"chunks_per_block:0", 3, 2},    // no share bound: max_chunk_bytes
-      {"chunks_per_block:0", 1 << 20, 256},
-      {"chunks_per_block:4096", 1 << 20, 256},
-      {"chunks_per_block:1,max_chunk_bytes:256M", 100, 100},  // a block as one chunk, up to 128 pages
-      {"chunks_per_block:1,max_chunk_bytes:256M", 1000, 128},
-  };
-  for (const Row& row : rows) {
-    // The configuration as given (make_source sets max_chunk_bytes 256 MiB).
-    const ChunkSource source(parse_config(row.config), kGeometry,
-                             ChunkSource::Parts{sim_, store_, use_, fence_, arenas_, stitcher_, stats_, clock_});
-    EXPECT_EQ(source.chunk_limit(Pages{row.block_pages}), Pages{row.limit}) << row.config << " " << row.block_pages;
-    // Never more than about kMaxChunksPerBlock chunks for the block, never 0 pages.
-    EXPECT_GE(source.chunk_limit(Pages{row.block_pages}), Pages{1});
-    EXPECT_LE((row.block_pages + row.limit - 1) / row.limit, std::max<std::uint64_t>(ChunkSource::kMaxChunksPerBlock, 32u));
-  }
-}
-
-TEST_F(ChunkSourceTest, TheGrowthLimitIsGrowthChunkBytesAndAShareOfReservedBytes) {
-  // 2 MiB pages; growth_chunk_bytes 16 MiB = 8 pages, growth_chunk_share 768 by default.
-  struct Row {
-    const char* config;
-    std::uint64_t reserved_pages, limit;
-  };
-  const Row rows[] = {
-      {"", 0, 1},                                  // nothing reserved: a page
-      {"", 767, 1},                                // under 768 pages, 1/768 of it is under a page
-      {"", 768 * 3, 3},                            // 1/768 of reserved bytes
-      {"", 768 * 3 - 1, 2},                        // rounded down to whole pages
-      {"", 768 * 8, 8},                            // growth_chunk_bytes bounds it
-      {"", 768 * 100, 8},
-      {"growth_chunk_share:4", 20, 5},             // 40 MiB / 4 = 10 MiB: 5 pages (rounded down)
-      {"growth_chunk_share:4,growth_chunk_bytes:7M", 100, 3},  // 7 MiB: 3 whole pages
-      {"growth_chunk_share:1,growth_chunk_bytes:32M", 100, 16},
-      {"growth_chunk_share:1,growth_chunk_bytes:2M", 100, 1},   // one page: off
-      {"growth_chunk_share:1,growth_chunk_bytes:0", 100, 1},    // under a page: off
-      {"growth_chunk_share:1,max_chunk_bytes:2M", 100, 1},      // one chunk size: off
-      {"growth_chunk_share:1,headroom_permille:0", 100, 1},     // memory over calls: off
-  };
-  for (const Row& row : rows) {
-    // The configuration as given (make_source would set max_chunk_bytes 256 MiB).
-    const ChunkSource source(parse_config(row.config), kGeometry,
-                             ChunkSource::Parts{sim_, store_, use_, fence_, arenas_, stitcher_, stats_, clock_});
-    std::vector<ChunkId> reserved;
-    if (row.reserved_pages != 0) reserved.push_back(store_.create(Pages{row.reserved_pages}));
-    EXPECT_EQ(source.growth_limit(), Pages{row.limit}) << row.config << " " << row.reserved_pages;
-    for (const ChunkId id : reserved) store_.release(id);
-  }
+TEST_F(ChunkSourceTest, ItsChunkAndGrowthLimitsAreChunkSizesOverItsReservedBytes) {
+  // The tables are chunk_sizes_test's; here, that the source passes its own device's reserved bytes.
+  const Config config = parse_config("growth_chunk_share:4");
+  const ChunkSource source(config, kGeometry,
+                           ChunkSource::Parts{sim_, store_, use_, fence_, arenas_, stitcher_, stats_, clock_});
+  const ChunkSizes sizes(config, kGeometry);
+  EXPECT_EQ(source.chunk_limit(Pages{8193}), sizes.chunk_limit(Pages{8193}));
+  EXPECT_EQ(source.growth_limit(), Pages{1}) << "nothing reserved";
+  const ChunkId reserved = store_.create(Pages{20});  // 40 MiB / 4 = 10 MiB: 5 pages
+  EXPECT_EQ(source.growth_limit(), Pages{5});
+  EXPECT_EQ(source.growth_limit(true), sizes.growth_limit(20 * kPageBytes, true));
+  store_.release(reserved);
 }
 
 TEST_F(ChunkSourceTest, WhereThePoolGrowsANewChunkCoversMoreOfTheRun) {
@@ -162,30 +113,6 @@ TEST_F(ChunkSourceTest, WhereThePoolGrowsANewChunkCoversMoreOfTheRun) {
   EXPECT_EQ(stats_.evictions, 0u);
   EXPECT_EQ(stats_.chunks_released, 0u);
   for (const ChunkId id : {a, b, c, d}) give_back(id);
-}
-
-TEST_F(ChunkSourceTest, WhileTheDeviceWaitsTheGrowthLimitTakesTheWaitingShare) {
-  // 2 MiB pages; growth_chunk_bytes 16 MiB = 8 pages; growth_chunk_share 768, waiting_growth_chunk_share 32.
-  struct Row {
-    const char* config;
-    std::uint64_t reserved_pages, busy, waiting;
-  };
-  const Row rows[] = {
-      {"", 31, 1, 1},                                  // under 32 pages: a page either way
-      {"", 100, 1, 3},                                 // 200 MiB: 1/768 is under a page, 1/32 is 3 pages
-      {"", 768 * 3, 3, 8},                             // growth_chunk_bytes bounds the waiting share
-      {"waiting_growth_chunk_share:768", 100, 1, 1},  // the same share: no difference
-      {"waiting_growth_chunk_share:1,growth_chunk_bytes:32M", 10, 1, 10},
-      {"waiting_growth_chunk_share:1,growth_chunk_bytes:2M", 100, 1, 1},  // growth chunks off: a page
-  };
-  for (const Row& row : rows) {
-    const ChunkSource source(parse_config(row.config), kGeometry,
-                             ChunkSource::Parts{sim_, store_, use_, fence_, arenas_, stitcher_, stats_, clock_});
-    const ChunkId reserved = store_.create(Pages{row.reserved_pages});
-    EXPECT_EQ(source.growth_limit(false), Pages{row.busy}) << row.config << " " << row.reserved_pages;
-    EXPECT_EQ(source.growth_limit(true), Pages{row.waiting}) << row.config << " " << row.reserved_pages;
-    store_.release(reserved);
-  }
 }
 
 TEST_F(ChunkSourceTest, WithoutStreamEventsTheAssumptionPicksTheGrowthShare) {

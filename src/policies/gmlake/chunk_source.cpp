@@ -18,37 +18,16 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
       stitcher_(parts.stitcher),
       stats_(parts.stats),
       page_(page),
-      max_chunk_pages_(page.pages_in(config.max_chunk_bytes)),
-      growth_chunk_pages_(max_chunk_pages_ <= Pages{1} || config.headroom_permille == 0
-                              ? Pages{1}
-                              : std::max(Pages{1}, page.pages_in(config.growth_chunk_bytes))),
-      growth_chunk_share_(config.growth_chunk_share),
-      waiting_growth_chunk_share_(config.waiting_growth_chunk_share),
-      chunks_per_block_(config.chunks_per_block),
-      headroom_permille_(config.headroom_permille),
-      waiting_headroom_permille_(config.waiting_headroom_permille),
+      sizes_(config, page),
+      headroom_({config.headroom_permille, config.waiting_headroom_permille, config.move_headroom_permille}),
       lag_grow_pages_(Pages{config.lag_grow_pages}),
       memory_first_under_cap_(config.memory_first_under_cap),
       cap_bytes_(config.cap_bytes),
       clock_(parts.clock),
       max_strand_pages_(page.pages_in(config.max_strand_bytes)),
       standby_limit_(config.max_idle_mapped_bytes != 0 ? 0 : config.standby_mappings),
-      move_headroom_permille_(config.move_headroom_permille),
       moves_({config.move_budget_ns_per_op, config.move_share_permille, config.move_burst_ms * 1'000'000}),
       waits_(parts.fence, config.assume_device_waits) {}
-
-Pages ChunkSource::chunk_limit(Pages block_pages) const {
-  const Pages share = chunks_per_block_ == 0 ? Pages::max() : std::max(Pages{1}, block_pages / chunks_per_block_);
-  const Pages largest =
-      std::max(max_chunk_pages_, Pages{(block_pages.count() + kMaxChunksPerBlock - 1) / kMaxChunksPerBlock});
-  return std::min(share, largest);
-}
-
-Pages ChunkSource::growth_limit(bool device_waits) const {
-  if (growth_chunk_pages_ <= Pages{1}) return Pages{1};
-  const std::uint64_t share = device_waits ? waiting_growth_chunk_share_ : growth_chunk_share_;
-  return std::min(growth_chunk_pages_, std::max(Pages{1}, page_.pages_in(reserved_now() / share)));
-}
 
 ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget over_budget, Pages run_pages) {
   // Near the cap or the device's end memory comes first: page-sized chunks, which move one page at a time and
@@ -62,7 +41,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
   const Pages run = std::max(run_pages, pages);
   auto growth_want = [&] {
     if (memory_first || peer_takes_over) return want;
-    const bool waits = growth_chunk_pages_ > Pages{1} && device_waits();
+    const bool waits = sizes_.growth_on() && device_waits();
     const Pages n = std::max(want, std::min(run, growth_limit(waits)));
     if (waits) ++stats_.waiting_growths;
     return n;
@@ -74,7 +53,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
   s.peer_takes_over = peer_takes_over;
   // A free chunk that fits in the run is mapped whole, fully covered, stranding nothing: up to the growth size,
   // so that a growth chunk evicted elsewhere backs a run again instead of being released and made anew.
-  const Pages fit = memory_first || peer_takes_over ? pages : std::min(run, std::max(pages, growth_chunk_pages_));
+  const Pages fit = memory_first || peer_takes_over ? pages : std::min(run, std::max(pages, sizes_.growth_chunk_pages()));
   for (;;) {
     const ChunkId free = store_.largest_free_at_most(fit);
     s.best_free_pages = free == kNoChunk ? Pages{0} : store_[free].pages;
@@ -85,7 +64,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
     s.within_move_headroom = within_move_headroom(want);
     s.cap_allows_want = cap_allows(want);
     s.room_made = reserved_now() + page_.bytes_of(want) <= reserved_at_start && s.cap_allows_want;
-    s.device_found_full = headroom_exhausted_;
+    s.device_found_full = headroom_.device_full();
     // Asked only where it matters (a fence query or a clock read): with nothing to move, no move is weighed.
     s.moves_allowed = (s.free_chunks == 0 && s.idle_chunks == 0) || moves_allowed();
     const ChunkId oldest = s.idle_chunks != 0 ? use_.oldest_idle() : kNoChunk;
@@ -107,7 +86,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
           // The device is full: use idle memory, as PyTorch retries a failed cudaMalloc from its cache (counted
           // as num_alloc_retries), and spend neither headroom nor growth for time until empty_cache.
           ++stats_.num_alloc_retries;
-          if (step.for_time) headroom_exhausted_ = true;
+          if (step.for_time) headroom_.device_found_full();
           s.create_refused = true;
         }
         break;
@@ -292,22 +271,15 @@ bool ChunkSource::cap_allows(Pages pages) const {
   return cap_bytes_ == 0 || reserved_now() + page_.bytes_of(pages) <= cap_bytes_;
 }
 
-bool ChunkSource::within_permille_of_high(Pages pages, std::uint64_t permille) const {
-  if (!cap_allows(pages)) return false;
-  const std::uint64_t target_bytes = allocated_high_bytes_ + allocated_high_bytes_ / 1000 * permille;
-  return reserved_now() + page_.bytes_of(pages) <= target_bytes;
-}
-
 bool ChunkSource::within_headroom(Pages pages) const {
-  return headroom_permille_ != 0 && !headroom_exhausted_ && within_permille_of_high(pages, headroom_permille_);
+  return cap_allows(pages) && headroom_.plain_allows(reserved_now(), page_.bytes_of(pages));
 }
 
 bool ChunkSource::within_waiting_headroom(Pages pages, const ObtainState& s) {
   // Asked of the stream last: only where the plain headroom would move idle or free memory instead (not where a
   // free chunk backs the run: decide() takes it first).
-  return waiting_headroom_permille_ > headroom_permille_ && headroom_permille_ != 0 && !headroom_exhausted_ &&
-         (s.idle_chunks != 0 || s.free_chunks != 0) && !takes_free(s) &&
-         within_permille_of_high(pages, waiting_headroom_permille_) && device_waits();
+  return headroom_.waiting_applies() && (s.idle_chunks != 0 || s.free_chunks != 0) && !takes_free(s) &&
+         cap_allows(pages) && headroom_.waiting_allows(reserved_now(), page_.bytes_of(pages)) && device_waits();
 }
 
 void ChunkSource::throw_oom(std::uint64_t requested, const std::string& reason) const {
@@ -317,9 +289,8 @@ void ChunkSource::throw_oom(std::uint64_t requested, const std::string& reason) 
 
 void ChunkSource::check_invariants() const {
   moves_.check_invariants();
-  if (stats_.allocated_bytes.current > 0 &&
-      static_cast<std::uint64_t>(stats_.allocated_bytes.current) > allocated_high_bytes_) {
-    broken("the highest allocated bytes the headroom follows are below the allocated bytes");
+  if (stats_.allocated_bytes.current > 0) {
+    headroom_.check_invariants(static_cast<std::uint64_t>(stats_.allocated_bytes.current));
   }
 }
 

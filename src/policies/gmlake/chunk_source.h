@@ -17,7 +17,8 @@
 // Moves (evictions, re-cuts, releases to remake a chunk) are weighed by MoveBudget: a share of wall time (Clock)
 // after a burst; over it, the pool grows instead, within move_headroom_permille, while memory does not limit.
 // Counts it keeps: reserved_now() = stats.reserved_bytes - stats.peer_reserved_bytes (the own device's bytes,
-// what the cap and the headroom bound); allocated_high = the highest allocated bytes ever seen (note_allocated).
+// what the cap and the headroom bound); the highest allocated bytes ever seen are the Headroom's (headroom.h:
+// its three allowances, note_allocated).
 // Errors: OutOfMemoryError (the cap or the device refuses, nothing idle or free) or BackendError; either way
 // nothing changed but moves already made, which leave the pool consistent.
 // Thread safety: none (the policy's lock).
@@ -29,8 +30,10 @@
 #include "arena_set.h"
 #include "gmlake/clock.h"
 #include "obtain_decision.h"
+#include "chunk_sizes.h"
 #include "chunk_store.h"
 #include "device_waits.h"
+#include "headroom.h"
 #include "page_geometry.h"
 #include "pages.h"
 #include "chunk_use.h"
@@ -72,25 +75,18 @@ class ChunkSource {
     device_free_known_ = false;
     waits_.begin(stream);
   }
-  // The largest chunk, in pages, that a block of `block_pages` pages gets for its unmapped pages:
-  //   min(block_pages / chunks_per_block (at least 1; no bound when it is 0),
-  //       max(max_chunk_pages, ceil(block_pages / kMaxChunksPerBlock)))
-  // so a block maps at most about kMaxChunksPerBlock new chunks, however large it is (a 1 TB block of 4 MiB
-  // chunks would be 262,144 chunks, each walked at every placement, use and free of the block).
-  Pages chunk_limit(Pages block_pages) const;
-  // The most new chunks one block is stitched from: above max_chunk_bytes x this (16 GiB at the default), a
-  // block's chunks grow with it. Fewer chunks cost fewer driver calls (one create, map and access grant each).
-  static constexpr std::uint64_t kMaxChunksPerBlock = 4096;
+  // The largest chunk, in pages, that a block of `block_pages` pages gets for its unmapped pages (chunk_sizes.h).
+  Pages chunk_limit(Pages block_pages) const { return sizes_.chunk_limit(block_pages); }
+  // The most new chunks one block is stitched from (chunk_sizes.h).
+  static constexpr std::uint64_t kMaxChunksPerBlock = ChunkSizes::kMaxChunksPerBlock;
   // A free chunk for a run of `pages` pages (> 0, at most chunk_limit() of the block) for a request of
   // `requested` bytes (for the error), as above. `run_pages` (>= pages; 0: `pages`): the pages of the run still
   // unbacked. Where the chunk is growth (ObtainStep::growth: new memory, nothing idle or free, no cap), it covers
   // up to min(run_pages, growth_limit()) pages instead (kOwnDevice only, never near the cap or the device's end).
   ChunkId obtain(Pages pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice,
                  Pages run_pages = Pages{0});
-  // The largest growth chunk now, in pages: min(growth_chunk_bytes, reserved bytes / share) in whole pages, at
-  // least 1, where share is growth_chunk_share, or waiting_growth_chunk_share when `device_waits` (see
-  // device_waits()); 1 (off) when growth_chunk_bytes is under two pages, max_chunk_bytes is one page or
-  // headroom_permille is 0 (memory over calls: there, chunks moved every step would strand parts of them).
+  // The largest growth chunk now, in pages: ChunkSizes::growth_limit of the own device's reserved bytes, with the
+  // share for a waiting device when `device_waits` (see device_waits()).
   // Growth chunks are made only where the pool grows past its size: with nothing idle, nothing is stranded when
   // they are made, and at the default (16 MiB = max_strand_bytes) a block that later lands on part of one
   // strands less than max_strand_bytes, so it is never re-cut; the share keeps what later blocks strand of them
@@ -100,7 +96,7 @@ class ChunkSource {
   // (the access grant scales with the chunks, not their bytes: ../shared/REFERENCE.md). While the stream has
   // queued work that time is hidden behind it; once the device waits for the host it is on the critical path,
   // so larger growth chunks are made there (waiting_growth_chunk_share, 32 at the default against 768).
-  Pages growth_limit(bool device_waits = false) const;
+  Pages growth_limit(bool device_waits = false) const { return sizes_.growth_limit(reserved_now(), device_waits); }
   // True when the device waits for the host on the allocation's stream (begin()): DeviceWaits::now, which asks
   // the stream (cuStreamQuery) or, without stream events, answers Config::assume_device_waits. Throws
   // BackendError.
@@ -139,17 +135,15 @@ class ChunkSource {
   // One allocation earned its move credit (MoveBudget::earn).
   void earn() { moves_.earn(); }
   // Allocated bytes now: raises the highest allocated bytes that the headroom follows (peak resets leave it).
-  void note_allocated(std::uint64_t allocated_bytes) {
-    if (allocated_bytes > allocated_high_bytes_) allocated_high_bytes_ = allocated_bytes;
-  }
+  void note_allocated(std::uint64_t allocated_bytes) { headroom_.note_allocated(allocated_bytes); }
   // empty_cache gave memory back: the device has room again, headroom and growth for time may be spent again.
-  void device_has_room() { headroom_exhausted_ = false; }
+  void device_has_room() { headroom_.device_has_room(); }
   // A new cap (0: none); above it, free chunks are released and idle ones evicted (after waiting for queued
   // work) until reserved bytes fit or nothing idle is left. Throws BackendError (what was done stays done).
   void set_cap_bytes(std::uint64_t cap_bytes);
 
   std::uint64_t cap_bytes() const { return cap_bytes_; }
-  Pages max_chunk_pages() const { return max_chunk_pages_; }
+  Pages max_chunk_pages() const { return sizes_.max_chunk_pages(); }
   // The own device's reserved bytes (peer chunks are not counted).
   std::uint64_t reserved_now() const {
     return static_cast<std::uint64_t>(stats_.reserved_bytes.current - stats_.peer_reserved_bytes.current);
@@ -166,8 +160,8 @@ class ChunkSource {
   // in `s` that the plain headroom would move: a move then delays the stream's next work by its whole time, a new
   // chunk costs about as many calls and spares the moves that the next layout would make (a layout cache).
   bool within_waiting_headroom(Pages pages, const ObtainState& s);
-  // Checks its own state: the move budget's equations (move_budget.h), and that the highest allocated bytes it
-  // follows are at least the allocated bytes now. The parts it works on (pool, use, fence, arenas) are checked
+  // Checks its own state: the move budget's equations (move_budget.h), and the headroom's (headroom.h: the highest
+  // allocated bytes it follows are at least the allocated bytes now). The parts it works on (pool, use, fence, arenas) are checked
   // by their own check_invariants. Throws std::logic_error (engine_checks.h). O(1).
   void check_invariants() const;
   // Throws OutOfMemoryError for a request of `requested` bytes, with the pool's figures and `reason`.
@@ -182,13 +176,8 @@ class ChunkSource {
   Stitcher& stitcher_;
   Stats& stats_;
   PageGeometry page_;
-  Pages max_chunk_pages_;
-  Pages growth_chunk_pages_;          // Config::growth_chunk_bytes in whole pages (1: off)
-  std::uint64_t growth_chunk_share_;  // Config::growth_chunk_share
-  std::uint64_t waiting_growth_chunk_share_;  // Config::waiting_growth_chunk_share
-  std::uint64_t chunks_per_block_;
-  std::uint64_t headroom_permille_;
-  std::uint64_t waiting_headroom_permille_;  // Config::waiting_headroom_permille
+  ChunkSizes sizes_;  // max_chunk_bytes, chunks_per_block, growth_chunk_bytes and the growth shares
+  Headroom headroom_;  // headroom_permille, waiting_headroom_permille, move_headroom_permille
   Pages lag_grow_pages_;
   bool memory_first_under_cap_;
   std::uint64_t cap_bytes_;
@@ -196,11 +185,9 @@ class ChunkSource {
   void release_free(ChunkId id);
   // True when a move may be made now (MoveBudget; the clock is read only for its wall-time share).
   bool moves_allowed() { return moves_.allows_move(moves_.timed() ? clock_.now_ns() : 0); }
-  // True when `pages` more stay within `permille` of the highest allocated bytes (and the cap).
-  bool within_permille_of_high(Pages pages, std::uint64_t permille) const;
-  // The same for move_headroom_permille.
+  // True when `pages` more stay within move_headroom_permille of the highest allocated bytes (and the cap).
   bool within_move_headroom(Pages pages) const {
-    return within_permille_of_high(pages, move_headroom_permille_);
+    return cap_allows(pages) && headroom_.move_allows(reserved_now(), page_.bytes_of(pages));
   }
   // Chunk `id`'s standby mapping at `first_page` of `arena`; throws std::logic_error when it has none there.
   const ChunkPlace& standby_place(ChunkId id, std::uint32_t arena, PageNumber first_page) const;
@@ -211,13 +198,10 @@ class ChunkSource {
   Clock& clock_;
   Pages max_strand_pages_;
   std::uint64_t standby_limit_;  // Config::standby_mappings; 0 with max_idle_mapped_bytes set
-  std::uint64_t move_headroom_permille_;
   MoveBudget moves_;
   bool device_free_known_ = false;  // device_free_ was asked since begin()
   DeviceWaits waits_;               // Config::assume_device_waits without stream events
   std::uint64_t device_free_ = 0;
-  std::uint64_t allocated_high_bytes_ = 0;  // highest allocated bytes ever (reset_peak_stats leaves it)
-  bool headroom_exhausted_ = false;         // a headroom chunk found the device full; reset by device_has_room
   Pages lag_grown_pages_;                   // pages created in a row because the oldest idle chunk was uncovered
 };
 
