@@ -6,8 +6,8 @@
 Replays every trace (default: traces/*.snapshot.pickle* and ../shared/traces/*.snapshot.pickle*) with both CLIs on
 --backend sim:h100, once per configuration given (none: the default only; each --conf and each --device-bytes is one
 more run), and compares their --json results field by field, leaving out the fields that are measured times
-(ns_per_op, names ending in _ns or holding "time": backend_time_ns, ...). Every other figure must be equal: peak reserved bytes,
-utilization, backend calls of every kind (and in the second half), evictions, stitches, OOMs.
+(ns_per_op, names ending in _ns or holding "time": backend_time_ns, ...). Every other figure must be equal: peak
+reserved bytes, utilization, backend calls of every kind (and in the second half), evictions, stitches, OOMs.
 
 Prints one line per difference and a summary. Exit status: 0 when all runs agree, 1 when one differs, 2 when a
 replay fails (either CLI).

@@ -195,8 +195,8 @@ TEST(EveryShippedTraceTest, GmlakeReachesItsTargetMemoryFirstAnd095ByDefaultOnEv
       options.config = parse_config(kMemoryFirst);
       EXPECT_GE(held_utilization(replay(t, d, options)), memory_first_target(t.name)) << t.name << " device " << d.device;
       options.config = parse_config("");
-      EXPECT_GE(held_utilization(replay(t, d, options)), std::min(kDefaultUtilizationFloor, memory_first_target(t.name)))
-          << t.name << " device " << d.device;
+      const double default_floor = std::min(kDefaultUtilizationFloor, memory_first_target(t.name));
+      EXPECT_GE(held_utilization(replay(t, d, options)), default_floor) << t.name << " device " << d.device;
       ++replayed;
     }
   }

@@ -53,7 +53,8 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
   s.peer_takes_over = peer_takes_over;
   // A free chunk that fits in the run is mapped whole, fully covered, stranding nothing: up to the growth size,
   // so that a growth chunk evicted elsewhere backs a run again instead of being released and made anew.
-  const Pages fit = memory_first || peer_takes_over ? pages : std::min(run, std::max(pages, sizes_.growth_chunk_pages()));
+  const Pages fit =
+      memory_first || peer_takes_over ? pages : std::min(run, std::max(pages, sizes_.growth_chunk_pages()));
   for (;;) {
     const ChunkId free = store_.largest_free_at_most(fit);
     s.best_free_pages = free == kNoChunk ? Pages{0} : store_[free].pages;

@@ -161,8 +161,8 @@ class ChunkSource {
   // chunk costs about as many calls and spares the moves that the next layout would make (a layout cache).
   bool within_waiting_headroom(Pages pages, const ObtainState& s);
   // Checks its own state: the move budget's equations (move_budget.h), and the headroom's (headroom.h: the highest
-  // allocated bytes it follows are at least the allocated bytes now). The parts it works on (pool, use, fence, arenas) are checked
-  // by their own check_invariants. Throws std::logic_error (engine_checks.h). O(1).
+  // allocated bytes it follows are at least the allocated bytes now). The parts it works on (pool, use, fence,
+  // arenas) are checked by their own check_invariants. Throws std::logic_error (engine_checks.h). O(1).
   void check_invariants() const;
   // Throws OutOfMemoryError for a request of `requested` bytes, with the pool's figures and `reason`.
   [[noreturn]] void throw_oom(std::uint64_t requested, const std::string& reason) const;
