@@ -3,6 +3,7 @@
 
 #include <random>
 
+#include "policies/gmlake/chunk_sizes.h"
 #include "policies/gmlake/stitching_allocator.h"
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
@@ -223,13 +224,13 @@ TEST(HugeBlockTest, ABlockOfHundredsOfGibibytesMapsInAtMost4096Chunks) {
   SimBackend backend;
   StitchingAllocator a(parse_config(""), backend);
   void* p = a.allocate(512 * kGiB, 0);
-  EXPECT_LE(backend.counters()[BackendCall::kCreate], ChunkSource::kMaxChunksPerBlock);
+  EXPECT_LE(backend.counters()[BackendCall::kCreate], ChunkSizes::kMaxChunksPerBlock);
   EXPECT_EQ(backend.counters()[BackendCall::kSetAccess], 1u);
   EXPECT_EQ(static_cast<std::uint64_t>(a.stats().reserved_bytes.current), 512 * kGiB);
   a.check_invariants();
   a.deallocate(p);
   void* q = a.allocate(512 * kGiB - kMiB, 0);  // the same range, mapped: no backend call
-  EXPECT_LE(backend.counters()[BackendCall::kCreate], ChunkSource::kMaxChunksPerBlock);
+  EXPECT_LE(backend.counters()[BackendCall::kCreate], ChunkSizes::kMaxChunksPerBlock);
   a.check_invariants();
   a.deallocate(q);
   a.empty_cache();

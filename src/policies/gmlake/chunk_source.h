@@ -77,8 +77,6 @@ class ChunkSource {
   }
   // The largest chunk, in pages, that a block of `block_pages` pages gets for its unmapped pages (chunk_sizes.h).
   Pages chunk_limit(Pages block_pages) const { return sizes_.chunk_limit(block_pages); }
-  // The most new chunks one block is stitched from (chunk_sizes.h).
-  static constexpr std::uint64_t kMaxChunksPerBlock = ChunkSizes::kMaxChunksPerBlock;
   // A free chunk for a run of `pages` pages (> 0, at most chunk_limit() of the block) for a request of
   // `requested` bytes (for the error), as above. `run_pages` (>= pages; 0: `pages`): the pages of the run still
   // unbacked. Where the chunk is growth (ObtainStep::growth: new memory, nothing idle or free, no cap), it covers
