@@ -74,16 +74,17 @@ TEST(ChunkSizesTest, TheGrowthLimitIsGrowthChunkBytesAndAShareOfReservedBytes) {
 }
 
 TEST(ChunkSizesTest, WhileTheDeviceWaitsTheGrowthLimitTakesTheWaitingShare) {
-  // growth_chunk_share 768, waiting_growth_chunk_share 32.
+  // growth_chunk_share 768 (the default); waiting_growth_chunk_share 32 where given (the default is 768: none).
   struct Row {
     const char* config;
     std::uint64_t reserved_pages, busy, waiting;
   };
   const Row rows[] = {
-      {"", 31, 1, 1},                                  // under 32 pages: a page either way
-      {"", 100, 1, 3},                                 // 200 MiB: 1/768 is under a page, 1/32 is 3 pages
-      {"", 768 * 3, 3, 8},                             // growth_chunk_bytes bounds the waiting share
-      {"waiting_growth_chunk_share:768", 100, 1, 1},  // the same share: no difference
+      {"waiting_growth_chunk_share:32", 31, 1, 1},       // under 32 pages: a page either way
+      {"waiting_growth_chunk_share:32", 100, 1, 3},      // 200 MiB: 1/768 is under a page, 1/32 is 3 pages
+      {"waiting_growth_chunk_share:32", 768 * 3, 3, 8},  // growth_chunk_bytes bounds the waiting share
+      {"", 100, 1, 1},                                   // the default: the same share, no difference
+      {"", 768 * 3, 3, 3},
       {"waiting_growth_chunk_share:1,growth_chunk_bytes:32M", 10, 1, 10},
       {"waiting_growth_chunk_share:1,growth_chunk_bytes:2M", 100, 1, 1},  // growth chunks off: a page
   };

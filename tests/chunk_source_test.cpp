@@ -116,9 +116,11 @@ TEST_F(ChunkSourceTest, WhereThePoolGrowsANewChunkCoversMoreOfTheRun) {
 }
 
 TEST_F(ChunkSourceTest, WithoutStreamEventsTheAssumptionPicksTheGrowthShare) {
-  // 100 pages used: growth. Busy (the default assumption): 1/768 of 200 MiB is under a page. Waiting: 1/32 = 3.
+  // 100 pages used: growth. Busy (the default assumption): 1/768 of 200 MiB is under a page. Waiting, at a waiting
+  // share of 32 (the default is the busy share): 3 pages.
   for (const bool waits : {false, true}) {
-    make_source(std::string("headroom_permille:1,assume_device_waits:") + (waits ? "1" : "0"));
+    make_source(std::string("headroom_permille:1,waiting_growth_chunk_share:32,assume_device_waits:") +
+                (waits ? "1" : "0"));
     const ChunkId used = used_chunk(0, 100);
     const std::uint64_t before = stats_.waiting_growths;
     source_->begin(0);
@@ -135,7 +137,7 @@ TEST_F(ChunkSourceTest, WithoutStreamEventsTheAssumptionPicksTheGrowthShare) {
 TEST_F(ChunkSourceTest, WithStreamEventsTheStreamIsAskedOnlyWhereGrowthIsMadeUntilItWaits) {
   test::ManualEvents events;
   StreamFence fence(&events);
-  ChunkSource source(parse_config("max_chunk_bytes:256M,headroom_permille:1"), kGeometry,
+  ChunkSource source(parse_config("max_chunk_bytes:256M,headroom_permille:1,waiting_growth_chunk_share:32"), kGeometry,
                      ChunkSource::Parts{sim_, store_, use_, fence, arenas_, stitcher_, stats_, clock_});
   used_chunk(0, 100);
   const StreamId stream = 7;

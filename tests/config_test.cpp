@@ -129,7 +129,7 @@ TEST(ConfigTest, GrowthChunksAreSixteenMiBAndAShareOfReservedBytesByDefault) {
   EXPECT_EQ(c.growth_chunk_bytes, 16 * kMiB) << "at max_strand_bytes: a growth chunk is never re-cut";
   EXPECT_EQ(c.growth_chunk_bytes, c.max_strand_bytes);
   EXPECT_EQ(c.growth_chunk_share, 768u);
-  EXPECT_EQ(c.waiting_growth_chunk_share, 32u);
+  EXPECT_EQ(c.waiting_growth_chunk_share, 768u);
   EXPECT_EQ(c.waiting_headroom_permille, 0u);
   EXPECT_FALSE(c.assume_device_waits);
   // Any size is accepted (whole pages count, under two pages is off); the share must be at least 1.

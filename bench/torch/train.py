@@ -52,6 +52,11 @@ def parse():
     p.add_argument("--rounds", type=int, default=1,
                    help="--alloc ab: rounds of --steps pairs each, one after the other in this process, each on "
                         "batches drawn anew; the JSON gives every round's totals and the total over all")
+    p.add_argument("--history-out", default="",
+                   help="--alloc ab: record gmlake's allocations over the first round's pairs "
+                        "(torch.cuda.memory._record_memory_history, no stacks) and write them to this file "
+                        "(_dump_snapshot), for `gmlake replay`: the A/B's own sequence under gmlake. The recording "
+                        "costs host time, so that round's timings are not comparable")
     return p.parse_args()
 
 
@@ -320,9 +325,13 @@ def ab_main(args, gmlake, batch, model, opt):
         s0 = gmlake.torch.memory_stats()
         native_s, gmlake_s = [], []
         s_warm = s0
+        recording = args.history_out and not rounds
+        if recording:  # gmlake's history only: PyTorch's own allocator records nothing unless told
+            torch.cuda.memory._record_memory_history(max_entries=2_000_000, context=None, stacks="python")
         step_vmm_ms = []  # gmlake's VMM time in each of its steps: which pairs the driver calls fell in
         # the same, counted; waiting_growths: growth chunks made while the device waited for the host
         step_counts = {"backend_calls": [], "chunks_created": [], "evictions": [], "waiting_growths": []}
+        step_reserved = []  # gmlake's reserved bytes after each of its steps
         gc_ms = []
         for k, step in enumerate(steps):
             t_gc = time.perf_counter()
@@ -342,10 +351,15 @@ def ab_main(args, gmlake, batch, model, opt):
             step_vmm_ms.append(round((stats_after["gmlake.backend_time_ns"] - before) / 1e6, 3))
             for key, counts in step_counts.items():
                 counts.append(stats_after[f"gmlake.{key}"] - stats_before[f"gmlake.{key}"])
+            step_reserved.append(stats_after["reserved_bytes.all.current"])
+        if recording:
+            torch.cuda.memory._dump_snapshot(args.history_out)
+            torch.cuda.memory._record_memory_history(enabled=None)
         shapes = [getattr(step, "shapes", None) for step in steps]
         del steps
         s = gmlake.torch.memory_stats()
         nat = gmlake.torch.native_memory_stats()
+        step_counts["reserved_bytes"] = step_reserved
         return native_s, gmlake_s, s0, s_warm, s, nat, step_vmm_ms, gc_ms, step_counts, shapes
 
     rounds = []
@@ -370,6 +384,7 @@ def ab_main(args, gmlake, batch, model, opt):
             "step_chunks_created_gmlake": step_counts["chunks_created"],
             "step_evictions_gmlake": step_counts["evictions"], "step_input_shapes": shapes,
             "step_waiting_growths_gmlake": step_counts["waiting_growths"],
+            "step_reserved_bytes_gmlake": step_counts["reserved_bytes"],
             "gmlake_peak_reserved": s["reserved_bytes.all.peak"], "native_peak_reserved": nat["reserved_bytes.all.peak"],
             "gmlake_backend_calls_per_step": (s["gmlake.backend_calls"] - s0["gmlake.backend_calls"]) / args.steps,
             "gmlake_backend_ms_per_step":

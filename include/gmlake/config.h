@@ -92,11 +92,14 @@ namespace gmlake {
     "gmlake: a growth chunk (growth_chunk_bytes) is at most 1/this of the reserved bytes (at least a page), so "  \
     "what a later block strands of it stays a small share of the pool (768 since 2026-11-26: at 448, growth "    \
     "chunks that blocks later covered in part held 1% of t5_train_varlen's peak; docs/benchmarks.md)")          \
-  X(u64, waiting_growth_chunk_share, 32, "count",                                                              \
+  X(u64, waiting_growth_chunk_share, 768, "count",                                                             \
     "gmlake: growth_chunk_share while the device waits for the host: the allocating stream has no queued work "  \
     "(cuStreamQuery, asked only where a growth chunk is made), so every backend call is on the critical path "    \
-    "rather than hidden behind queued kernels (../shared/REFERENCE.md): fewer, larger growth chunks there. "      \
-    "Without stream events (host, sim, the replay) assume_device_waits says which share applies")               \
+    "rather than hidden behind queued kernels (../shared/REFERENCE.md); a smaller share makes fewer, larger "     \
+    "growth chunks there. 768 (the busy share: no difference) since 2026-11-27: at 32 the large chunks made at "  \
+    "each step's start kept bert-train-eval's layout moving at every evaluation on the H100 (A/B 1.068 against "  \
+    "1.010, same call; docs/benchmarks.md). Without stream events (host, sim, the replay) assume_device_waits "   \
+    "says which share applies")                                                                                 \
   X(bool, assume_device_waits, false, "",                                                                       \
     "gmlake, without stream events (host, sim, the replay): what the growth chunks take the device to do, as no " \
     "stream can be asked: false = busy (growth_chunk_share), true = waiting (waiting_growth_chunk_share). The "   \

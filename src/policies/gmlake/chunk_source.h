@@ -93,7 +93,7 @@ class ChunkSource {
   // Time: a growth chunk of n pages costs one create, map and access grant where n page-sized chunks cost n
   // (the access grant scales with the chunks, not their bytes: ../shared/REFERENCE.md). While the stream has
   // queued work that time is hidden behind it; once the device waits for the host it is on the critical path,
-  // so larger growth chunks are made there (waiting_growth_chunk_share, 32 at the default against 768).
+  // so larger growth chunks may be made there (waiting_growth_chunk_share: 768 at the default, the busy share).
   Pages growth_limit(bool device_waits = false) const { return sizes_.growth_limit(reserved_now(), device_waits); }
   // True when the device waits for the host on the allocation's stream (begin()): DeviceWaits::now, which asks
   // the stream (cuStreamQuery) or, without stream events, answers Config::assume_device_waits. Throws
