@@ -8,6 +8,7 @@ Replays every trace (default: traces/*.snapshot.pickle* and ../shared/traces/*.s
 more run), and compares their --json results field by field, leaving out the fields that are measured times
 (ns_per_op, names ending in _ns or holding "time": backend_time_ns, ...). Every other figure must be equal: peak
 reserved bytes, utilization, backend calls of every kind (and in the second half), evictions, stitches, OOMs.
+A field that only one of the two reports (the report grew between them) is named once and not compared.
 
 Prints one line per difference and a summary. Exit status: 0 when all runs agree, 1 when one differs, 2 when a
 replay fails (either CLI).
@@ -53,6 +54,7 @@ def main():
                                    glob.glob(os.path.join(ROOT, "..", "shared", "traces", "*.snapshot.pickle*")))
     runs = [[]] + [["--conf", c] for c in args.conf] + [["--device-bytes", b] for b in args.device_bytes]
     differ = 0
+    only_old, only_new = set(), set()
     for extra in runs:
         for t in traces:
             try:
@@ -61,13 +63,20 @@ def main():
             except (subprocess.CalledProcessError, OSError, ValueError) as e:
                 print(f"replay-diff: {os.path.basename(t)} {' '.join(extra)}: replay failed: {e}", file=sys.stderr)
                 return 2
-            if a != b:
+            # A field only one CLI reports (a report grown since) is no decision: named once at the end.
+            for ra, rb in zip(a, b):
+                only_old.update(set(ra) - set(rb))
+                only_new.update(set(rb) - set(ra))
+            diffs = [sorted(k for k in set(ra) & set(rb) if ra[k] != rb[k]) for ra, rb in zip(a, b)]
+            if len(a) != len(b) or any(diffs):
                 differ += 1
-                for ra, rb in zip(a, b):
-                    keys = sorted(k for k in set(ra) | set(rb) if ra.get(k) != rb.get(k))
+                for ra, rb, keys in zip(a, b, diffs):
                     print(f"DIFFERS {os.path.basename(t)} {' '.join(extra) or '(default)'}: "
                           + ", ".join(f"{k} {ra.get(k)} -> {rb.get(k)}" for k in keys))
     total = len(runs) * len(traces)
+    if only_old or only_new:
+        print(f"replay-diff: fields not compared (only in OLD: {', '.join(sorted(only_old)) or 'none'}; "
+              f"only in NEW: {', '.join(sorted(only_new)) or 'none'})")
     print(f"replay-diff: {total - differ} of {total} replays decide the same; {differ} differ")
     return 1 if differ else 0
 

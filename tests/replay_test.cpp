@@ -61,6 +61,38 @@ TEST_P(ShippedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd095By
   EXPECT_LT(r.peak_mappings, 65530u / 2) << "keep well under vm.max_map_count";
 }
 
+TEST(DeviceLagTest, ALaggingDeviceMakesTheFenceWaitOrGrowAndKeepsEveryInvariant) {
+  // diffusion_cfg_infer (0.19 GB, one stream): with no lag every freed chunk may move at once; 2 ms behind the
+  // host, chunks freed within the last 2 ms of trace time cannot, so the pool waits (counted) or creates one
+  // instead (lag_grow_pages), and reserves more. The invariants are checked every 500 ops under the fence.
+  const Trace t = read_trace(std::string(GMLAKE_TRACES_DIR) + "/diffusion_cfg_infer.snapshot.pickle.xz");
+  ReplayOptions options;
+  options.config.policy = Policy::kGmlake;
+  options.check_every_ops = 500;
+  const ReplayResult free_to_move = replay(t, t.devices.at(0), options);
+  EXPECT_EQ(free_to_move.device_lag_us, 0u);
+  EXPECT_EQ(free_to_move.device_waits, 0u);
+  options.device_lag_us = 2000;
+  const ReplayResult lagging = replay(t, t.devices.at(0), options);
+  EXPECT_EQ(lagging.device_lag_us, 2000u);
+  EXPECT_GT(lagging.device_waits, 0u);
+  EXPECT_GT(lagging.device_wait_ns, 0);
+  EXPECT_GT(lagging.stats.fence_waits, 0u);
+  EXPECT_GT(lagging.peak_reserved_bytes, free_to_move.peak_reserved_bytes);
+  EXPECT_EQ(lagging.ooms, 0u);
+  // The model is deterministic: the trace's own clock, no wall time.
+  const ReplayResult again = replay(t, t.devices.at(0), options);
+  EXPECT_EQ(again.peak_reserved_bytes, lagging.peak_reserved_bytes);
+  EXPECT_EQ(again.device_waits, lagging.device_waits);
+  EXPECT_EQ(again.stats.backend_calls.calls, lagging.stats.backend_calls.calls);
+  // The other policies take no StreamEvents: the lag changes nothing for them.
+  options.config.policy = Policy::kCaching;
+  const ReplayResult caching = replay(t, t.devices.at(0), options);
+  EXPECT_EQ(caching.device_lag_us, 0u);
+  options.device_lag_us = 0;
+  EXPECT_EQ(replay(t, t.devices.at(0), options).peak_reserved_bytes, caching.peak_reserved_bytes);
+}
+
 TEST(ShippedResnetTest, StandbyMappingsStopSteadyStateChunkMovesAtUtilizationOfAtLeast099) {
   // ResNet-50 repeats one step. With neither headroom nor standby mappings, the least-recently-idled eviction
   // moves chunks every step; standby mappings alone stop it (a chunk moved back to where the step wants it is

@@ -61,6 +61,16 @@ TEST(ReportTest, TheTableHasOneHeaderPerTraceAndDeviceAndOneRowPerPolicy) {
   EXPECT_EQ(table.find("assumes"), table.rfind("assumes")) << table;
   gmlake.assumed_device_waits = true;
   EXPECT_NE(format_table({gmlake}).find("assumes the device waits for the host"), std::string::npos);
+  // With a modelled device lag, the line says that instead.
+  ReplayResult lagging = gmlake;
+  lagging.device_lag_us = 2000;
+  lagging.device_waits = 7;
+  lagging.device_wait_ns = 12'500'000;
+  const std::string lag_table = format_table({lagging});
+  EXPECT_NE(lag_table.find("on a device 2000 µs behind the host (--device-lag-us): 7 waits for it, 12.5 ms blocked"),
+            std::string::npos)
+      << lag_table;
+  EXPECT_EQ(lag_table.find("assumes"), std::string::npos) << lag_table;
   EXPECT_NE(table.find("3 allocations failed (out of memory), 0 frees of unknown addresses skipped"),
             std::string::npos)
       << table;
@@ -91,7 +101,8 @@ TEST(ReportTest, TheJsonHasOneObjectPerResultWithTheDocumentedKeys) {
   EXPECT_DOUBLE_EQ(o["utilization"].get<double>(), 0.75);
   for (const char* key : {"lower_bound_bytes", "peak_allocated_bytes", "fragmentation", "ns_per_op", "stitches",
                           "stitched_chunks", "stitch_reuses", "evictions", "ooms", "unknown_frees", "peak_mappings",
-                          "backend_calls", "backend_time_ns", "assumed_device_waits"}) {
+                          "backend_calls", "backend_time_ns", "assumed_device_waits", "device_lag_us",
+                          "device_waits", "device_wait_ns"}) {
     EXPECT_TRUE(o.contains(key)) << key;
   }
   EXPECT_TRUE(o["backend_calls"].is_object());

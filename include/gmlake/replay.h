@@ -82,6 +82,13 @@ struct ReplayOptions {
   // When set, filled with reserved and requested bytes op by op (ReplaySeries). Reading the allocator's stats
   // after each op is then part of ns_per_op; without it the loop does no more than one test of this pointer.
   ReplaySeries* series = nullptr;
+  // When non-zero, the gmlake policy's StreamFence runs on a model of a device that finishes the work the host
+  // queued at each op this many microseconds later (src/replay/lagging_stream_events.h; `gmlake replay
+  // --device-lag-us`): an idle chunk moves only once that lag has passed, else the pool waits or creates a chunk
+  // (lag_grow_pages), and the stream counts as drained (device waits) only after a gap of the lag between ops,
+  // where assume_device_waits is then not read; cross_stream_reuse is then off, as on the GPU (each stream keeps
+  // its own arenas). 0: no model, every chunk is safe at once (the default).
+  std::uint64_t device_lag_us = 0;
 };
 
 struct ReplayResult {
@@ -113,6 +120,11 @@ struct ReplayResult {
   // kernels and has no stream to ask (no StreamEvents), so this stands for cuStreamQuery. false: busy (queued
   // work hides backend calls: growth_chunk_share); true: waiting for the host (waiting_growth_chunk_share).
   bool assumed_device_waits = false;
+  // With ReplayOptions::device_lag_us: the lag modelled (0: none), the waits the host made for the modelled
+  // device (Stats::fence_waits and synchronizations) and the time they would have blocked it.
+  std::uint64_t device_lag_us = 0;
+  std::uint64_t device_waits = 0;
+  std::int64_t device_wait_ns = 0;
   Stats stats;                             // the allocator's stats at the end (backend calls included)
 };
 

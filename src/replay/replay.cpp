@@ -9,6 +9,7 @@
 #include "gmlake/error.h"
 #include "gmlake/clock.h"
 #include "gmlake/pool.h"
+#include "lagging_stream_events.h"
 
 namespace gmlake {
 namespace {
@@ -314,7 +315,14 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
   // The policy's wall time is the trace's own (time_us of each op's event, from the first): its move budget
   // (move_share_permille) then decides as it did, or would have, while the workload ran.
   TraceClock clock(prog.time_us);
-  auto allocator = std::make_unique<Pool>(options.config, backend, nullptr, &clock);  // the stack every front end uses
+  // With a device lag, the gmlake policy's fence runs on a modelled device (the others take no StreamEvents).
+  std::unique_ptr<LaggingStreamEvents> lagging;
+  if (options.device_lag_us != 0 && options.config.policy == Policy::kGmlake) {
+    lagging = std::make_unique<LaggingStreamEvents>(clock, static_cast<std::int64_t>(options.device_lag_us) * 1000);
+  }
+  Config config = options.config;
+  if (lagging) config.cross_stream_reuse = false;  // as on the GPU: each stream keeps its own arenas
+  auto allocator = std::make_unique<Pool>(config, backend, lagging.get(), &clock);  // every front end's stack
   if (recorder != nullptr) allocator->set_tracing(UINT64_MAX);
 
   ReplayResult r;
@@ -382,6 +390,7 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
         empty_cache(*allocator, options, &r);
       }
       if (options.series != nullptr) sample_reserved(*allocator, &peak_seen_bytes, &options.series->reserved_bytes);
+      if (lagging) lagging->host_op();
     }
     timed += std::chrono::steady_clock::now() - t0;
     if (options.check_every_ops) allocator->check_invariants();
@@ -415,6 +424,11 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
   if (recorder != nullptr) {
     options.record->segments = allocator->segments();
     options.record->events = served_events(prog, slots, marks, *recorder);
+  }
+  if (lagging) {  // before the teardown, whose synchronization is not the workload's
+    r.device_lag_us = options.device_lag_us;
+    r.device_waits = lagging->waits();
+    r.device_wait_ns = lagging->wait_ns();
   }
   allocator.reset();  // tear down before the backend it uses
   return r;

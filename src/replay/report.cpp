@@ -51,7 +51,11 @@ std::string format_table(const std::vector<ReplayResult>& results) {
                        to_string(r.policy), gb(r.peak_reserved_bytes), r.utilization, r.fragmentation,
                        gb(r.peak_allocated_bytes), backend_calls_text(r.stats.backend_calls), r.stats.stitches,
                        r.stats.evictions, r.ns_per_op, vmm_ns_per_op(r), vmm_us_per_stitch_text(r));
-    if (r.policy == Policy::kGmlake) {
+    if (r.policy == Policy::kGmlake && r.device_lag_us != 0) {
+      out += fmt::format("  {:<11} on a device {} µs behind the host (--device-lag-us): {} waits for it, {:.1f} ms "
+                         "blocked\n",
+                         "", r.device_lag_us, r.device_waits, static_cast<double>(r.device_wait_ns) / 1e6);
+    } else if (r.policy == Policy::kGmlake) {
       out += fmt::format("  {:<11} assumes the device {} wherever the pool grows (a replay has no stream to ask: "
                          "assume_device_waits:{})\n",
                          "", r.assumed_device_waits ? "waits for the host" : "has queued work",
@@ -108,6 +112,9 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"backend_calls_second_half", second_half},
         {"backend_time_ns", time_ns},
         {"assumed_device_waits", r.assumed_device_waits},
+        {"device_lag_us", r.device_lag_us},
+        {"device_waits", r.device_waits},
+        {"device_wait_ns", r.device_wait_ns},
     });
   }
   return array.dump(1) + "\n";

@@ -178,7 +178,7 @@ struct ReplayOutputs {
 
 int run_replay(const std::vector<std::string>& paths, const std::string& policy_text, const std::string& backend,
                const std::string* cap, const std::string& conf, const ReplayOutputs& outputs,
-               const std::string* device_bytes_text) {
+               const std::string* device_bytes_text, std::uint64_t device_lag_us) {
   const DeviceBytes device_bytes =
       device_bytes_text != nullptr ? checked_device_bytes(*device_bytes_text) : DeviceBytes{};
   const std::string& snapshot_out = outputs.snapshot_out;
@@ -225,6 +225,7 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
         options.backend = backend;
         options.config.backend = backend;
         options.device_bytes = device_size_bytes;
+        options.device_lag_us = device_lag_us;
         gmlake::cli::ProgressLine progress(
             fmt::format("{} dev {} {}", trace.name, device.device, gmlake::to_string(policy)),
             gmlake::cli::progress_wanted(outputs.quiet));
@@ -338,6 +339,14 @@ int run(int argc, char** argv) {
       "backend never holds more on it at once (sim, host and cuda alike; for async, the maximum size of its pool), "
       "and the policy is not told, as on a GPU that other work has filled. Allocations that do not fit count as "
       "out-of-memory, as under --cap");
+  std::uint64_t device_lag_us = 0;
+  replay->add_option("--device-lag-us", device_lag_us,
+                     "gmlake: model a device that finishes the work queued at each op this many µs later (0: none, "
+                     "every freed chunk may move at once). Idle chunks then move only once the lag has passed, "
+                     "else the pool waits or creates a chunk (lag_grow_pages), as on a GPU; the device counts as "
+                     "waiting for the host after a gap of the lag between ops (assume_device_waits is not read). "
+                     "Reports the waits and the time they would block the host")
+      ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{3'600'000'000}));
   replay->add_option("--conf", conf, "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`)");
   replay->add_option("--json", outputs.json_path, "also write the results as a JSON array to this file");
   replay->add_option("--snapshot-out", outputs.snapshot_out,
@@ -382,7 +391,7 @@ int run(int argc, char** argv) {
   if (*conf_cmd) return run_conf();
   if (*lend) return gmlake::cli::run_lend(lend_options);
   return run_replay(paths, policy, backend, cap_option->count() > 0 ? &cap : nullptr, conf, outputs,
-                    device_option->count() > 0 ? &device_bytes : nullptr);
+                    device_option->count() > 0 ? &device_bytes : nullptr, device_lag_us);
 }
 
 }  // namespace
