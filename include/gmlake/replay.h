@@ -66,7 +66,8 @@ struct ReplayOptions {
   std::uint64_t device_bytes = 0;
   // Called about every 1% of the ops with the fraction done (0..1); may be empty.
   std::function<void(double)> on_progress;
-  // When non-zero, allocator.check_invariants() runs every this many ops (tests); not timed.
+  // When non-zero, allocator.check_invariants() runs every this many ops (tests), and the modelled device's
+  // (device_lag_us) with it; not timed.
   std::uint64_t check_every_ops = 0;
   // When true, an allocation that fails with BackendError is counted (backend_errors) and skipped like an
   // out-of-memory one, and the replay goes on; check_invariants() then runs right after every failed

@@ -393,7 +393,10 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
       if (lagging) lagging->host_op();
     }
     timed += std::chrono::steady_clock::now() - t0;
-    if (options.check_every_ops) allocator->check_invariants();
+    if (options.check_every_ops) {
+      allocator->check_invariants();
+      if (lagging) lagging->check_invariants();
+    }
     if (options.on_progress) options.on_progress(static_cast<double>(end) / static_cast<double>(prog.ops.size()));
   }
   r.ops = prog.ops.size();
