@@ -38,7 +38,8 @@ for i, x in enumerate(r["rounds"]):
           f"{x['median_step_s_native']:.4f} s; VMM (all pairs, formation included) {x['gmlake_backend_ms_per_step']:.3f} ms / step "
           f"({x['gmlake_backend_calls_per_step']:.1f} calls); peak reserved {x['gmlake_peak_reserved'] / 1e9:.2f} / "
           f"{x['native_peak_reserved'] / 1e9:.2f} GB; timed pairs only: VMM {x.get('gmlake_timed_backend_ms_per_step', float('nan')):.3f} ms / step "
-          f"({x.get('gmlake_timed_backend_calls_per_step', float('nan')):.1f} calls)")
+          f"({x.get('gmlake_timed_backend_calls_per_step', float('nan')):.1f} calls); fence waits "
+          f"{x.get('gmlake_fence_waits', '?')}, moves in stream order {x.get('gmlake_in_order_evictions', '?')}")
 print(f"{r['model']:<14} all rounds: total {r['total_ratio_gmlake_to_native']:.4f}, worst round {r['max_round_total_ratio']:.4f}")
 PY
 done

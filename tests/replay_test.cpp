@@ -61,10 +61,13 @@ TEST_P(ShippedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd095By
   EXPECT_LT(r.peak_mappings, 65530u / 2) << "keep well under vm.max_map_count";
 }
 
-TEST(DeviceLagTest, ALaggingDeviceMakesTheFenceWaitOrGrowAndKeepsEveryInvariant) {
+TEST(DeviceLagTest, ALaggingDeviceMakesTheFenceGrowWaitOrMoveInStreamOrderAndKeepsEveryInvariant) {
   // diffusion_cfg_infer (0.19 GB, one stream): with no lag every freed chunk may move at once; 2 ms behind the
-  // host, chunks freed within the last 2 ms of trace time cannot, so the pool waits (counted) or creates one
-  // instead (lag_grow_pages), and reserves more. The invariants are checked every 500 ops under the fence.
+  // host, chunks freed within the last 2 ms of trace time are still in use. At the default the pool creates a
+  // chunk for such a chunk (lag_grow_pages), and reserves more, or waits (counted, with the time it would block).
+  // With in_order_moves and lag_grow_pages:0 the chunk moves in stream order (ChunkSource::moves_in_order), with
+  // no wait, and the peak is the one without a lag; an old mapping unmapped while its work may still run is
+  // still waited for. The invariants are checked every 500 ops under the fence.
   const Trace t = read_trace(std::string(GMLAKE_TRACES_DIR) + "/diffusion_cfg_infer.snapshot.pickle.xz");
   ReplayOptions options;
   options.config.policy = Policy::kGmlake;
@@ -78,8 +81,21 @@ TEST(DeviceLagTest, ALaggingDeviceMakesTheFenceWaitOrGrowAndKeepsEveryInvariant)
   EXPECT_GT(lagging.device_waits, 0u);
   EXPECT_GT(lagging.device_wait_ns, 0);
   EXPECT_GT(lagging.stats.fence_waits, 0u);
-  EXPECT_GT(lagging.peak_reserved_bytes, free_to_move.peak_reserved_bytes);
+  EXPECT_EQ(lagging.stats.in_order_evictions, 0u) << "off by default";
+  EXPECT_GT(lagging.peak_reserved_bytes, free_to_move.peak_reserved_bytes) << "lag growth";
   EXPECT_EQ(lagging.ooms, 0u);
+  ReplayOptions in_order_options = options;
+  in_order_options.config.lag_grow_pages = 0;
+  in_order_options.config.in_order_moves = true;
+  const ReplayResult in_order = replay(t, t.devices.at(0), in_order_options);
+  EXPECT_GT(in_order.stats.in_order_evictions, 0u);
+  EXPECT_EQ(in_order.peak_reserved_bytes, free_to_move.peak_reserved_bytes) << "one stream: moves in stream order";
+  EXPECT_GT(in_order.stats.fence_waits, 0u) << "old mappings unmapped under the lag";
+  in_order_options.config.in_order_moves = false;
+  const ReplayResult waiting = replay(t, t.devices.at(0), in_order_options);
+  EXPECT_EQ(waiting.stats.in_order_evictions, 0u);
+  EXPECT_EQ(waiting.peak_reserved_bytes, free_to_move.peak_reserved_bytes) << "waits instead";
+  EXPECT_GT(waiting.stats.fence_waits, in_order.stats.fence_waits) << "every move of a chunk in use waits";
   // The model is deterministic: the trace's own clock, no wall time.
   const ReplayResult again = replay(t, t.devices.at(0), options);
   EXPECT_EQ(again.peak_reserved_bytes, lagging.peak_reserved_bytes);

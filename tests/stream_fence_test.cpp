@@ -131,6 +131,78 @@ TEST_F(StreamFenceTest, SameStreamReuseNeitherWaitsNorCreates) {
   a.check_invariants();
 }
 
+// A chunk its own stream may still be using moves to back another block of that stream with no wait and no new
+// memory: the block's work is queued after that work (stream order). Its old mapping stays as a standby one,
+// which is unmapped only once that work has finished.
+TEST_F(StreamFenceTest, AnIdleChunkMovesToABlockOfItsOwnStreamInStreamOrder) {
+  // Lag growth off: an uncovered chunk would otherwise make a new one first (the next test).
+  auto& a = make("cross_stream_reuse:false,headroom_permille:0,lag_grow_pages:0,in_order_moves:true");
+  constexpr StreamId kStream = 1;
+  void* x = a.allocate(2 * kMiB, kStream);  // page 0
+  void* y = a.allocate(2 * kMiB, kStream);  // page 1
+  void* z = a.allocate(2 * kMiB, kStream);  // page 2
+  a.deallocate(x);  // the stream's first mark: x's page is covered
+  a.deallocate(z);  // within the mark spacing: z's page is uncovered
+  void* w = a.allocate(4 * kMiB, kStream);  // 2 pages past y: the idle chunks back them, unfinished
+  EXPECT_EQ(reserved(), 6 * kMiB) << "no chunk created for the lag";
+  EXPECT_EQ(events_.waits, 0) << "no wait in stream order";
+  EXPECT_EQ(a.stats().fence_waits, 0u);
+  EXPECT_GE(a.stats().in_order_evictions, 1u);
+  EXPECT_EQ(a.stats().in_order_evictions, a.stats().evictions) << "every move was made in stream order";
+  a.check_invariants();
+  // Page 0 again: its standby mapping belongs to a chunk that w uses now, and the work queued on page 0 may
+  // still run: it is unmapped only after waiting for that work.
+  void* v = a.allocate(2 * kMiB, kStream);
+  EXPECT_EQ(v, x);
+  EXPECT_GE(a.stats().fence_waits, 1u) << "the old mapping was unmapped without waiting for its work";
+  a.check_invariants();
+  for (void* p : {v, w, y}) a.deallocate(p);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, LagGrowthComesFirstThenMovesInStreamOrderInsteadOfWaits) {
+  // With in_order_moves an uncovered chunk of the allocating stream makes a new chunk while lag growth is allowed
+  // (the layout the device still runs stays where it is); once it is spent, the chunk moves in stream order.
+  auto& a = make("cross_stream_reuse:false,headroom_permille:0,lag_grow_pages:1,in_order_moves:true");
+  constexpr StreamId kStream = 1;
+  void* x = a.allocate(2 * kMiB, kStream);  // page 0
+  void* y = a.allocate(2 * kMiB, kStream);  // page 1
+  void* z = a.allocate(2 * kMiB, kStream);  // page 2
+  void* pin = a.allocate(2 * kMiB, kStream);  // page 3
+  a.deallocate(x);  // the stream's first mark: x's page is covered
+  a.deallocate(z);  // within the mark spacing: z's page is uncovered
+  void* w = a.allocate(6 * kMiB, kStream);  // 3 pages past pin
+  EXPECT_EQ(events_.waits, 0) << "no wait: lag growth, then stream order";
+  EXPECT_EQ(a.stats().fence_waits, 0u);
+  EXPECT_EQ(reserved(), 10 * kMiB) << "x, y, z and pin's chunks, and one made for the lag";
+  EXPECT_EQ(a.stats().in_order_evictions, 2u);
+  a.check_invariants();
+  for (void* p : {w, y, pin}) a.deallocate(p);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, AtTheStandbyLimitAnUnfinishedOldMappingStopsTheMoveInStreamOrder) {
+  // One standby mapping per chunk: a chunk that already has an unfinished one cannot move in stream order, since
+  // the move would unmap it; it waits (lag growth off) instead.
+  auto& a = make("cross_stream_reuse:false,headroom_permille:0,standby_mappings:1,lag_grow_pages:0,in_order_moves:true");
+  constexpr StreamId kStream = 1;
+  void* x = a.allocate(2 * kMiB, kStream);  // page 0: chunk c0
+  void* y = a.allocate(2 * kMiB, kStream);  // page 1
+  a.deallocate(x);
+  void* z = a.allocate(4 * kMiB, kStream);  // pages 2-3: c0 moves there in stream order (standby at page 0)
+  EXPECT_EQ(a.stats().in_order_evictions, 1u);
+  EXPECT_EQ(events_.waits, 0);
+  void* u = a.allocate(2 * kMiB, kStream);  // page 4: z's range cannot grow
+  a.deallocate(z);  // c0 idle again at page 2, its standby at page 0 still unfinished
+  void* big = a.allocate(6 * kMiB, kStream);  // pages 5-7: c0 must move again, its standby first unmapped
+  EXPECT_LE(a.stats().in_order_evictions, 2u) << "only page 3's chunk, with no standby mapping, may move so";
+  EXPECT_GE(a.stats().fence_waits, 1u) << "the standby limit would unmap an unfinished mapping";
+  EXPECT_EQ(reserved(), 10 * kMiB) << "y, u, the two idle chunks and one new";
+  a.check_invariants();
+  for (void* p : {big, u, y}) a.deallocate(p);
+  a.check_invariants();
+}
+
 TEST_F(StreamFenceTest, FreesBetweenMarksAskTheDriverNothing) {
   // 64 blocks on their own chunks, each free turning one chunk idle: one mark per kMarkSpacingTicks idle turns,
   // and the marks are polled only when a new one is due, not at every free.

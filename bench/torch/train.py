@@ -390,6 +390,7 @@ def ab_main(args, gmlake, batch, model, opt):
             "gmlake_backend_ms_per_step":
                 (s["gmlake.backend_time_ns"] - s0["gmlake.backend_time_ns"]) / args.steps / 1e6,
             "gmlake_fence_waits": s["gmlake.fence_waits"] - s0["gmlake.fence_waits"],
+            "gmlake_in_order_evictions": s.get("gmlake.in_order_evictions", 0) - s0.get("gmlake.in_order_evictions", 0),
             # the same over the timed pairs only (the two above include the warm pairs, where the layout forms)
             "gmlake_timed_backend_calls_per_step": (s["gmlake.backend_calls"] - s_warm["gmlake.backend_calls"]) / timed,
             "gmlake_timed_backend_ms_per_step":

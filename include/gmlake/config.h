@@ -55,6 +55,13 @@ namespace gmlake {
     "the oldest idle chunk's stream work is not known finished (the device lags); beyond it the allocator "     \
     "waits. Bounds how much the device's lag can raise the peak (64 x 2 MiB = 128 MiB). Also accepted as "      \
     "lag_grow_chunks, its older name (giving both with different values is an error)")                         \
+  X(bool, in_order_moves, false, "",                                                                             \
+    "gmlake, asynchronous streams: an idle chunk that its own stream's queued work may still touch moves to "      \
+    "back a block of that stream with no wait once lag growth (lag_grow_pages) is spent, its old mapping kept as " \
+    "a standby one until that work finishes (stream order, as PyTorch reuses a freed block on its own stream). "  \
+    "With lag_grow_pages:0 a one-stream job then reserves on the GPU what `gmlake replay` reserves for its trace " \
+    "(no lag growth), at more moves: on the H100 bert-train-eval reserved 3.83 GB against 3.96 at 1.08x native's " \
+    "step time against 1.00x (runs 71-72, docs/benchmarks.md); off by default, so the waits stay")               \
   X(u64, max_chunk_bytes, 4 * kMiB, "bytes",                                                                     \
     "gmlake: largest physical chunk, a multiple of page_bytes; a run of unmapped pages gets chunks of its own "  \
     "size up to this and up to the block's share (chunks_per_block); a block above 4096 x this gets chunks of "  \

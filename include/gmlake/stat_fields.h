@@ -27,6 +27,9 @@
  *   stitch_reuses      allocations served by already-mapped memory that an earlier stitch mapped (gmlake)
  *   evictions          idle mapped chunks unmapped to back another range or to honour a bound (gmlake)
  *   fence_waits        times the host waited for a stream's queued work before unmapping (gmlake, GPU)
+ *   in_order_evictions evictions of a chunk that its own stream's queued work may still touch, made with no wait
+ *                      to back a block of that stream, which runs after that work (stream order); the old
+ *                      mapping stays until that work finishes (gmlake, GPU)
  *   chunks_created / chunks_released
  *   waiting_growths    growth chunks made while the device waited for the host (the stream had no queued work,
  *                      or assume_device_waits without stream events): sized by waiting_growth_chunk_share (gmlake)
@@ -57,6 +60,7 @@
   X(stitch_reuses, "")                                      \
   X(evictions, "")                                          \
   X(fence_waits, "")                                        \
+  X(in_order_evictions, "")                                 \
   X(chunks_created, "num_device_alloc")                     \
   X(chunks_released, "num_device_free")                     \
   X(waiting_growths, "")                                    \

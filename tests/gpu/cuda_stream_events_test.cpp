@@ -81,5 +81,44 @@ TEST_F(CudaStreamEventsTest, ChunksFreedUnderQueuedWorkMoveToAnotherStreamOnlyAf
   cuda::driver().cuStreamDestroy(b);
 }
 
+TEST_F(CudaStreamEventsTest, ChunksFreedUnderQueuedWorkBackABlockOfTheSameStreamInStreamOrder) {
+  // The chunks of a block freed while its stream still writes into it move to a new block of the same stream
+  // with no wait (ChunkSource::moves_in_order): the new block's work is queued after the old writes, and the old
+  // mapping stays until they finish. The new block must read its own value only, and nothing may fault.
+  CudaBackend backend;
+  CudaStreamEvents events(backend);
+  // The cap leaves room for the second block only by moving the first one's chunks (pin keeps the first range
+  // from growing, headroom 0 makes no chunk ahead of need, and lag_grow_pages 0 makes none for the device's lag).
+  engine::StitchingAllocator alloc(
+      parse_config("cross_stream_reuse:false,cap_bytes:50M,headroom_permille:0,lag_grow_pages:0,in_order_moves:true"),
+      backend, &events);
+  const CUstream a = gpu_test::make_stream();
+  const auto stream = reinterpret_cast<StreamId>(a);
+  void* first = alloc.allocate(32 * kMiB, stream);
+  void* pin = alloc.allocate(2 * kMiB, stream);
+  const auto first_addr = reinterpret_cast<CUdeviceptr>(first);
+  for (int i = 0; i < 2000; ++i) {  // ~25 ms of device work, far longer than queuing it takes
+    cuda::check("cuMemsetD32Async", cuda::driver().cuMemsetD32Async(first_addr, 0xA0A0A0A0u + i, 8 * kMiB, a));
+  }
+  alloc.deallocate(first);  // stream-ordered free: the writes are still queued
+  constexpr std::uint64_t kSecondBytes = 48 * kMiB;
+  void* second = alloc.allocate(kSecondBytes, stream);
+  EXPECT_TRUE(events.idle(stream) == false) << "the writes finished before the move: the test proves nothing";
+  EXPECT_EQ(alloc.stats().fence_waits, 0u) << "a move in stream order waited";
+  EXPECT_GT(alloc.stats().in_order_evictions, 0u);
+  const auto second_addr = reinterpret_cast<CUdeviceptr>(second);
+  cuda::check("cuMemsetD32Async", cuda::driver().cuMemsetD32Async(second_addr, 0x5EC0DD00u, kSecondBytes / 4, a));
+  gpu_test::synchronize();  // also surfaces any fault from a write into an unmapped range
+  std::vector<std::uint32_t> words(kSecondBytes / 4);
+  gpu_test::copy_from_device(words.data(), second_addr, kSecondBytes);
+  for (std::size_t i = 0; i < words.size(); i += 1021) ASSERT_EQ(words[i], 0x5EC0DD00u) << "word " << i;
+  alloc.check_invariants();
+  alloc.deallocate(second);
+  alloc.deallocate(pin);
+  alloc.empty_cache();
+  EXPECT_EQ(backend.live_chunks(), 0u);
+  cuda::driver().cuStreamDestroy(a);
+}
+
 }  // namespace
 }  // namespace gmlake

@@ -26,6 +26,7 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
       clock_(parts.clock),
       max_strand_pages_(page.pages_in(config.max_strand_bytes)),
       standby_limit_(config.max_idle_mapped_bytes != 0 ? 0 : config.standby_mappings),
+      in_order_moves_(config.in_order_moves),
       moves_({config.move_budget_ns_per_op, config.move_share_permille, config.move_burst_ms * 1'000'000}),
       waits_(parts.fence, config.assume_device_waits) {}
 
@@ -72,6 +73,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
     if (oldest != kNoChunk) {
       if (fence_.asynchronous()) {
         s.oldest_idle = fence_.readiness(arenas_[store_[oldest].arena].stream, use_.idle_since(oldest));
+        s.oldest_idle_in_order = s.oldest_idle != StreamFence::Readiness::kSafe && moves_in_order(oldest);
       }
       s.lag_allows = lag_grown_pages_ + want <= lag_grow_pages_ && s.cap_allows_want;
     }
@@ -117,8 +119,10 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
           fence_.wait_safe(arenas_[store_[oldest].arena].stream, use_.idle_since(oldest), use_.next_tick());
           ++stats_.fence_waits;
         }
-        lag_grown_pages_ = Pages{0};  // the oldest idle chunk is safe now: the device caught up
+        // The oldest idle chunk is safe now: the device caught up (not so for a move in stream order).
+        if (!s.oldest_idle_in_order || step.action == ObtainAction::kWaitAndEvict) lag_grown_pages_ = Pages{0};
         evict(oldest, EvictTo::kStandby);
+        if (s.oldest_idle_in_order && step.action == ObtainAction::kEvict) ++stats_.in_order_evictions;
         charge_eviction();
         s.create_refused = false;
         break;
@@ -204,6 +208,13 @@ const ChunkPlace& ChunkSource::standby_place(ChunkId id, std::uint32_t arena, Pa
   const auto it = c.standby_at(arena, first_page);
   if (it == c.standby.end()) throw std::logic_error("gmlake invariant broken: a chunk lacks a standby mapping");
   return *it;
+}
+
+bool ChunkSource::moves_in_order(ChunkId id) {
+  const Chunk& c = store_[id];
+  if (!in_order_moves_ || c.on_peer || arenas_[c.arena].stream != stream_ || standby_limit_ == 0) return false;
+  // At the standby limit the chunk's oldest standby mapping is unmapped first (evict): only once it is safe.
+  return c.standby.size() < standby_limit_ || standby_safe(id, c.standby.front().arena, c.standby.front().first_page);
 }
 
 bool ChunkSource::standby_safe(ChunkId id, std::uint32_t arena, PageNumber first_page) {

@@ -65,13 +65,14 @@ class ChunkSource {
 
   // `page`: the engine's page (Config::page_bytes). Reads cap_bytes, max_chunk_bytes, growth_chunk_bytes,
   // growth_chunk_share, waiting_growth_chunk_share, assume_device_waits, chunks_per_block, max_strand_bytes,
-  // headroom_permille, waiting_headroom_permille, memory_first_under_cap, lag_grow_pages, move_share_permille,
-  // move_burst_ms, move_headroom_permille and move_budget_ns_per_op from `config`.
+  // headroom_permille, waiting_headroom_permille, memory_first_under_cap, lag_grow_pages, in_order_moves,
+  // move_share_permille, move_burst_ms, move_headroom_permille and move_budget_ns_per_op from `config`.
   ChunkSource(const Config& config, PageGeometry page, Parts parts);
 
   // An allocation on `stream` begins: what obtain() and recut() learn of the device (its free bytes) is asked at
   // most once until the next begin(), and whether the device waits for the host on `stream` is asked again.
   void begin(StreamId stream) {
+    stream_ = stream;
     device_free_known_ = false;
     waits_.begin(stream);
   }
@@ -115,6 +116,13 @@ class ChunkSource {
   // True when no queued work can touch the standby mapping of chunk `id` at `first_page` of arena `arena` any
   // more (its left_tick is safe), so that it may be unmapped now. Throws std::logic_error when there is none.
   bool standby_safe(ChunkId id, std::uint32_t arena, PageNumber first_page);
+  // True when idle chunk `id` may move to back a run of the allocation's stream (begin()) with no wait although
+  // queued work may still touch it: it is on that stream's arenas (the block's work is queued after that work:
+  // stream order, as PyTorch reuses a freed block on its own stream), not a peer's, and an eviction to a standby
+  // mapping unmaps nothing that queued work may touch (below the standby limit, or its oldest standby mapping is
+  // safe). The old mapping stays until unmap_standby, which waits for the work. Asks the fence nothing more than
+  // standby_safe; never blocks.
+  bool moves_in_order(ChunkId id);
   // Unmaps that standby mapping, first waiting (counted in Stats::fence_waits) until no queued work can touch
   // it. Throws BackendError: nothing changed.
   void unmap_standby(ChunkId id, std::uint32_t arena, PageNumber first_page);
@@ -196,8 +204,10 @@ class ChunkSource {
   Clock& clock_;
   Pages max_strand_pages_;
   std::uint64_t standby_limit_;  // Config::standby_mappings; 0 with max_idle_mapped_bytes set
+  bool in_order_moves_;          // Config::in_order_moves
   MoveBudget moves_;
   bool device_free_known_ = false;  // device_free_ was asked since begin()
+  StreamId stream_ = 0;             // the allocation's stream (begin())
   DeviceWaits waits_;               // Config::assume_device_waits without stream events
   std::uint64_t device_free_ = 0;
   Pages lag_grown_pages_;                   // pages created in a row because the oldest idle chunk was uncovered

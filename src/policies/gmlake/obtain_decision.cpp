@@ -23,6 +23,7 @@ ObtainStep decide(const ObtainState& s) {
     if (s.oldest_idle == StreamFence::Readiness::kUncovered && s.lag_allows && !s.lag_refused) {
       return {ObtainAction::kCreateForLag};
     }
+    if (s.oldest_idle_in_order) return {ObtainAction::kEvict};
     return {ObtainAction::kWaitAndEvict};
   }
   return {ObtainAction::kCreateWhatFits, false, growth};

@@ -14,7 +14,10 @@
 //   3. kReleaseFree   free chunks that do not suit the run, released once enough memory is free, or nothing idle
 //                     is left, or the cap leaves no room (their memory comes back at the run's size, step 2);
 //   4. the chunk idle the longest: kEvict when no queued work can touch it; else kCreateForLag while the device
-//                     lags (no mark covers it) and lag growth is allowed, else kWaitAndEvict;
+//                     lags (no mark covers it) and lag growth is allowed; else kEvict when only the allocating
+//                     stream's queued work can touch it and its old mapping stays as a standby one (in stream
+//                     order, as PyTorch reuses a block on its own stream: the block's work runs after that work);
+//                     else kWaitAndEvict;
 //   5. kCreateWhatFits nothing idle, nothing free: new memory, as much as the cap and the device allow.
 // A kCreate or kCreateWhatFits with nothing idle, nothing free and no cap is growth (ObtainStep::growth): the pool
 // grows past its size, and the chunk may be larger than the block's share (ChunkSource: growth chunks).
@@ -46,6 +49,9 @@ struct ObtainState {
   bool peer_takes_over = false;       // peers may lend (ChunkSource::OverBudget::kPeer)
   bool create_refused = false;        // a kCreate failed in this call since the last move
   StreamFence::Readiness oldest_idle = StreamFence::Readiness::kSafe;  // of the chunk idle the longest
+  // Not safe, but only the allocating stream's queued work may touch it, and evicting it to a standby mapping
+  // unmaps nothing that queued work may touch: it moves in stream order, with no wait.
+  bool oldest_idle_in_order = false;
   bool lag_allows = false;            // lag growth may create want_pages more (lag_grow_pages, the cap)
   bool lag_refused = false;           // a kCreateForLag failed in this call
 };
