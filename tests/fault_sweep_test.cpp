@@ -38,12 +38,16 @@ struct Variant {
   const char* name;
   const char* conf;
   bool trims_on_free;  // frees unmap idle pages, and absorb a failure there (the bound is applied later)
+  std::uint64_t device_lag_us = 0;  // ReplayOptions::device_lag_us: the fence's waits, lag growth and moves
 };
 
-// gmlake twice: as is, and with a bound on idle mapped memory, so that frees unmap (evict) too.
+// gmlake four times: as is; with a bound on idle mapped memory, so that frees unmap (evict) too; and on a device
+// 2 ms behind the host, with the fence as at the default (lag growth, waits) and with moves in stream order.
 const Variant kVariants[] = {
     {"gmlake", "policy:gmlake", false},
     {"gmlake_idle_bound", "policy:gmlake,max_idle_mapped_bytes:2G", true},
+    {"gmlake_lagging", "policy:gmlake", false, 2000},
+    {"gmlake_lagging_in_order", "policy:gmlake,in_order_moves:true,lag_grow_pages:0", false, 2000},
     {"caching", "policy:caching", false},
     {"expandable", "policy:expandable", false},
 };
@@ -63,6 +67,7 @@ ReplayOptions options_for(const Variant& variant) {
   options.tolerate_backend_errors = true;
   options.empty_cache_every_ops = kEmptyCacheEveryOps;
   options.check_every_ops = kCheckOnlyAtTheEnd;  // one check at the end, besides those after each failure
+  options.device_lag_us = variant.device_lag_us;
   return options;
 }
 
@@ -159,6 +164,12 @@ TEST_P(FaultSweepTest, EveryInjectedFailureSurfacesLeavesTheAllocatorUsableAndLe
   const SweepCase& c = GetParam();
   const Baseline base = fault_free_run(c.variant, c.kind);
   ASSERT_EQ(base.result.ooms + base.result.backend_errors, 0u);
+  if (c.variant.device_lag_us != 0) {
+    EXPECT_GT(base.result.stats.fence_waits, 0u) << "the lagging device made the fence wait nowhere";
+    if (std::string(c.variant.conf).find("in_order_moves:true") != std::string::npos) {
+      EXPECT_GT(base.result.stats.in_order_evictions, 0u) << "no chunk moved in stream order";
+    }
+  }
   std::vector<FaultError> errors = {FaultError::kBackendError};
   if (c.kind == BackendCall::kCreate || c.kind == BackendCall::kReserve) errors.push_back(FaultError::kOutOfMemory);
   for (FaultError error : errors) {

@@ -66,8 +66,10 @@ TEST(ReportTest, TheTableHasOneHeaderPerTraceAndDeviceAndOneRowPerPolicy) {
   lagging.device_lag_us = 2000;
   lagging.device_waits = 7;
   lagging.device_wait_ns = 12'500'000;
+  lagging.stats.in_order_evictions = 3;
   const std::string lag_table = format_table({lagging});
-  EXPECT_NE(lag_table.find("on a device 2000 µs behind the host (--device-lag-us): 7 waits for it, 12.5 ms blocked"),
+  EXPECT_NE(lag_table.find("on a device 2000 µs behind the host (--device-lag-us): 7 waits for it, 12.5 ms blocked, "
+                           "3 moves in stream order"),
             std::string::npos)
       << lag_table;
   EXPECT_EQ(lag_table.find("assumes"), std::string::npos) << lag_table;
@@ -100,7 +102,8 @@ TEST(ReportTest, TheJsonHasOneObjectPerResultWithTheDocumentedKeys) {
   EXPECT_TRUE(o["pytorch_peak_reserved_bytes"].is_null());
   EXPECT_DOUBLE_EQ(o["utilization"].get<double>(), 0.75);
   for (const char* key : {"lower_bound_bytes", "peak_allocated_bytes", "fragmentation", "ns_per_op", "stitches",
-                          "stitched_chunks", "stitch_reuses", "evictions", "ooms", "unknown_frees", "peak_mappings",
+                          "stitched_chunks", "stitch_reuses", "evictions", "in_order_evictions", "ooms", "unknown_frees",
+                          "peak_mappings",
                           "backend_calls", "backend_time_ns", "assumed_device_waits", "device_lag_us",
                           "device_waits", "device_wait_ns"}) {
     EXPECT_TRUE(o.contains(key)) << key;

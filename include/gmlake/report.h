@@ -18,10 +18,12 @@ std::string format_table(const std::vector<ReplayResult>& results);
 // lower_bound_held_bytes (deferred frees held until they complete),
 // peak_reserved_bytes, peak_allocated_bytes, utilization, fragmentation, pytorch_peak_reserved_bytes (null
 // where unknown), ns_per_op, stitches, ooms, backend_calls (object: call kind -> count), and besides those
-// stitched_chunks, stitch_reuses, evictions, unknown_frees, peak_mappings, backend_time_ns (object: call kind ->
+// stitched_chunks, stitch_reuses, evictions, in_order_evictions (of those, moves in stream order with no wait:
+// Config::in_order_moves), unknown_frees, peak_mappings, backend_time_ns (object: call kind ->
 // wall time inside those calls, ns), assumed_device_waits, and device_lag_us, device_waits, device_wait_ns (the
 // modelled device of `--device-lag-us`: 0 without one).
-// With a device lag, gmlake's row is followed by a line naming the lag, the waits and the time they would block.
+// With a device lag, gmlake's row is followed by a line naming the lag, the waits, the time they would block and
+// the moves made in stream order.
 std::string format_json(const std::vector<ReplayResult>& results);
 
 }  // namespace gmlake

@@ -53,8 +53,9 @@ std::string format_table(const std::vector<ReplayResult>& results) {
                        r.stats.evictions, r.ns_per_op, vmm_ns_per_op(r), vmm_us_per_stitch_text(r));
     if (r.policy == Policy::kGmlake && r.device_lag_us != 0) {
       out += fmt::format("  {:<11} on a device {} µs behind the host (--device-lag-us): {} waits for it, {:.1f} ms "
-                         "blocked\n",
-                         "", r.device_lag_us, r.device_waits, static_cast<double>(r.device_wait_ns) / 1e6);
+                         "blocked, {} moves in stream order\n",
+                         "", r.device_lag_us, r.device_waits, static_cast<double>(r.device_wait_ns) / 1e6,
+                         r.stats.in_order_evictions);
     } else if (r.policy == Policy::kGmlake) {
       out += fmt::format("  {:<11} assumes the device {} wherever the pool grows (a replay has no stream to ask: "
                          "assume_device_waits:{})\n",
@@ -105,6 +106,7 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"stitched_chunks", r.stats.stitched_chunks},
         {"stitch_reuses", r.stats.stitch_reuses},
         {"evictions", r.stats.evictions},
+        {"in_order_evictions", r.stats.in_order_evictions},
         {"ooms", r.ooms},
         {"unknown_frees", r.unknown_frees},
         {"peak_mappings", r.peak_mappings},
