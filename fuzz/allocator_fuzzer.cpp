@@ -27,6 +27,13 @@
 //   lake k            the lender: pause (at most 2 per input: each costs a borrow lake_answer_timeout_ms once),
 //                     resume, recall every loan, let the recall deadlines pass (cuts the pool off), stop lending,
 //                     close (the lender gone)
+// and with a device (the third configuration byte's bit 7, without the lake): the pool takes StreamEvents whose
+// work finishes only when the input says so (tests/manual_events.h), so that gmlake's fence runs: marks, waits,
+// lag growth (lag_grow_pages 64, 0, 1 or 8: bits 1-2) and, with bit 6, moves in stream order (in_order_moves);
+// cross_stream_reuse is off, as on a GPU, and record_stream does nothing (its deferred frees would need a model
+// of the events). One more operation:
+//   device k          finish the work queued on stream k, or on every stream, or mark stream k busy or idle
+//                     (whether the device waits for the host there)
 // Allowed outcomes: OutOfMemoryError or BackendError from allocate (a cap, an injected fault), BackendError
 // from empty_cache and set_cap (an injected fault), Error(kInvalidPointer) from bad_free; a free of a live block
 // never throws. Anything else is a finding. At most one fault is armed at a time (count 1), so at most one
@@ -58,6 +65,7 @@
 #include "gmlake/lake.h"
 #include "gmlake/pool.h"
 #include "gmlake/sim_backend.h"
+#include "../tests/manual_events.h"
 #include "gmlake/snapshot_writer.h"
 #include "gmlake/units.h"
 
@@ -104,7 +112,8 @@ struct Live {
 // Opcodes: the first kOps for the bare policy (byte 0 bit 5 clear: the seeds of before keep their meaning), all
 // kPoolOps for a Pool.
 enum Op : std::uint8_t { kAlloc, kFree, kBeginDeferred, kEndDeferred, kBadFree, kEmptyCache, kSetCap, kArmFault,
-                         kResetPeak, kOps, kSave = kOps, kRestore, kRecordStream, kTracing, kLake, kPoolOps };
+                         kResetPeak, kOps, kSave = kOps, kRestore, kRecordStream, kTracing, kLake, kPoolOps,
+                         kDevice = kPoolOps, kDeviceOps };
 
 constexpr std::uint64_t kMaxSizeLog2 = 30;  // blocks up to 1 GiB keep page tables and checks small
 constexpr std::uint64_t kLenderDeviceBytes = 64 * kMiB;
@@ -269,6 +278,14 @@ class Driver {
       pauses_left_ = absent ? kMaxPauses - 1 : kMaxPauses;
       lake_ = std::make_unique<LakeSide>(config.lake_socket, lender_budget_bytes[(pool_byte >> 3) & 0x3], absent);
     }
+    const bool device = whole_pool && !lake && (pool_byte & 0x80) != 0;
+    if (device) {
+      events_ = std::make_unique<test::ManualEvents>();
+      config.cross_stream_reuse = false;
+      config.in_order_moves = (pool_byte & 0x40) != 0;
+      const std::uint64_t lag_grow_pages[] = {64, 0, 1, 8};
+      config.lag_grow_pages = lag_grow_pages[(pool_byte >> 1) & 0x3];
+    }
     config.validate();
     if (lake) {
       inner_ = std::make_unique<HostBackend>(kPageBytes, (pool_byte & 0x20) != 0 ? 128 * kMiB : 32 * kMiB);
@@ -279,13 +296,13 @@ class Driver {
     }
     fault_ = std::make_unique<FaultBackend>(*inner_);
     if (whole_pool) {
-      auto pool = std::make_unique<Pool>(config, *fault_, nullptr, &clock_);
+      auto pool = std::make_unique<Pool>(config, *fault_, events_.get(), &clock_);
       pool_ = pool.get();
       allocator_ = std::move(pool);
     } else {
       allocator_ = make_allocator(config, *fault_, nullptr, &clock_);
     }
-    ops_ = whole_pool ? kPoolOps : kOps;
+    ops_ = device ? kDeviceOps : whole_pool ? kPoolOps : kOps;
   }
 
   void step(Bytes& in) {
@@ -308,13 +325,18 @@ class Driver {
       case kRecordStream: record_stream(in); break;
       case kTracing: tracing(in); break;
       case kLake: lake(in); break;
-      case kPoolOps: break;
+      case kDevice: device_step(in); break;
+      case kDeviceOps: break;
     }
     check();
   }
 
   void finish() {
     fault_->disarm_all();
+    if (events_ != nullptr) {
+      trace("device: %llu fence waits, %llu moves in stream order, %llu evictions",
+            allocator_->stats().fence_waits, allocator_->stats().in_order_evictions, allocator_->stats().evictions);
+    }
     for (const Live& b : live_) {
       if (b.pending) allocator_->end_deferred_free(b.ptr);
       else allocator_->deallocate(b.ptr);
@@ -522,6 +544,7 @@ class Driver {
   void record_stream(Bytes& in) {
     const std::uint8_t kind = in.next() % 4;
     const StreamId stream = in.next() % 4;
+    if (events_ != nullptr) return;  // with a device its deferred frees would need a model of the events
     if (kind == 0) {  // a bad pointer: refused, nothing changed
       void* p = bad_pointer(in);
       if (p == nullptr) return;
@@ -556,6 +579,19 @@ class Driver {
       const std::size_t max = kind == 2 ? SIZE_MAX : n;
       pool_->drain_trace(&events, max);
       if (events.size() > max) finding("drain_trace gave more entries than asked");
+    }
+  }
+
+  // The device's queued work (a device only): finishes a stream's, or all of it; or turns a stream busy or idle.
+  void device_step(Bytes& in) {
+    const std::uint8_t b = in.next();
+    const StreamId stream = (b >> 2) % 4;
+    trace("device %llu stream %llu", b % 4, stream);
+    switch (b % 4) {
+      case 0: events_->finish(stream); break;
+      case 1: events_->finish_all(); break;
+      case 2: events_->busy_streams.insert(stream); break;
+      default: events_->busy_streams.erase(stream); break;
     }
   }
 
@@ -601,6 +637,7 @@ class Driver {
   }
 
   ManualClock clock_;
+  std::unique_ptr<test::ManualEvents> events_;  // with a device (third configuration byte, bit 7); outlives the pool
   std::unique_ptr<LakeSide> lake_;      // the lender, with the lake; outlives the pool
   std::unique_ptr<Backend> inner_;      // sim, or host with the lake
   std::unique_ptr<FaultBackend> fault_;
