@@ -184,7 +184,8 @@ TEST_F(StreamFenceTest, LagGrowthComesFirstThenMovesInStreamOrderInsteadOfWaits)
 TEST_F(StreamFenceTest, AtTheStandbyLimitAnUnfinishedOldMappingStopsTheMoveInStreamOrder) {
   // One standby mapping per chunk: a chunk that already has an unfinished one cannot move in stream order, since
   // the move would unmap it; it waits (lag growth off) instead.
-  auto& a = make("cross_stream_reuse:false,headroom_permille:0,standby_mappings:1,lag_grow_pages:0,in_order_moves:true");
+  auto& a =
+      make("cross_stream_reuse:false,headroom_permille:0,standby_mappings:1,lag_grow_pages:0,in_order_moves:true");
   constexpr StreamId kStream = 1;
   void* x = a.allocate(2 * kMiB, kStream);  // page 0: chunk c0
   void* y = a.allocate(2 * kMiB, kStream);  // page 1
