@@ -119,10 +119,11 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
           fence_.wait_safe(arenas_[store_[oldest].arena].stream, use_.idle_since(oldest), use_.next_tick());
           ++stats_.fence_waits;
         }
-        // The oldest idle chunk is safe now: the device caught up (not so for a move in stream order).
-        if (!s.oldest_idle_in_order || step.action == ObtainAction::kWaitAndEvict) lag_grown_pages_ = Pages{0};
+        // The oldest idle chunk is safe now: the device caught up (not so for a move in stream order, which
+        // decide() takes only as kEvict).
+        if (!s.oldest_idle_in_order) lag_grown_pages_ = Pages{0};
         evict(oldest, EvictTo::kStandby);
-        if (s.oldest_idle_in_order && step.action == ObtainAction::kEvict) ++stats_.in_order_evictions;
+        if (s.oldest_idle_in_order) ++stats_.in_order_evictions;
         charge_eviction();
         s.create_refused = false;
         break;
