@@ -41,6 +41,12 @@ Held out a second time (2026-11-26):
   dpo_train            DPO of a LLaMA-style policy against a frozen reference, fp32 logits, lengths per step
   bert_train_eval      BERT fine-tuning with an evaluation pass (batch 256, longer sequences) every 5 steps
   vae_decode_varres    a VAE decoder's bf16 inference at latent sizes 32..128 a side, batch 1..4 (GB tensors)
+Held out a third time (2026-11-27, tenth session):
+  clip_contrastive_train CLIP (ViT-B/32 + text tower) contrastive training, batch and caption length per step
+  seg_train_fp16       DeepLabV3 (MobileNetV3) segmentation training, fp16 + GradScaler, crop and batch per step
+  video_infer_varclip  R(2+1)D-18 video inference, frames / side / batch drawn per call
+  distill_mlm_train    MLM logit distillation: frozen BERT-large-shaped teacher, 4-layer student, sequence per step
+  compiled_gpt_train   a 6-layer GPT trained under torch.compile (inductor's buffers), sequence from 4 buckets
 
 With --unrecorded, each workload runs a second time with the same draws and the same number of calls (every
 ctx.fits() answered as in the recorded run) without recording, and its wall time goes to the JSON as
@@ -1278,6 +1284,180 @@ def w_vae_decode_varres(ctx, p):
     torch.cuda.synchronize()
 
 
+def w_clip_contrastive_train(ctx, p):
+    """CLIP-style contrastive training (transformers CLIPModel, default CLIPConfig: ViT-B/32 image tower, 12-layer
+    text tower; random weights): batch drawn per step from U[32,192], captions of U[16,77] tokens, bf16 autocast
+    over fp32 parameters, AdamW. The batch x batch similarity logits and their gradients change size every step."""
+    from transformers import CLIPConfig, CLIPModel
+    rng = random.Random(SEED)
+    model = CLIPModel(CLIPConfig()).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    vocab = model.config.text_config.vocab_size
+    p.update(model="CLIPModel(CLIPConfig())", dtype="fp32 params, bf16 autocast", optimizer="AdamW",
+             draws="batch U[32,192], caption tokens U[16,77], 224 px images", steps=[],
+             max_steps=p.get("max_steps", 120))
+    for step in range(p["max_steps"]):
+        b, t = rng.randint(32, 192), rng.randint(16, 77)
+        if not ctx.fits(est_allocs=1200):
+            break
+        pix = torch.randn(b, 3, 224, 224, device="cuda")
+        ids = torch.randint(0, vocab, (b, t), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, pixel_values=pix, return_loss=True).loss
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del pix, ids, loss
+        p["steps"].append([b, t])
+    torch.cuda.synchronize()
+
+
+def w_seg_train_fp16(ctx, p):
+    """Semantic segmentation training (torchvision deeplabv3_mobilenet_v3_large, 21 classes, random weights) with
+    fp16 autocast and a GradScaler, SGD with momentum; square crops drawn per step from 256..640 px in steps of 64
+    and batch U[4,16], as multi-scale segmentation training does. Per-pixel logits are upsampled to the crop."""
+    import torchvision
+    rng = random.Random(SEED)
+    model = torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
+        weights=None, weights_backbone=None, num_classes=21, aux_loss=False).cuda().train()
+    opt = torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
+    scaler = torch.amp.GradScaler("cuda")
+    p.update(model="torchvision deeplabv3_mobilenet_v3_large(num_classes=21)", dtype="fp32 params, fp16 autocast, "
+             "GradScaler", optimizer="SGD momentum 0.9", draws="crop 64*U[4,10] px, batch U[4,16]", steps=[],
+             max_steps=p.get("max_steps", 150))
+    for step in range(p["max_steps"]):
+        s, b = 64 * rng.randint(4, 10), rng.randint(4, 16)
+        if not ctx.fits(est_allocs=900):
+            break
+        x = torch.randn(b, 3, s, s, device="cuda")
+        y = torch.randint(0, 21, (b, s, s), device="cuda")
+        with torch.autocast("cuda", dtype=torch.float16):
+            loss = F.cross_entropy(model(x)["out"], y)
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+        opt.zero_grad(set_to_none=True)
+        del x, y, loss
+        p["steps"].append([b, s])
+    torch.cuda.synchronize()
+
+
+def w_video_infer_varclip(ctx, p):
+    """Video classification inference (torchvision r2plus1d_18, random weights) in bf16, eval, no grad: clips of
+    8, 16 or 32 frames at 112..224 px a side (steps of 16) and batch U[1,8] drawn per call, as a video service
+    scoring uploads of different lengths and sizes."""
+    import torchvision
+    rng = random.Random(SEED)
+    model = torchvision.models.video.r2plus1d_18(weights=None).eval().to("cuda", torch.bfloat16)
+    p.update(model="torchvision.models.video.r2plus1d_18(weights=None)", dtype="bfloat16",
+             draws="frames of {8,16,32}, side 16*U[7,14], batch U[1,8]", calls=[], max_calls=p.get("max_calls", 150))
+    with torch.no_grad():
+        for i in range(p["max_calls"]):
+            t, s, b = rng.choice((8, 16, 32)), 16 * rng.randint(7, 14), rng.randint(1, 8)
+            if not ctx.fits(est_allocs=150):
+                break
+            x = torch.randn(b, 3, t, s, s, device="cuda", dtype=torch.bfloat16)
+            pred = model(x).argmax(-1)
+            del x, pred
+            p["calls"].append([b, t, s])
+    torch.cuda.synchronize()
+
+
+def w_distill_mlm_train(ctx, p):
+    """Knowledge distillation of masked-language-model logits: a frozen BERT-large-shaped teacher (24 layers,
+    hidden 1024; bf16 weights, eval, no grad) and a 4-layer BERT student (hidden 384) trained on the KL divergence
+    between their vocabulary logits (fp32, softmax temperature 2), batch 16, sequence U[64,384] per step, bf16
+    autocast, AdamW. Each step holds two batch x sequence x 30522 logit tensors (up to 0.75 GB each in fp32)."""
+    from transformers import BertConfig, BertForMaskedLM
+    rng = random.Random(SEED)
+    teacher = BertForMaskedLM(BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16,
+                                         intermediate_size=4096)).eval().to("cuda", torch.bfloat16)
+    for w in teacher.parameters():
+        w.requires_grad_(False)
+    student = BertForMaskedLM(BertConfig(hidden_size=384, num_hidden_layers=4, num_attention_heads=6,
+                                         intermediate_size=1536)).cuda().train()
+    opt = torch.optim.AdamW(student.parameters(), lr=1e-4)
+    vocab = student.config.vocab_size
+    p.update(model="teacher BertForMaskedLM(24 x 1024, bf16, frozen), student BertForMaskedLM(4 x 384)",
+             dtype="student fp32 params, bf16 autocast; KL on fp32 logits", optimizer="AdamW",
+             draws="batch 16, sequence U[64,384]", steps=[], max_steps=p.get("max_steps", 120))
+    for step in range(p["max_steps"]):
+        t = rng.randint(64, 384)
+        if not ctx.fits(est_allocs=700):
+            break
+        ids = torch.randint(0, vocab, (16, t), device="cuda")
+        with torch.no_grad():
+            soft = F.log_softmax(teacher(input_ids=ids).logits.float() / 2.0, dim=-1)
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = student(input_ids=ids).logits
+        loss = F.kl_div(F.log_softmax(logits.float() / 2.0, dim=-1), soft, log_target=True,
+                        reduction="batchmean") * 4.0
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del ids, soft, logits, loss
+        p["steps"].append(t)
+    torch.cuda.synchronize()
+
+
+def w_compiled_gpt_train(ctx, p):
+    """A 6-layer GPT (hidden 768, 12 heads, vocab 32000, written here with scaled_dot_product_attention) trained under torch.compile (inductor, default mode): Inductor plans its own
+    buffers, so the allocation pattern is the compiled graph's, not eager PyTorch's. Batch 16, sequence drawn per
+    step from {128, 256, 384, 512} (a recompile, then dynamic shapes), bf16 autocast, AdamW. The compiles happen
+    inside the recorded steps."""
+    rng = random.Random(SEED)
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, d, h):
+            super().__init__()
+            self.h = h
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+            x = x + self.proj(a)
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self, vocab=32000, d=768, h=12, layers=6, max_t=512):
+            super().__init__()
+            self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(max_t, d)
+            self.blocks = nn.ModuleList(Block(d, h) for _ in range(layers))
+            self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
+
+        def forward(self, ids, labels):
+            x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
+            for blk in self.blocks:
+                x = blk(x)
+            logits = self.head(self.ln(x))
+            return F.cross_entropy(logits.float().view(-1, logits.shape[-1]), labels.view(-1))
+
+    model = GPT().cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    step_fn = torch.compile(model)
+    p.update(model="GPT 6 x 768, 12 heads, vocab 32000 (written in capture_traces.py)",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW", compile="torch.compile(model), inductor default",
+             draws="batch 16, sequence from {128,256,384,512}", steps=[], max_steps=p.get("max_steps", 120))
+    for step in range(p["max_steps"]):
+        t = rng.choice((128, 256, 384, 512))
+        if not ctx.fits(est_allocs=600):
+            break
+        ids = torch.randint(0, 32000, (16, t), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = step_fn(ids, torch.roll(ids, -1, 1))
+        loss.backward()
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del ids, loss
+        p["steps"].append(t)
+    torch.cuda.synchronize()
+
+
 WORKLOADS = {
     "gpt2_generate": (w_gpt2_generate, 60),
     "llm_offload_streams": (w_llm_offload_streams, 60),
@@ -1306,6 +1486,11 @@ WORKLOADS = {
     "dpo_train": (w_dpo_train, 30),
     "bert_train_eval": (w_bert_train_eval, 30),
     "vae_decode_varres": (w_vae_decode_varres, 30),
+    "clip_contrastive_train": (w_clip_contrastive_train, 30),
+    "seg_train_fp16": (w_seg_train_fp16, 30),
+    "video_infer_varclip": (w_video_infer_varclip, 30),
+    "distill_mlm_train": (w_distill_mlm_train, 30),
+    "compiled_gpt_train": (w_compiled_gpt_train, 60),
 }
 
 
