@@ -129,7 +129,9 @@ class Pool final : public Allocator {
   std::unique_ptr<ChunkProvider> lake_;        // config.lake_socket for gmlake, else null; outlives policy_
   std::unique_ptr<Allocator> policy_;       // TracingAllocator over [PoisoningAllocator over] the policy
   Allocator* lake_policy_ = nullptr;        // the policy under the adaptors, when it has a lake: serve_recalls
-  TracingAllocator* tracing_ = nullptr;     // policy_ itself; the backend's observer
+  TracingAllocator* tracing_ = nullptr;     // policy_ itself; the backend's observer; under uses_ only while it
+                                            // records (set_tracing), else uses_ calls below_tracing_
+  Allocator* below_tracing_ = nullptr;      // the layer the tracer wraps (owned by it)
   CachingAllocator* caching_ = nullptr;     // the policy under the adaptors, when it is caching (restore)
   std::unique_ptr<StreamUses> uses_;        // the top; uses policy_ and events_, so it is destroyed first
 };

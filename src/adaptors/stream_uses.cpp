@@ -17,7 +17,7 @@ void* pointer(std::uintptr_t address) { return reinterpret_cast<void*>(address);
 
 }  // namespace
 
-StreamUses::StreamUses(Allocator& allocator, StreamEvents* events) : allocator_(allocator), events_(events) {}
+StreamUses::StreamUses(Allocator& allocator, StreamEvents* events) : allocator_(&allocator), events_(events) {}
 
 StreamUses::~StreamUses() {
   for (const auto& [stream, marks] : marks_) {
@@ -32,7 +32,7 @@ StreamUses::~StreamUses() {
 
 void StreamUses::record_stream(void* ptr, StreamId stream) {
   if (ptr == nullptr) return;
-  const std::optional<BlockInfo> block = allocator_.find_block(ptr);
+  const std::optional<BlockInfo> block = allocator_->find_block(ptr);
   if (!block || block->pending_free) {
     throw Error(ErrorCode::kInvalidPointer,
                 fmt::format("gmlake: record_stream({}): not a live block (never allocated here, already freed, or "
@@ -46,24 +46,24 @@ void StreamUses::record_stream(void* ptr, StreamId stream) {
 void* StreamUses::allocate_with_pending(std::uint64_t size_bytes, StreamId stream) {
   complete(/*wait=*/false);
   try {
-    return allocator_.allocate(size_bytes, stream);
+    return allocator_->allocate(size_bytes, stream);
   } catch (const OutOfMemoryError&) {
     if (pending_.empty()) throw;
   }
   complete(/*wait=*/true);
-  return allocator_.allocate(size_bytes, stream);
+  return allocator_->allocate(size_bytes, stream);
 }
 
 void StreamUses::deallocate_recorded(void* ptr) {
   const auto it = recorded_.find(address(ptr));
-  if (it == recorded_.end()) return allocator_.deallocate(ptr);
+  if (it == recorded_.end()) return allocator_->deallocate(ptr);
   const Streams& streams = it->second;
   // Events first, then the free: whichever fails, nothing has changed once the events are released.
   absl::InlinedVector<StreamEvents::Token, 2> tokens;
   tokens.reserve(streams.size());
   try {
     for (StreamId stream : streams) tokens.push_back(events_->record(stream));
-    allocator_.begin_deferred_free(ptr);
+    allocator_->begin_deferred_free(ptr);
   } catch (...) {
     for (StreamEvents::Token token : tokens) events_->release(token);
     throw;
@@ -100,27 +100,27 @@ void StreamUses::complete_front(std::deque<Mark>& marks) {
   const auto it = pending_.find(mark.block);
   if (--it->second != 0) return;
   pending_.erase(it);
-  allocator_.end_deferred_free(pointer(mark.block));
+  allocator_->end_deferred_free(pointer(mark.block));
 }
 
 void StreamUses::empty_cache() {
   if (!pending_.empty()) complete(/*wait=*/true);
-  allocator_.empty_cache();
+  allocator_->empty_cache();
 }
 
 Stats StreamUses::stats() const {
-  Stats stats = allocator_.stats();
+  Stats stats = allocator_->stats();
   stats.deferred_frees = deferred_frees_;
   return stats;
 }
 
 void StreamUses::check_invariants() const {
-  allocator_.check_invariants();
+  allocator_->check_invariants();
   auto broken = [](const std::string& what, std::uintptr_t block) {
     throw std::logic_error(fmt::format("gmlake StreamUses invariant broken: {} ({:#x})", what, block));
   };
   for (const auto& [block, streams] : recorded_) {
-    const std::optional<BlockInfo> info = allocator_.find_block(pointer(block));
+    const std::optional<BlockInfo> info = allocator_->find_block(pointer(block));
     if (!info || info->pending_free) broken("a block with recorded streams is not live", block);
     if (streams.empty()) broken("a recorded block has no stream", block);
   }
@@ -130,7 +130,7 @@ void StreamUses::check_invariants() const {
   }
   if (marks_of.size() != pending_.size()) broken("marks name a block that is not pending", 0);
   for (const auto& [block, count] : pending_) {
-    const std::optional<BlockInfo> info = allocator_.find_block(pointer(block));
+    const std::optional<BlockInfo> info = allocator_->find_block(pointer(block));
     if (!info || !info->pending_free) broken("a pending free is not pending in the allocator", block);
     const auto it = marks_of.find(block);
     if (count == 0 || it == marks_of.end() || it->second != count) {

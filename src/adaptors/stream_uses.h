@@ -40,6 +40,10 @@ class StreamUses final : public Allocator {
  public:
   // `events` is null when nothing runs asynchronously (host, sim). Both must outlive this object.
   StreamUses(Allocator& allocator, StreamEvents* events);
+  // The allocator below from now on, which must serve the same blocks as the one before (the Pool swaps in its
+  // tracer while it records, and takes it out of the call path while it does not: include/gmlake/pool.h). It
+  // must outlive this object.
+  void set_allocator(Allocator& allocator) { allocator_ = &allocator; }
   // Releases the events of frees still pending; their blocks stay pending in the allocator (its teardown
   // gives their memory back). Never throws.
   ~StreamUses() override;
@@ -58,7 +62,7 @@ class StreamUses final : public Allocator {
   // counted in num_ooms as the allocator saw it. Throws what the allocator throws, and BackendError from
   // the events (the frees completed before it stay completed).
   void* allocate(std::uint64_t size_bytes, StreamId stream) override {
-    if (pending_.empty()) return allocator_.allocate(size_bytes, stream);
+    if (pending_.empty()) return allocator_->allocate(size_bytes, stream);
     return allocate_with_pending(size_bytes, stream);
   }
 
@@ -70,7 +74,7 @@ class StreamUses final : public Allocator {
   // (a free with fewer events would let another stream reuse memory the failed one may still use), and a
   // later deallocate may try again.
   void deallocate(void* ptr) override {
-    if (recorded_.empty()) return allocator_.deallocate(ptr);
+    if (recorded_.empty()) return allocator_->deallocate(ptr);
     deallocate_recorded(ptr);
   }
 
@@ -80,15 +84,15 @@ class StreamUses final : public Allocator {
 
   // The rest of the Allocator interface is the wrapped allocator's. A deferred free begun here directly (a
   // trace's free_requested) is the caller's to complete: it is not one of this object's pending frees.
-  void begin_deferred_free(void* ptr) override { allocator_.begin_deferred_free(ptr); }
-  void end_deferred_free(void* ptr) override { allocator_.end_deferred_free(ptr); }
-  void set_cap_bytes(std::uint64_t cap_bytes) override { allocator_.set_cap_bytes(cap_bytes); }
-  void reset_peak_stats() override { allocator_.reset_peak_stats(); }
-  std::vector<BlockInfo> blocks() const override { return allocator_.blocks(); }
-  std::vector<SegmentInfo> segments() const override { return allocator_.segments(); }
-  std::optional<BlockInfo> find_block(const void* ptr) const override { return allocator_.find_block(ptr); }
-  Policy policy() const override { return allocator_.policy(); }
-  const Backend& backend() const override { return allocator_.backend(); }
+  void begin_deferred_free(void* ptr) override { allocator_->begin_deferred_free(ptr); }
+  void end_deferred_free(void* ptr) override { allocator_->end_deferred_free(ptr); }
+  void set_cap_bytes(std::uint64_t cap_bytes) override { allocator_->set_cap_bytes(cap_bytes); }
+  void reset_peak_stats() override { allocator_->reset_peak_stats(); }
+  std::vector<BlockInfo> blocks() const override { return allocator_->blocks(); }
+  std::vector<SegmentInfo> segments() const override { return allocator_->segments(); }
+  std::optional<BlockInfo> find_block(const void* ptr) const override { return allocator_->find_block(ptr); }
+  Policy policy() const override { return allocator_->policy(); }
+  const Backend& backend() const override { return allocator_->backend(); }
 
   // Frees begun by deallocate whose events have not all been seen finished yet.
   std::size_t pending_frees() const { return pending_.size(); }
@@ -116,7 +120,7 @@ class StreamUses final : public Allocator {
   // Releases the oldest mark of `marks` and completes its block's free when it was the block's last.
   void complete_front(std::deque<Mark>& marks);
 
-  Allocator& allocator_;
+  Allocator* allocator_;  // never null
   StreamEvents* events_;
   absl::flat_hash_map<std::uintptr_t, Streams> recorded_;       // live blocks -> other streams using them
   absl::flat_hash_map<StreamId, std::deque<Mark>> marks_;        // per stream, oldest first

@@ -86,11 +86,13 @@ void Pool::assemble() {
   if (lake_) lake_policy_ = policy_.get();  // serves the lake's recalls (allocator.h), below the adaptors
   caching_ = dynamic_cast<CachingAllocator*>(policy_.get());
   if (config_.debug) policy_ = std::make_unique<PoisoningAllocator>(std::move(policy_));
+  below_tracing_ = policy_.get();
   auto tracing = std::make_unique<TracingAllocator>(std::move(policy_));
   tracing_ = tracing.get();
   policy_ = std::move(tracing);
   backend_->set_observer(tracing_);
-  uses_ = std::make_unique<StreamUses>(*policy_, events_);
+  // The tracer is in the call path only while it records (set_tracing): idle, it would only forward each call.
+  uses_ = std::make_unique<StreamUses>(tracing_->tracing() ? *policy_ : *below_tracing_, events_);
 }
 
 Pool::~Pool() {
@@ -156,7 +158,10 @@ void Pool::restore(std::vector<BlockInfo> blocks) {
 }
 
 void Pool::record_stream(void* ptr, StreamId stream) { uses_->record_stream(ptr, stream); }
-void Pool::set_tracing(std::uint64_t max_events) { tracing_->set_tracing(max_events); }
+void Pool::set_tracing(std::uint64_t max_events) {
+  tracing_->set_tracing(max_events);
+  uses_->set_allocator(tracing_->tracing() ? static_cast<Allocator&>(*tracing_) : *below_tracing_);
+}
 void Pool::drain_trace(std::vector<SnapshotEvent>* out, std::size_t max) { tracing_->drain(out, max); }
 
 }  // namespace gmlake

@@ -15,6 +15,25 @@ namespace {
 
 class CudaStreamEventsTest : public gpu_test::CudaTest {};
 
+// Queues 2,000 memsets of `bytes` at `addr` on `s`, each of another value: device work that lasts far longer than
+// queuing it takes (about 50 ms at 64 MiB on an H100).
+void queue_writes(CUdeviceptr addr, std::uint64_t bytes, CUstream s) {
+  for (std::uint32_t i = 0; i < 2000; ++i) {
+    cuda::check("cuMemsetD32Async", cuda::driver().cuMemsetD32Async(addr, 0xA0A0A0A0u + i, bytes / 4, s));
+  }
+}
+
+// Fills `bytes` at `addr` with `value` on `s`, waits for the device (which also surfaces any fault from a write
+// into an unmapped range), and checks that every `stride`-th word reads back `value` (a fatal failure: call it
+// under ASSERT_NO_FATAL_FAILURE).
+void fill_and_expect(CUdeviceptr addr, std::uint64_t bytes, std::uint32_t value, CUstream s, std::size_t stride) {
+  cuda::check("cuMemsetD32Async", cuda::driver().cuMemsetD32Async(addr, value, bytes / 4, s));
+  gpu_test::synchronize();
+  std::vector<std::uint32_t> words(bytes / 4);
+  gpu_test::copy_from_device(words.data(), addr, bytes);
+  for (std::size_t i = 0; i < words.size(); i += stride) ASSERT_EQ(words[i], value) << "word " << i;
+}
+
 TEST_F(CudaStreamEventsTest, EventsRecordOnAStreamAndFinish) {
   CudaBackend backend;
   CudaStreamEvents events(backend);
@@ -39,9 +58,7 @@ TEST_F(CudaStreamEventsTest, AStreamIsIdleOnlyOnceItsQueuedWorkFinished) {
   CUdeviceptr buffer = 0;
   constexpr std::uint64_t kBytes = 64 * kMiB;
   cuda::check("cuMemAlloc", cuda::driver().cuMemAlloc(&buffer, kBytes));
-  for (int i = 0; i < 2000; ++i) {  // ~50 ms of device work, far longer than queuing it takes
-    cuda::check("cuMemsetD32Async", cuda::driver().cuMemsetD32Async(buffer, 0xA0A0A0A0u + i, kBytes / 4, s));
-  }
+  queue_writes(buffer, kBytes, s);
   EXPECT_FALSE(events.idle(reinterpret_cast<StreamId>(s)));  // the device is busy with it
   cuda::check("cuStreamSynchronize", cuda::driver().cuStreamSynchronize(s));
   EXPECT_TRUE(events.idle(reinterpret_cast<StreamId>(s)));  // drained: the device waits for the host
@@ -59,20 +76,12 @@ TEST_F(CudaStreamEventsTest, ChunksFreedUnderQueuedWorkMoveToAnotherStreamOnlyAf
   const CUstream b = gpu_test::make_stream();
   void* first = alloc.allocate(kBlockBytes, reinterpret_cast<StreamId>(a));
   const auto first_addr = reinterpret_cast<CUdeviceptr>(first);
-  // Queue a lot of writes into `first` on stream a (each memset covers the whole block).
-  for (int i = 0; i < 2000; ++i) {  // ~50 ms of device work, far longer than queuing it takes
-    cuda::check("cuMemsetD32Async",
-                cuda::driver().cuMemsetD32Async(first_addr, 0xA0A0A0A0u + i, kBlockBytes / 4, a));
-  }
+  queue_writes(first_addr, kBlockBytes, a);  // each write covers the whole block
   alloc.deallocate(first);  // stream-ordered free: stream a's writes are still queued
   void* second = alloc.allocate(kBlockBytes, reinterpret_cast<StreamId>(b));
   EXPECT_EQ(alloc.stats().fence_waits, 1u) << "the chunks moved without waiting for stream a";
   const auto second_addr = reinterpret_cast<CUdeviceptr>(second);
-  cuda::check("cuMemsetD32Async", cuda::driver().cuMemsetD32Async(second_addr, 0x5EC0DD00u, kBlockBytes / 4, b));
-  gpu_test::synchronize();  // also surfaces any fault from a write into an unmapped range
-  std::vector<std::uint32_t> words(kBlockBytes / 4);
-  gpu_test::copy_from_device(words.data(), second_addr, kBlockBytes);
-  for (std::size_t i = 0; i < words.size(); i += 4099) ASSERT_EQ(words[i], 0x5EC0DD00u) << "word " << i;
+  ASSERT_NO_FATAL_FAILURE(fill_and_expect(second_addr, kBlockBytes, 0x5EC0DD00u, b, 4099));
   alloc.check_invariants();
   alloc.deallocate(second);
   alloc.empty_cache();
@@ -97,9 +106,7 @@ TEST_F(CudaStreamEventsTest, ChunksFreedUnderQueuedWorkBackABlockOfTheSameStream
   void* first = alloc.allocate(32 * kMiB, stream);
   void* pin = alloc.allocate(2 * kMiB, stream);
   const auto first_addr = reinterpret_cast<CUdeviceptr>(first);
-  for (int i = 0; i < 2000; ++i) {  // ~25 ms of device work, far longer than queuing it takes
-    cuda::check("cuMemsetD32Async", cuda::driver().cuMemsetD32Async(first_addr, 0xA0A0A0A0u + i, 8 * kMiB, a));
-  }
+  queue_writes(first_addr, 32 * kMiB, a);
   alloc.deallocate(first);  // stream-ordered free: the writes are still queued
   constexpr std::uint64_t kSecondBytes = 48 * kMiB;
   void* second = alloc.allocate(kSecondBytes, stream);
@@ -107,11 +114,7 @@ TEST_F(CudaStreamEventsTest, ChunksFreedUnderQueuedWorkBackABlockOfTheSameStream
   EXPECT_EQ(alloc.stats().fence_waits, 0u) << "a move in stream order waited";
   EXPECT_GT(alloc.stats().in_order_evictions, 0u);
   const auto second_addr = reinterpret_cast<CUdeviceptr>(second);
-  cuda::check("cuMemsetD32Async", cuda::driver().cuMemsetD32Async(second_addr, 0x5EC0DD00u, kSecondBytes / 4, a));
-  gpu_test::synchronize();  // also surfaces any fault from a write into an unmapped range
-  std::vector<std::uint32_t> words(kSecondBytes / 4);
-  gpu_test::copy_from_device(words.data(), second_addr, kSecondBytes);
-  for (std::size_t i = 0; i < words.size(); i += 1021) ASSERT_EQ(words[i], 0x5EC0DD00u) << "word " << i;
+  ASSERT_NO_FATAL_FAILURE(fill_and_expect(second_addr, kSecondBytes, 0x5EC0DD00u, a, 1021));
   alloc.check_invariants();
   alloc.deallocate(second);
   alloc.deallocate(pin);

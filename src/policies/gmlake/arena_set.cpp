@@ -14,7 +14,7 @@ ArenaSet::~ArenaSet() {
   }
 }
 
-Arena& ArenaSet::get(bool small, StreamId stream) {
+Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
   std::uint32_t* slot;
   if (!per_stream_) {
     slot = &shared_[small];

@@ -46,8 +46,12 @@ class ArenaSet {
 
   // The arena of (`stream`, the small or the large pool), made on first use (stream is ignored unless
   // per_stream). Throws OutOfMemoryError when no address space is left even after every empty arena went back,
-  // or BackendError, as the backend said; nothing changes then.
-  Arena& get(bool small, StreamId stream);
+  // or BackendError, as the backend said; nothing changes then. Inline for a shared arena already made (every
+  // allocation asks).
+  Arena& get(bool small, StreamId stream) {
+    if (!per_stream_ && shared_[small] != UINT32_MAX) return *arenas_[shared_[small]];
+    return get_or_make(small, stream);
+  }
   // Gives back the address space of per-stream arenas with no block placed in them, unmapping their chunks
   // first (the Unmapper); with `wait`, after waiting for all queued work. Returns how many went back; none with
   // shared arenas.
@@ -63,6 +67,7 @@ class ArenaSet {
   std::uint32_t size() const { return static_cast<std::uint32_t>(arenas_.size()); }
 
  private:
+  Arena& get_or_make(bool small, StreamId stream);  // get(), past its inline case
   Backend& backend_;
   std::uint64_t virtual_bytes_;
   bool per_stream_;
