@@ -1487,7 +1487,7 @@ WORKLOADS = {
     "bert_train_eval": (w_bert_train_eval, 30),
     "vae_decode_varres": (w_vae_decode_varres, 30),
     "clip_contrastive_train": (w_clip_contrastive_train, 30),
-    "seg_train_fp16": (w_seg_train_fp16, 30),
+    "seg_train_fp16": (w_seg_train_fp16, 90),
     "video_infer_varclip": (w_video_infer_varclip, 30),
     "distill_mlm_train": (w_distill_mlm_train, 30),
     "compiled_gpt_train": (w_compiled_gpt_train, 60),
