@@ -6,6 +6,8 @@
 #   PAIRS: pairs per round, the first 5 untimed (default 35); MODELS default: the six of issue 23:
 #   gpt2 (varlen training), gpt2-fixed (16 x 1024 training), bert (varlen training), resnet50-infer (shapes
 #   drawn per call), unet3d-infer (volumes drawn per call, GB tensors), gpt2-generate (batch 1-4, CPU-bound).
+#   Held-out workloads (not tuned on): video-infer (clip length, size, batch per call), clip-train (batch 32-192,
+#   caption length per step).
 #   ROUNDS: rounds per model, one after the other in the same process (default 3).
 #   GMLAKE_CONF_AB: gmlake settings for the run (GMLAKE_CONF form); needs GMLAKE_LIBRARY (libgmlake_c.so with CUDA)
 set -uo pipefail
@@ -24,6 +26,7 @@ for model in "${models[@]}"; do
     resnet50) batch=128 ;;
     bert | bert-train-eval) batch=32 ;;
     gpt2-fixed) batch=16 ;;
+    clip-train) batch=48 ;;
   esac
   python3 bench/torch/train.py --model "$model" --alloc ab --conf "${GMLAKE_CONF_AB:-}" --batch $batch \
     --steps "$pairs" --rounds "${ROUNDS:-3}" --json "$out/ab_$model.json" >"$out/ab_$model.log" 2>&1 ||

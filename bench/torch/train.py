@@ -30,7 +30,8 @@ import time
 def parse():
     p = argparse.ArgumentParser()
     p.add_argument("--model", choices=["gpt2", "gpt2-fixed", "bert", "resnet50", "resnet50-infer", "unet3d-infer",
-                                       "gpt2-generate", "bert-train-eval"], default="gpt2",
+                                       "gpt2-generate", "bert-train-eval", "video-infer", "clip-train"],
+                   default="gpt2",
                    help="gpt2: sequence length 64..1024 drawn per step; gpt2-fixed: every step --batch x 1024; "
                         "resnet50-infer: bf16 inference (no grad) with batch 1..4x--batch and resolution "
                         "128..512 px drawn per call: varying shapes, no training; unet3d-infer: a 3D UNet's bf16 "
@@ -38,7 +39,12 @@ def parse():
                         "of GBs); gpt2-generate: model.generate (greedy, KV cache) with batch 1..4, prompt 16..256 "
                         "and 16..48 new tokens drawn per call: CPU-bound; bert-train-eval: BERT fine-tuning (--batch, "
                         "sequence 64..256) with an evaluation call (eval mode, no grad: 3 batches of 8x--batch at "
-                        "sequence 128..512) after every 5 training steps, as a script with periodic validation")
+                        "sequence 128..512) after every 5 training steps, as a script with periodic validation; "
+                        "video-infer: torchvision r2plus1d_18 bf16 inference (no grad), clips of 8, 16 or 32 frames "
+                        "at 112..224 px and batch 1..--batch drawn per call (traces/video_infer_varclip's pattern, "
+                        "a held-out workload); clip-train: CLIP contrastive training (transformers CLIPModel, "
+                        "default CLIPConfig) with batch 32..4x--batch and caption 16..77 tokens drawn per step "
+                        "(traces/clip_contrastive_train's pattern, a held-out workload)")
     p.add_argument("--alloc", choices=["native", "expandable", "gmlake", "gmlake-pluggable", "ab"], default="native")
     p.add_argument("--steps", type=int, default=40)
     p.add_argument("--batch", type=int, default=8)
@@ -191,6 +197,30 @@ def main():
             x = torch.randint(0, vocab, (args.batch, rng.randint(64, 256)), device=dev)
             y = torch.randint(0, 2, (args.batch,), device=dev)
             return shaped(lambda: model(input_ids=x, labels=y).loss, x)
+    elif args.model == "clip-train":
+        from transformers import CLIPConfig, CLIPModel
+
+        model = CLIPModel(CLIPConfig()).to(dev)
+        vocab = model.config.text_config.vocab_size
+
+        def batch():
+            n, t = rng.randint(32, 4 * args.batch), rng.randint(16, 77)
+            pix = torch.randn(n, 3, 224, 224, device=dev)
+            ids = torch.randint(0, vocab, (n, t), device=dev)
+            return shaped(lambda: model(input_ids=ids, pixel_values=pix, return_loss=True).loss, pix, ids)
+    elif args.model == "video-infer":
+        import torchvision
+
+        model = torchvision.models.video.r2plus1d_18().to(dev).eval()
+
+        def batch():
+            t, px, n = rng.choice((8, 16, 32)), 16 * rng.randint(7, 14), rng.randint(1, args.batch)
+            x = torch.randn(n, 3, t, px, px, device=dev)
+
+            def infer():
+                with torch.no_grad():
+                    return model(x).float().sum()
+            return shaped(infer, x)
     elif args.model == "resnet50-infer":
         import torchvision
 
@@ -216,7 +246,7 @@ def main():
             return shaped(lambda: loss_fn(model(x), y), x)
 
     opt = (torch.optim.SGD(model.parameters(), lr=0.01, momentum=0.9)
-           if args.model.startswith("resnet50") or args.model == "unet3d-infer"
+           if args.model.startswith("resnet50") or args.model in ("unet3d-infer", "video-infer")
            else torch.optim.AdamW(model.parameters(), lr=1e-4))
     if args.alloc == "ab":
         return ab_main(args, gmlake, batch, model, opt)
