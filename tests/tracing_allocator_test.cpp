@@ -4,6 +4,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include <string>
 #include <vector>
 
@@ -117,6 +119,38 @@ TEST_P(TracingPoolTest, AtMostMaxEventsAreKeptAndADrainMayTakePart) {
   events.clear();
   pool.drain_trace(&events);
   EXPECT_TRUE(events.empty());
+}
+
+// The Pool takes its tracer out of the call path while it does not record (Pool::set_tracing): each period of
+// tracing records its own calls, and only those, however often it stops and starts.
+TEST_P(TracingPoolTest, TracingThatStopsAndStartsAgainRecordsTheCallsOfEachPeriodOnly) {
+  Pool pool(config());
+  pool.allocate(kMiB, 0);  // the pool's memory exists: the periods below map little
+  pool.set_tracing(100);
+  void* a = pool.allocate(512, 0);
+  pool.set_tracing(0);
+  void* b = pool.allocate(1024, 0);
+  pool.deallocate(a);
+  pool.set_tracing(100);
+  void* c = pool.allocate(2048, 0);
+  pool.deallocate(b);
+  pool.set_tracing(0);
+  pool.deallocate(c);
+  std::vector<SnapshotEvent> events;
+  pool.drain_trace(&events);
+  auto count = [&](SnapshotAction action, void* ptr) {
+    return std::count_if(events.begin(), events.end(), [&](const SnapshotEvent& e) {
+      return e.action == action && e.addr == reinterpret_cast<std::uintptr_t>(ptr);
+    });
+  };
+  EXPECT_EQ(count(SnapshotAction::kAlloc, a), 1);
+  EXPECT_EQ(count(SnapshotAction::kFreeRequested, a), 0) << "freed while tracing was off";
+  EXPECT_EQ(count(SnapshotAction::kAlloc, b), 0) << "allocated while tracing was off";
+  EXPECT_EQ(count(SnapshotAction::kFreeRequested, b), 1);
+  EXPECT_EQ(count(SnapshotAction::kFreeCompleted, b), 1);
+  EXPECT_EQ(count(SnapshotAction::kAlloc, c), 1);
+  EXPECT_EQ(count(SnapshotAction::kFreeRequested, c), 0) << "freed while tracing was off";
+  pool.check_invariants();
 }
 
 INSTANTIATE_TEST_SUITE_P(EveryPolicy, TracingPoolTest,
