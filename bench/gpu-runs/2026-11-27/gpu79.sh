@@ -2,7 +2,8 @@
 # Run 79 (H100, tenth session): (1) the engine's CPU time on sim, the build of 8607313 (old) and of this session's
 # engine (new: POPCNT, the idle tracer out of the call path, ArenaSet::get inline) alternating, three times each,
 # on every shipped trace; (2) the GPU tests, the device pool's, the PyTorch allocator test and cuda against sim with
-# the new binaries; (3) seg_train_fp16 captured again with a 90 s budget (run 78 made 6 steps in 21 s).
+# the new binaries (the commands as run, now in scripts/gpu-checks-carried.sh); (3) seg_train_fp16 captured again
+# with a 90 s budget (run 78 made 6 steps in 21 s).
 set -uo pipefail
 source .dev/gpu_env.sh
 export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
@@ -17,14 +18,7 @@ for i in 1 2 3; do
     echo "$b$i rc $? $(python3 bench/gpu-runs/2026-11-27/nsop.py $OUT/r79/bench-$b$i.json | tail -1)"
   done
 done
-timeout 150 .dev/bin/gmlake_gpu_tests --gtest_brief=1 > $OUT/r79/gpu_tests.log 2>&1; echo "gpu tests rc $?"
-grep -E "^\[  (PASSED|FAILED|SKIPPED) " $OUT/r79/gpu_tests.log | tail -4; grep -E "^\[  FAILED  \]" $OUT/r79/gpu_tests.log | head -5
-timeout 60 .dev/bin/device_pool_gpu_tests --gtest_brief=1 > $OUT/r79/device_pool.log 2>&1; echo "device pool tests rc $?"
-grep -E "^\[  (PASSED|FAILED) " $OUT/r79/device_pool.log | tail -2
-timeout 120 python3 tests/gpu/torch_allocator_test.py > $OUT/r79/torch_allocator_test.log 2>&1; echo "torch allocator test rc $?"
-tail -n 2 $OUT/r79/torch_allocator_test.log
-GMLAKE_CLI=.dev/bin/gmlake timeout 150 scripts/gpu-cuda-vs-sim.sh $OUT/r79/cvs traces/{bert_train_eval,gpt2_varlen,cnn_varres,llm_offload_streams}.snapshot.pickle.xz > /dev/null; echo "cuda vs sim rc $?"
-tail -6 $OUT/r79/cvs/cuda-vs-sim.txt
+scripts/gpu-checks-carried.sh $OUT/r79
 python3 bench/torch/capture_traces.py --xz-dir $OUT/r79 --json-dir $OUT/r79 --unrecorded --only seg_train_fp16 \
   2>&1 | tee $OUT/r79/capture.log | grep -v "params:" | cut -c1-600
 tar czf $OUT/run79.tgz -C $OUT r79 && rm -rf $OUT/r79
