@@ -11,8 +11,8 @@ source .dev/gpu_env.sh
 export PYTHONPATH=$PWD/python
 mkdir -p "$out"
 status=0
-timeout 150 .dev/bin/gmlake_gpu_tests --gtest_brief=1 > "$out/gpu_tests.log" 2>&1 || status=1
-echo "gpu tests rc $status"
+timeout 150 .dev/bin/gmlake_gpu_tests --gtest_brief=1 > "$out/gpu_tests.log" 2>&1; rc=$?; echo "gpu tests rc $rc"
+[ $rc -eq 0 ] || status=1
 grep -E "^\[  (PASSED|FAILED|SKIPPED) " "$out/gpu_tests.log" | tail -4; grep -E "^\[  FAILED  \]" "$out/gpu_tests.log" | head -5
 timeout 60 .dev/bin/device_pool_gpu_tests --gtest_brief=1 > "$out/device_pool.log" 2>&1; rc=$?; echo "device pool tests rc $rc"
 [ $rc -eq 0 ] || status=1

@@ -91,8 +91,9 @@ void Pool::assemble() {
   tracing_ = tracing.get();
   policy_ = std::move(tracing);
   backend_->set_observer(tracing_);
-  // The tracer is in the call path only while it records (set_tracing): idle, it would only forward each call.
-  uses_ = std::make_unique<StreamUses>(tracing_->tracing() ? *policy_ : *below_tracing_, events_);
+  // The tracer is in the call path only while it records (set_tracing swaps it in): idle, as it starts, it would
+  // only forward each call.
+  uses_ = std::make_unique<StreamUses>(*below_tracing_, events_);
 }
 
 Pool::~Pool() {
