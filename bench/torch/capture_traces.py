@@ -123,6 +123,14 @@ class ReplayCtx(Ctx):
         return self.left >= 0
 
 
+def optimizer_step(loss, opt):
+    """The end of a training step, as the training workloads here end it: backward, the optimizer's step, and the
+    gradients dropped (set_to_none, so that their memory goes back to the allocator before the next step)."""
+    loss.backward()
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
 def rms_norm(x, w, eps=1e-6):
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
@@ -337,9 +345,7 @@ def w_cnn_varres(ctx, p):
             model.train()
             y = torch.randint(0, 1000, (b,), device="cuda")
             loss = F.cross_entropy(model(x).float(), y)
-            loss.backward()
-            opt.step()
-            opt.zero_grad(set_to_none=True)
+            optimizer_step(loss, opt)
             del loss, y
         else:
             model.eval()
@@ -634,9 +640,7 @@ def w_moe_varload(ctx, p):
         for l in layers:
             x = moe(x, l, bias, loads)
         loss = x.float().pow(2).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         p["steps"].append({"tokens": T, "skew": round(s, 3), "loss": round(float(loss), 5), "tokens_per_expert": loads})
         del x, loss, bias
     torch.cuda.synchronize()
@@ -658,9 +662,7 @@ def w_vit_train(ctx, p):
         y = torch.randint(0, 1000, (64,), device="cuda")
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del x, y, loss
         p["steps"] += 1
     torch.cuda.synchronize()
@@ -687,9 +689,7 @@ def w_t5_train_varlen(ctx, p):
         tgt = torch.randint(1, cfg.vocab_size, (16, t), device="cuda")
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(input_ids=src, attention_mask=torch.ones_like(src), labels=tgt).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del src, tgt, loss
         p["steps"].append([s, t])
     torch.cuda.synchronize()
@@ -720,9 +720,7 @@ def w_lora_ckpt_train(ctx, p):
             break
         ids = torch.randint(0, cfg.vocab_size, (4, t), device="cuda")
         loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del ids, loss
         p["steps"].append(t)
     torch.cuda.synchronize()
@@ -772,9 +770,7 @@ def w_unet2d_bucket_train(ctx, p):
         noise = torch.randn_like(x)
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = F.mse_loss(model(x + noise).float(), noise)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del x, noise, loss
         p["steps"].append([h, w])
     torch.cuda.synchronize()
@@ -816,9 +812,7 @@ def w_prefetch_stream_train(ctx, p):
         nxt = fetch()
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = F.cross_entropy(model(x), y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del x, y, loss
         p["steps"] += 1
     del nxt
@@ -850,9 +844,7 @@ def w_detection_train(ctx, p):
                             "labels": torch.randint(1, 91, (n,), device="cuda")})
         losses = model(images, targets)
         loss = sum(losses.values())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del images, targets, losses, loss
         p["steps"].append(shapes)
     torch.cuda.synchronize()
@@ -887,9 +879,7 @@ def w_gnn_train(ctx, p):
             if i < len(ws) - 1:
                 h = F.relu(h)
         loss = F.cross_entropy(h, y)
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del src, dst, deg, h, y, m, loss
         p["steps"].append(n)
     torch.cuda.synchronize()
@@ -983,9 +973,7 @@ def w_recsys_train(ctx, p):
         inter = (z @ z.transpose(1, 2))[:, iu[0], iu[1]]
         logit = top(torch.cat([embs[0], inter], 1)).squeeze(1)
         loss = F.binary_cross_entropy_with_logits(logit, torch.rand(b, device="cuda").round())
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del dense, embs, z, inter, logit, loss
         p["steps"].append(b)
     torch.cuda.synchronize()
@@ -1098,9 +1086,7 @@ def w_act_offload_train(ctx, p):
         with torch.autograd.graph.save_on_cpu(pin_memory=True):
             with torch.autocast("cuda", dtype=torch.bfloat16):
                 loss = model(input_ids=ids, labels=ids).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del ids, loss
         p["steps"].append(t)
     torch.cuda.synchronize()
@@ -1170,9 +1156,7 @@ def w_whisper_train(ctx, p):
         labels = torch.randint(0, cfg.vocab_size - 100, (b, t), device="cuda")
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(input_features=feats, labels=labels).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del feats, labels, loss
         p["steps"].append([b, t])
     torch.cuda.synchronize()
@@ -1212,9 +1196,7 @@ def w_dpo_train(ctx, p):
                 ref_c, ref_r = logps(ref, ids, tp).chunk(2)
             pol_c, pol_r = logps(policy, ids, tp).chunk(2)
         loss = -F.logsigmoid(0.1 * ((pol_c - ref_c) - (pol_r - ref_r))).mean()
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del ids, ref_c, ref_r, pol_c, pol_r, loss
         p["steps"].append([tp, tr])
     torch.cuda.synchronize()
@@ -1254,9 +1236,7 @@ def w_bert_train_eval(ctx, p):
         y = torch.randint(0, 2, (32,), device="cuda")
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(input_ids=ids, labels=y).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del ids, y, loss
         p["steps"].append(["train", t])
     torch.cuda.synchronize()
@@ -1304,9 +1284,7 @@ def w_clip_contrastive_train(ctx, p):
         ids = torch.randint(0, vocab, (b, t), device="cuda")
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = model(input_ids=ids, pixel_values=pix, return_loss=True).loss
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del pix, ids, loss
         p["steps"].append([b, t])
     torch.cuda.synchronize()
@@ -1392,9 +1370,7 @@ def w_distill_mlm_train(ctx, p):
             logits = student(input_ids=ids).logits
         loss = F.kl_div(F.log_softmax(logits.float() / 2.0, dim=-1), soft, log_target=True,
                         reduction="batchmean") * 4.0
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del ids, soft, logits, loss
         p["steps"].append(t)
     torch.cuda.synchronize()
@@ -1450,9 +1426,7 @@ def w_compiled_gpt_train(ctx, p):
         ids = torch.randint(0, 32000, (16, t), device="cuda")
         with torch.autocast("cuda", dtype=torch.bfloat16):
             loss = step_fn(ids, torch.roll(ids, -1, 1))
-        loss.backward()
-        opt.step()
-        opt.zero_grad(set_to_none=True)
+        optimizer_step(loss, opt)
         del ids, loss
         p["steps"].append(t)
     torch.cuda.synchronize()
