@@ -16,6 +16,11 @@ on any trace (issue 23's bar):
 
     scripts/replay-gate.py [--gmlake build/gmlake] [--bounds bench/replay_bounds.json] [--record]
 
+A known miss (traces/targets.json's known_misses: a trace on which the default misses its target or fails on a
+1.01x device where the page-granular engine does not, with what it reached when found) is held to that instead:
+it fails when it gets worse, and when the bar is met there (so that the list cannot go stale); the summary counts
+the known misses among the passed.
+
 --record rewrites the recorded bounds from this run (utilization - 0.002, VMM share x 1.05 + 0.001), for a
 deliberate change; the targets (TARGETS below) are the bar and are not recorded.
 Per-op ratios to caching are printed as a diagnostic; they are no bar.
@@ -42,6 +47,9 @@ with open(os.path.join(ROOT, "traces", "targets.json")) as _f:
     _TARGETS = json.load(_f)
 TRAINING = set(_TARGETS["training"])
 PAGE_GRANULAR_LIMITS = _TARGETS["page_granular_limits"]
+# Known misses: what the default reached on a trace where it misses the bar, when the miss was found. The gate
+# holds such a trace to that (worse fails) and fails once the bar is met there, so that the list cannot go stale.
+KNOWN_MISSES = _TARGETS.get("known_misses", {})
 
 
 def target(name):
@@ -133,7 +141,7 @@ def main():
         print(f"replay-gate: recorded {len(bounds)} bounds in {args.bounds}")
         return 0
     bounds = json.load(open(args.bounds))
-    failed = 0
+    failed = misses = 0
     print(f"{'trace':26s} {'peak GB':>8s} {'best PT':>8s} {'util':>6s} {'target':>6s} {'min':>6s} "
           f"{'VMM+ms':>7s} {'share':>6s} {'max':>6s} {'1.01x ooms':>10s}  per-op VMM vs caching (diagnostic)")
     for t, r in results.items():
@@ -145,20 +153,33 @@ def main():
         why = []
         if r["peak"] > r["best_pytorch"] * 1.001:
             why.append("above PyTorch's best")
-        if r["utilization"] < target(name):
-            why.append("below target")
+        miss = KNOWN_MISSES.get(name)
+        below = r["utilization"] < target(name)
+        tight_fails = r["tight_pg_ooms"] == 0 and r["tight_ooms"] != 0
+        if miss is None:
+            if below:
+                why.append("below target")
+            if tight_fails:
+                why.append("fails on a 1.01x device")
+        else:
+            if r["utilization"] < miss["utilization"]:
+                why.append(f"below its known miss ({miss['utilization']})")
+            if r["tight_ooms"] > miss["ooms_at_1.01x"]:
+                why.append(f"more failures on a 1.01x device than its known miss ({miss['ooms_at_1.01x']})")
+            if not below and not tight_fails:
+                why.append("known miss now met: remove it from traces/targets.json's known_misses")
         if r["utilization"] < b["min_utilization"]:
             why.append("utilization regressed")
         if r["vmm_share"] is not None and "max_vmm_share" in b and r["vmm_share"] > b["max_vmm_share"]:
             why.append("VMM share regressed")
-        if r["tight_pg_ooms"] == 0 and r["tight_ooms"] != 0:
-            why.append("fails on a 1.01x device")
         failed += bool(why)
+        misses += miss is not None and not why
         share = f"{r['vmm_share']:6.3f}" if r["vmm_share"] is not None else "     -"
         print(f"{name:26s} {r['peak'] / 1e9:8.3f} {r['best_pytorch'] / 1e9:8.3f} {r['utilization']:6.3f} "
               f"{target(name):6.3f} {b['min_utilization']:6.3f} {r['vmm_above_ms']:+7.0f} {share} "
               f"{b.get('max_vmm_share', float('nan')):6.3f} {r['tight_ooms']:>4d} / {r['tight_pg_ooms']:<4d}"
-              f"  {r['vmm_ratio']:.2f}x {'ok' if not why else 'FAILED: ' + ', '.join(why)}")
+              f"  {r['vmm_ratio']:.2f}x "
+              f"{('FAILED: ' + ', '.join(why)) if why else 'KNOWN MISS (traces/targets.json)' if miss else 'ok'}")
     for t, r in lake.items():
         if "lake:" + t not in bounds:
             print(f"replay-gate: lake {t}: no bound recorded (run with --record)", file=sys.stderr)
@@ -170,7 +191,8 @@ def main():
         print(f"lake {t:37s} ooms {r['ooms']} vmm ns/op {r['vmm_ns_per_op']:.0f} (max {b['max_vmm_ns_per_op']:.0f}) "
               f"peer {r['peak_peer_bytes'] / 1e9:.3f} GB (max {b['max_peak_peer_bytes'] / 1e9:.3f}) "
               f"{'ok' if ok else 'REGRESSED'}")
-    print(f"replay-gate: {len(results) + len(lake) - failed} passed, {failed} failed")
+    print(f"replay-gate: {len(results) + len(lake) - failed} passed ({misses} of them known misses of the bar, "
+          f"no worse than when found), {failed} failed")
     return 1 if failed else 0
 
 

@@ -47,6 +47,13 @@ Held out a third time (2026-11-27, tenth session):
   video_infer_varclip  R(2+1)D-18 video inference, frames / side / batch drawn per call
   distill_mlm_train    MLM logit distillation: frozen BERT-large-shaped teacher, 4-layer student, sequence per step
   compiled_gpt_train   a 6-layer GPT trained under torch.compile (inductor's buffers), sequence from 4 buckets
+Held out a fourth time (2026-11-27, eleventh session):
+  fsdp_like_train      one rank of FSDP2-style training: flat shards, unshard on an all-gather stream one block
+                       ahead, per-block recompute, gradients reduce-scattered on a third stream (record_stream)
+  lstm_lm_train        a 2-layer cuDNN LSTM language model, batch and sequence drawn per step (RNN workspaces)
+  convnext_multiscale_train ConvNeXt-T multi-scale training, side 160..320 px per step at constant pixels
+  ppo_rollout_train    RLHF-style: a LLaMA-style policy samples (generate, KV cache), then two policy-gradient
+                       updates on the rollout, in turn
 
 With --unrecorded, each workload runs a second time with the same draws and the same number of calls (every
 ctx.fits() answered as in the recorded run) without recording, and its wall time goes to the JSON as
@@ -1432,6 +1439,205 @@ def w_compiled_gpt_train(ctx, p):
     torch.cuda.synchronize()
 
 
+def w_fsdp_like_train(ctx, p):
+    """One rank of FSDP2-style sharded training, on one GPU: 12 pre-norm MLP blocks (d 2048, FFN 8192, GELU) whose
+    parameters live as one flat fp32 shard per block (1/8 of the block, as on 8 ranks). Before a block runs, its
+    full parameters are gathered into a new flat buffer on an all-gather stream (the shard copied 8 times stands for
+    the collective), one block ahead, and handed to the compute stream with record_stream; freed after the block's
+    forward and unsharded again for its backward (recomputed: the activations are checkpointed per block). Each
+    block's full gradient is reduce-scattered on a third stream into a shard-sized buffer (its slice copied),
+    averaged into the shard's gradient, and freed. AdamW over the shards; batch 8 x sequence U[128,1024] tokens
+    per step, bf16 autocast. Three allocating streams, and frees that wait for another stream's work."""
+    rng = random.Random(SEED)
+    d, ffn, blocks, ranks = 2048, 8192, 12, 8
+    full = 2 * d * ffn + 2 * d  # W1 (ffn x d), W2 (d x ffn), LayerNorm weight and bias
+    shard_n = -(-full // ranks)
+    gen = torch.Generator(device="cuda").manual_seed(SEED)
+    shards = [torch.nn.Parameter(torch.randn(shard_n, device="cuda", generator=gen) * 0.02) for _ in range(blocks)]
+    opt = torch.optim.AdamW(shards, lr=1e-4)
+    ag, rs = torch.cuda.Stream(), torch.cuda.Stream()
+    main = torch.cuda.current_stream()
+    p.update(model=f"{blocks} MLP blocks d {d} FFN {ffn}, flat shards of 1/{ranks}", dtype="fp32 shards, bf16 autocast",
+             optimizer="AdamW", streams="compute, all-gather, reduce-scatter", draws="sequence U[128,1024], batch 8",
+             steps=[], max_steps=p.get("max_steps", 60))
+
+    def unshard(i):
+        with torch.cuda.stream(ag):
+            ag.wait_stream(main)
+            flat = torch.empty(ranks * shard_n, device="cuda")
+            flat.view(ranks, shard_n).copy_(shards[i].detach().expand(ranks, shard_n))
+            ev = torch.cuda.Event()
+            ev.record(ag)
+        return flat, ev
+
+    def take(pending):
+        flat, ev = pending
+        main.wait_event(ev)
+        flat.record_stream(main)
+        return flat
+
+    def block(x, flat):
+        w1 = flat[:ffn * d].view(ffn, d)
+        w2 = flat[ffn * d:2 * ffn * d].view(d, ffn)
+        ln_w, ln_b = flat[2 * ffn * d:2 * ffn * d + d], flat[2 * ffn * d + d:full]
+        h = F.layer_norm(x, (d,), ln_w, ln_b)
+        return x + F.linear(F.gelu(F.linear(h, w1)), w2)
+
+    for step in range(p["max_steps"]):
+        t = rng.randint(128, 1024)
+        if not ctx.fits(est_allocs=40 * blocks):
+            break
+        x = torch.randn(8, t, d, device="cuda", requires_grad=False)
+        inputs = []
+        nxt = unshard(0)
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+            for i in range(blocks):
+                flat = take(nxt)
+                nxt = unshard(i + 1) if i + 1 < blocks else None
+                inputs.append(x)
+                x = block(x, flat)
+                del flat
+        # The loss at the top, then each block recomputed and differentiated, last first.
+        grad = (x.float() / x.numel()).to(x.dtype)
+        del x
+        nxt = unshard(blocks - 1)
+        for i in reversed(range(blocks)):
+            flat = take(nxt).requires_grad_(True)
+            nxt = unshard(i - 1) if i > 0 else None
+            xi = inputs.pop().detach().requires_grad_(True)
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                y = block(xi, flat)
+            g_x, g_flat = torch.autograd.grad(y, (xi, flat), grad)
+            del y, flat, xi
+            grad = g_x
+            with torch.cuda.stream(rs):
+                rs.wait_stream(main)
+                g_flat.record_stream(rs)
+                g_shard = torch.empty(shard_n, device="cuda")
+                g_shard.copy_(g_flat[:shard_n])  # this rank's slice; a reduce-scatter would sum the ranks' first
+                g_shard.div_(ranks)
+            main.wait_stream(rs)
+            g_shard.record_stream(main)
+            shards[i].grad = g_shard
+            del g_flat, g_shard
+        del grad
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        p["steps"].append(t)
+    torch.cuda.synchronize()
+
+
+def w_lstm_lm_train(ctx, p):
+    """An LSTM language model (embedding 512, 2-layer nn.LSTM of hidden 1024 on cuDNN, tied-size output over a
+    32,000-token vocabulary; random weights) trained with batch U[16,64] and sequence U[32,512] drawn per step, fp32
+    (cuDNN's RNN workspace and reserve space change size with every shape), Adam, gradient clipping at 1.0."""
+    rng = random.Random(SEED)
+    vocab = 32000
+
+    class LM(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.emb = torch.nn.Embedding(vocab, 512)
+            self.rnn = torch.nn.LSTM(512, 1024, num_layers=2, batch_first=True)
+            self.out = torch.nn.Linear(1024, vocab)
+
+        def forward(self, ids):
+            h, _ = self.rnn(self.emb(ids))
+            return self.out(h)
+
+    model = LM().cuda().train()
+    opt = torch.optim.Adam(model.parameters(), lr=1e-3)
+    p.update(model="Embedding 512 + nn.LSTM(512, 1024, 2 layers) + Linear to 32000", dtype="fp32 (cuDNN RNN)",
+             optimizer="Adam, clip 1.0", draws="batch U[16,64], sequence U[32,512]", steps=[],
+             max_steps=p.get("max_steps", 150))
+    for step in range(p["max_steps"]):
+        b, t = rng.randint(16, 64), rng.randint(32, 512)
+        if not ctx.fits(est_allocs=120):
+            break
+        ids = torch.randint(0, vocab, (b, t + 1), device="cuda")
+        logits = model(ids[:, :-1])
+        loss = F.cross_entropy(logits.reshape(-1, vocab), ids[:, 1:].reshape(-1))
+        del logits
+        loss.backward()
+        torch.nn.utils.clip_grad_norm_(model.parameters(), 1.0)
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del ids, loss
+        p["steps"].append([b, t])
+    torch.cuda.synchronize()
+
+
+def w_convnext_multiscale_train(ctx, p):
+    """Multi-scale image training of torchvision convnext_tiny (random weights, 1000 classes), channels-last, bf16
+    autocast, AdamW, label smoothing 0.1: the side drawn per step from 32*U[5,10] (160..320 px) and the batch so
+    that the pixels per step stay near 96 x 224^2 (as multi-scale detectors and classifiers train)."""
+    import torchvision
+    rng = random.Random(SEED)
+    model = torchvision.models.convnext_tiny(weights=None).cuda().to(memory_format=torch.channels_last).train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+    p.update(model="torchvision.models.convnext_tiny(weights=None), channels_last", dtype="fp32 params, bf16 autocast",
+             optimizer="AdamW", draws="side 32*U[5,10], batch = 96*224^2/side^2 (at least 16)", steps=[],
+             max_steps=p.get("max_steps", 120))
+    for step in range(p["max_steps"]):
+        s = 32 * rng.randint(5, 10)
+        b = max(16, (96 * 224 * 224) // (s * s))
+        if not ctx.fits(est_allocs=700):
+            break
+        x = torch.randn(b, 3, s, s, device="cuda").to(memory_format=torch.channels_last)
+        y = torch.randint(0, 1000, (b,), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y, label_smoothing=0.1)
+        optimizer_step(loss, opt)
+        del x, y, loss
+        p["steps"].append([b, s])
+    torch.cuda.synchronize()
+
+
+def w_ppo_rollout_train(ctx, p):
+    """RLHF-style rollouts and updates alternating (PPO's shape, the reward a random stand-in): a LLaMA-style policy
+    (LlamaConfig hidden 1024, intermediate 2816, 8 layers, 16 heads, 4 KV heads, vocab 32000; random weights, bf16
+    autocast over fp32 parameters) samples responses of U[32,128] new tokens to a batch of U[4,16] prompts of
+    U[32,256] tokens (`generate`, do_sample, KV cache, no grad), then takes two policy-gradient steps on the prompts
+    and responses (clipped ratio against the rollout's log-probabilities, AdamW): inference and training in turn,
+    each with its own shapes."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                      num_key_value_heads=4, vocab_size=32000, max_position_embeddings=1024)
+    model = LlamaForCausalLM(cfg).cuda()
+    model.generation_config.pad_token_id = 0
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-5)
+    p.update(model="LlamaForCausalLM(hidden 1024, inter 2816, 8 layers, 16 heads, 4 KV)", dtype="fp32 params, bf16",
+             optimizer="AdamW", draws="batch U[4,16], prompt U[32,256], new tokens U[32,128]; 2 updates per rollout",
+             iterations=[], max_iterations=p.get("max_iterations", 60))
+    for it in range(p["max_iterations"]):
+        b, t, n = rng.randint(4, 16), rng.randint(32, 256), rng.randint(32, 128)
+        if not ctx.fits(est_allocs=60 * n + 3000):
+            break
+        prompts = torch.randint(1, 32000, (b, t), device="cuda")
+        model.eval()
+        with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+            seq = model.generate(prompts, attention_mask=torch.ones_like(prompts), do_sample=True, top_p=0.9,
+                                 max_new_tokens=n, min_new_tokens=n)
+            old_logp = torch.log_softmax(model(seq).logits[:, t - 1:-1].float(), -1).gather(
+                -1, seq[:, t:, None]).squeeze(-1)
+        reward = torch.randn(b, 1, device="cuda")
+        model.train()
+        for _ in range(2):
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = model(seq).logits[:, t - 1:-1].float()
+            logp = torch.log_softmax(logits, -1).gather(-1, seq[:, t:, None]).squeeze(-1)
+            ratio = torch.exp(logp - old_logp)
+            loss = -torch.min(ratio * reward, torch.clamp(ratio, 0.8, 1.2) * reward).mean()
+            del logits, logp, ratio
+            optimizer_step(loss, opt)
+            del loss
+        del prompts, seq, old_logp, reward
+        p["iterations"].append([b, t, n])
+    torch.cuda.synchronize()
+
+
 WORKLOADS = {
     "gpt2_generate": (w_gpt2_generate, 60),
     "llm_offload_streams": (w_llm_offload_streams, 60),
@@ -1465,6 +1671,10 @@ WORKLOADS = {
     "video_infer_varclip": (w_video_infer_varclip, 30),
     "distill_mlm_train": (w_distill_mlm_train, 30),
     "compiled_gpt_train": (w_compiled_gpt_train, 60),
+    "fsdp_like_train": (w_fsdp_like_train, 40),
+    "lstm_lm_train": (w_lstm_lm_train, 30),
+    "convnext_multiscale_train": (w_convnext_multiscale_train, 40),
+    "ppo_rollout_train": (w_ppo_rollout_train, 50),
 }
 
 
