@@ -94,6 +94,33 @@ def replay(gmlake, trace):
             "vmm_ratio": vmm(g) / max(vmm(c), 1), "tight_ooms": tight["ooms"], "tight_pg_ooms": tight_pg["ooms"]}
 
 
+def reasons(name, r, bound, miss=None):
+    """Why trace `name` fails the gate: [] when it passes. `r`: its replay() figures; `bound`: its recorded bounds
+    (min_utilization, max_vmm_share); `miss`: its known_misses entry (None for a trace that must meet the bar)."""
+    why = []
+    if r["peak"] > r["best_pytorch"] * 1.001:
+        why.append("above PyTorch's best")
+    below = r["utilization"] < target(name)
+    tight_fails = r["tight_pg_ooms"] == 0 and r["tight_ooms"] != 0
+    if miss is None:
+        if below:
+            why.append("below target")
+        if tight_fails:
+            why.append("fails on a 1.01x device")
+    else:
+        if r["utilization"] < miss["utilization"]:
+            why.append(f"below its known miss ({miss['utilization']})")
+        if r["tight_ooms"] > miss["ooms_at_1.01x"]:
+            why.append(f"more failures on a 1.01x device than its known miss ({miss['ooms_at_1.01x']})")
+        if not below and not tight_fails:
+            why.append("known miss now met: remove it from traces/targets.json's known_misses")
+    if r["utilization"] < bound["min_utilization"]:
+        why.append("utilization regressed")
+    if r["vmm_share"] is not None and "max_vmm_share" in bound and r["vmm_share"] > bound["max_vmm_share"]:
+        why.append("VMM share regressed")
+    return why
+
+
 LAKE_TRACES = ["resnet50.snapshot.pickle.xz", "gpt2_varlen.snapshot.pickle.xz", "gpt2_generate.snapshot.pickle.xz"]
 
 
@@ -150,28 +177,8 @@ def main():
             print(f"replay-gate: {t}: no bound recorded (run with --record)", file=sys.stderr)
             return 2
         b = bounds[t]
-        why = []
-        if r["peak"] > r["best_pytorch"] * 1.001:
-            why.append("above PyTorch's best")
         miss = KNOWN_MISSES.get(name)
-        below = r["utilization"] < target(name)
-        tight_fails = r["tight_pg_ooms"] == 0 and r["tight_ooms"] != 0
-        if miss is None:
-            if below:
-                why.append("below target")
-            if tight_fails:
-                why.append("fails on a 1.01x device")
-        else:
-            if r["utilization"] < miss["utilization"]:
-                why.append(f"below its known miss ({miss['utilization']})")
-            if r["tight_ooms"] > miss["ooms_at_1.01x"]:
-                why.append(f"more failures on a 1.01x device than its known miss ({miss['ooms_at_1.01x']})")
-            if not below and not tight_fails:
-                why.append("known miss now met: remove it from traces/targets.json's known_misses")
-        if r["utilization"] < b["min_utilization"]:
-            why.append("utilization regressed")
-        if r["vmm_share"] is not None and "max_vmm_share" in b and r["vmm_share"] > b["max_vmm_share"]:
-            why.append("VMM share regressed")
+        why = reasons(name, r, b, miss)
         failed += bool(why)
         misses += miss is not None and not why
         share = f"{r['vmm_share']:6.3f}" if r["vmm_share"] is not None else "     -"
