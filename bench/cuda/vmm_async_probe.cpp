@@ -20,37 +20,15 @@
 #include <thread>
 #include <vector>
 
+#include "probe_support.h"
+
 namespace {
 
-void ok(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    const char* name = nullptr;
-    cuGetErrorName(r, &name);
-    std::fprintf(stderr, "%s failed: %s\n", what, name ? name : "?");
-    std::exit(1);
-  }
-}
+using probe::access_of;
+using probe::now_ns;
+using probe::ok;
+using probe::prop_of;
 
-std::uint64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
-
-CUmemAllocationProp prop_of(int device) {
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = device;
-  return prop;
-}
-
-CUmemAccessDesc access_of(int device) {
-  CUmemAccessDesc a{};
-  a.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  a.location.id = device;
-  a.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
-  return a;
-}
 
 struct Figures {
   double median_ns, mean_ns;
@@ -70,12 +48,7 @@ struct Chunk {
 }  // namespace
 
 int main() {
-  ok(cuInit(0), "cuInit");
-  CUdevice dev;
-  ok(cuDeviceGet(&dev, 0), "cuDeviceGet");
-  CUcontext ctx;
-  ok(cuDevicePrimaryCtxRetain(&ctx, dev), "retain");
-  ok(cuCtxSetCurrent(ctx), "set current");
+  CUcontext ctx = probe::primary_context(0);
   const CUmemAllocationProp prop = prop_of(0);
   const CUmemAccessDesc access = access_of(0);
   std::printf("{\"cases\": [\n");

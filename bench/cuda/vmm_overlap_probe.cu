@@ -23,10 +23,10 @@
 // 8 MiB queued behind a gate into a range not mapped yet (D1) or mapped without access yet (D2): what queueing
 // the copy returned, the stream's state after the worker mapped and opened the gate, and the words that arrived.
 //
-// Results on the H100 (bench/cuda/vmm_overlap_h100.json, three runs; docs/benchmarks.md, eleventh session):
+// Results on the H100 (bench/cuda/vmm_overlap_h100.json, four runs; docs/benchmarks.md, eleventh session):
 // A: launches 3.6-3.9 us alone, 3.8-4.9 us beside a worker making 60,000-74,000 VMM calls a second: the driver does
 // not hold launches back. B: 0 wrong words, no error, every gated round still waiting once queued. C: 17.6-19.3 ms
-// a step mapped inline, 9.1-10.2 ms mapped by the worker. D: both copies are refused when queued
+// a step mapped inline, 8.6-10.2 ms mapped by the worker (16.1-19.3 inline over the four runs). D: both copies are refused when queued
 // (CUDA_ERROR_INVALID_VALUE): the driver checks a copy's pointer against its mappings and their access at the
 // call, so only kernels may be queued before a block is mapped. PyTorch copies into new blocks all the time
 // (Module.to, Tensor.copy_), so deferring map or set_access past the allocation breaks it (run 86: the A/B's
@@ -44,21 +44,12 @@
 #include <thread>
 #include <vector>
 
+#include "probe_support.h"
+
 namespace {
 
-void ok(CUresult r, const char* what) {
-  if (r != CUDA_SUCCESS) {
-    const char* name = nullptr;
-    cuGetErrorName(r, &name);
-    std::fprintf(stderr, "%s failed: %s\n", what, name ? name : "?");
-    std::exit(1);
-  }
-}
-
-std::uint64_t now_ns() {
-  return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
-      .count();
-}
+using probe::now_ns;
+using probe::ok;
 
 __global__ void empty_kernel() {}
 
@@ -91,22 +82,12 @@ constexpr std::size_t kChunk = 2u << 20;
 }  // namespace
 
 int main() {
-  ok(cuInit(0), "cuInit");
-  CUdevice dev;
-  ok(cuDeviceGet(&dev, 0), "cuDeviceGet");
-  CUcontext ctx;
-  ok(cuDevicePrimaryCtxRetain(&ctx, dev), "cuDevicePrimaryCtxRetain");
-  ok(cuCtxSetCurrent(ctx), "cuCtxSetCurrent");
+  CUcontext ctx = probe::primary_context(0);
   CUstream stream;
   ok(cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING), "cuStreamCreate");
 
-  CUmemAllocationProp prop{};
-  prop.type = CU_MEM_ALLOCATION_TYPE_PINNED;
-  prop.location.type = CU_MEM_LOCATION_TYPE_DEVICE;
-  prop.location.id = 0;
-  CUmemAccessDesc access{};
-  access.location = prop.location;
-  access.flags = CU_MEM_ACCESS_FLAGS_PROT_READWRITE;
+  const CUmemAllocationProp prop = probe::prop_of(0);
+  const CUmemAccessDesc access = probe::access_of(0);
 
   std::printf("{\n");
   // ---- A: launches beside a VMM worker
