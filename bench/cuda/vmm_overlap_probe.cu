@@ -24,9 +24,9 @@
 // the copy returned, the stream's state after the worker mapped and opened the gate, and the words that arrived.
 //
 // Results on the H100 (bench/cuda/vmm_overlap_h100.json, four runs; docs/benchmarks.md, eleventh session):
-// A: launches 3.6-3.9 us alone, 3.8-4.9 us beside a worker making 60,000-74,000 VMM calls a second: the driver does
-// not hold launches back. B: 0 wrong words, no error, every gated round still waiting once queued. C: 17.6-19.3 ms
-// a step mapped inline, 8.6-10.2 ms mapped by the worker (16.1-19.3 inline over the four runs). D: both copies are refused when queued
+// A: launches 3.6-4.2 us alone, 3.8-4.9 us beside a worker making 60,000-81,000 VMM calls a second: the driver does
+// not hold launches back. B: 0 wrong words, no error, every gated round still waiting once queued. C: 16.1-19.3 ms
+// a step mapped inline, 8.6-10.2 ms mapped by the worker. D: both copies are refused when queued
 // (CUDA_ERROR_INVALID_VALUE): the driver checks a copy's pointer against its mappings and their access at the
 // call, so only kernels may be queued before a block is mapped. PyTorch copies into new blocks all the time
 // (Module.to, Tensor.copy_), so deferring map or set_access past the allocation breaks it (run 86: the A/B's
