@@ -1,15 +1,18 @@
 // What the hand-run CUDA probes of bench/cuda share: a driver call checked (the probe stops with the call's name
-// and the driver's error name on failure), the steady clock in nanoseconds, the primary context of a device, and a
-// chunk's properties and access. Header only; the probes build with
+// and the driver's error name on failure), the steady clock in nanoseconds, a sample's median and mean, the primary
+// context of a device, and a chunk's properties and access. Header only; the probes build with
 // one nvcc line each (see each probe's header).
 #pragma once
 
 #include <cuda.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <numeric>
+#include <vector>
 
 namespace probe {
 
@@ -27,6 +30,16 @@ inline void ok(CUresult r, const char* what) {
 inline std::uint64_t now_ns() {
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
+}
+
+// The median and mean of a sample of times, in nanoseconds (the sample must not be empty).
+struct Figures {
+  double median_ns, mean_ns;
+};
+inline Figures summarize(std::vector<std::uint64_t> v) {
+  std::sort(v.begin(), v.end());
+  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
+  return {static_cast<double>(v[v.size() / 2]), mean};
 }
 
 // cuInit, then device `device`'s primary context, retained and made current on this thread.

@@ -9,13 +9,11 @@
 // second thread's ns per unmap + release.
 #include <cuda.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <numeric>
 #include <string_view>
 #include <thread>
 #include <vector>
@@ -25,20 +23,12 @@
 namespace {
 
 using probe::access_of;
+using probe::Figures;
 using probe::now_ns;
 using probe::ok;
 using probe::prop_of;
+using probe::summarize;
 
-
-struct Figures {
-  double median_ns, mean_ns;
-};
-
-Figures summarize(std::vector<std::uint64_t> v) {
-  std::sort(v.begin(), v.end());
-  const double mean = std::accumulate(v.begin(), v.end(), 0.0) / static_cast<double>(v.size());
-  return {static_cast<double>(v[v.size() / 2]), mean};
-}
 
 struct Chunk {
   CUmemGenericAllocationHandle handle;

@@ -35,7 +35,6 @@
 #include <cuda.h>
 #include <cuda_runtime.h>
 
-#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -50,6 +49,7 @@ namespace {
 
 using probe::now_ns;
 using probe::ok;
+using probe::summarize;
 
 __global__ void empty_kernel() {}
 
@@ -64,17 +64,6 @@ __global__ void check_kernel(const std::uint32_t* p, std::size_t words, std::uin
   for (std::size_t i = blockIdx.x * blockDim.x + threadIdx.x; i < words; i += gridDim.x * blockDim.x)
     bad += p[i] != (value ^ static_cast<std::uint32_t>(i));
   if (bad) atomicAdd(mismatches, bad);
-}
-
-struct Stats {
-  double mean_ns, median_ns;
-};
-
-Stats summarize(std::vector<std::uint64_t> v) {
-  std::sort(v.begin(), v.end());
-  double sum = 0;
-  for (auto x : v) sum += static_cast<double>(x);
-  return {sum / static_cast<double>(v.size()), static_cast<double>(v[v.size() / 2])};
 }
 
 constexpr std::size_t kChunk = 2u << 20;
@@ -130,7 +119,7 @@ int main() {
     const std::uint64_t calls = worker_calls.load() - calls0;
     stop = true;
     if (worker.joinable()) worker.join();
-    const Stats s = summarize(launch_ns);
+    const probe::Figures s = summarize(launch_ns);
     std::printf("  \"A_%s\": {\"launch_mean_ns\": %.0f, \"launch_median_ns\": %.0f, \"loop_ms\": %.2f, "
                 "\"worker_vmm_calls_per_s\": %.0f},\n",
                 names[mode], s.mean_ns, s.median_ns, (t1 - t0) / 1e6, calls / ((t1 - t0) / 1e9));
@@ -208,7 +197,7 @@ int main() {
   cudaMemcpy(&bad, mismatches, sizeof bad, cudaMemcpyDeviceToHost);
   const char* err = nullptr;
   cuGetErrorName(first_error, &err);
-  const Stats q = summarize(queue_ns), m = summarize(map_ns), rr = summarize(round_ns),
+  const probe::Figures q = summarize(queue_ns), m = summarize(map_ns), rr = summarize(round_ns),
               sr = summarize(sync_map_round_ns);
   std::printf("  \"B\": {\"rounds_gated\": %zu, \"rounds_mapped_first\": %zu, \"mismatching_words\": %llu, "
               "\"first_error\": \"%s\", \"gated_rounds_still_waiting_after_queueing\": %d,\n"
@@ -295,7 +284,7 @@ int main() {
   cuGetErrorName(error_c, &err_c);
   inline_ns.erase(inline_ns.begin());  // the first step of each kind warms up
   worker_ns.erase(worker_ns.begin());
-  const Stats ci = summarize(inline_ns), cw = summarize(worker_ns);
+  const probe::Figures ci = summarize(inline_ns), cw = summarize(worker_ns);
   // ---- D: what a copy queued before the mapping finds (PyTorch's H2D copies: cudaMemcpyAsync on the stream).
   // D1: cuMemcpyHtoDAsync into a reserved range that is not mapped yet (the worker maps it behind the gate);
   // D2: into a range mapped on this thread but without access yet (the worker grants it behind the gate).
