@@ -1487,7 +1487,7 @@ def w_fsdp_like_train(ctx, p):
         t = rng.randint(128, 1024)
         if not ctx.fits(est_allocs=40 * blocks):
             break
-        x = torch.randn(8, t, d, device="cuda", requires_grad=False)
+        x = torch.randn(8, t, d, device="cuda")
         inputs = []
         nxt = unshard(0)
         with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
@@ -1803,6 +1803,14 @@ def run_one(name, fn, budget_s, args, env, compressors):
     torch.cuda.empty_cache()
 
 
+def recorded_calls(params):
+    """How many calls (steps, requests, rollouts, layers) a workload's recorded run made, from its JSON's params: what
+    a ReplayCtx must allow to run it again the same way. None when the params list no such count."""
+    n = next((params[k] for k in ("calls", "requests", "steps", "iterations", "layers_done") if k in params), None)
+    n = len(n) if isinstance(n, list) else n
+    return n if isinstance(n, int) else None
+
+
 def time_only(name, fn, args):
     """--time-only: the workload unrecorded, for the calls its JSON lists; workload_unrecorded_s added there."""
     js = os.path.join(args.json_dir, f"{name}.native.json")
@@ -1810,10 +1818,8 @@ def time_only(name, fn, args):
         print(f"=== {name}: no {js}, skipped", flush=True)
         return
     rec = json.load(open(js))
-    p = rec.get("params", {})
-    n = next((p[k] for k in ("calls", "requests", "steps", "layers_done") if k in p), None)
-    n = len(n) if isinstance(n, list) else n
-    if not isinstance(n, int):
+    n = recorded_calls(rec.get("params", {}))
+    if n is None:
         print(f"=== {name}: its JSON lists no count of calls, skipped", flush=True)
         return
     gc.collect()

@@ -11,6 +11,7 @@ gmlake's backend (VMM) time and calls per run, and each allocator's peak reserve
 import argparse
 import json
 import os
+import random
 import statistics
 import sys
 import time
@@ -34,12 +35,11 @@ def main():
     ct.torch, ct.F = torch, torch.nn.functional
     fn = ct.WORKLOADS[args.workload][0]
     rec = json.load(open(os.path.join(ROOT, "traces", f"{args.workload}.native.json")))
-    p = rec["params"]
-    calls = next(p[k] for k in ("calls", "requests", "steps", "iterations", "layers_done") if k in p)
-    calls = len(calls) if isinstance(calls, list) else calls
+    calls = ct.recorded_calls(rec["params"])
+    if calls is None:
+        sys.exit(f"workload_ab: traces/{args.workload}.native.json lists no count of calls")
 
     def run(native):
-        import random
         torch.manual_seed(ct.SEED)
         random.seed(ct.SEED)
         torch.cuda.synchronize()
