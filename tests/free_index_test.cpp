@@ -188,5 +188,39 @@ TEST(FreeIndexTest, ADecliningVisitorGetsTheFirstCandidateNotAccepted) {
   EXPECT_EQ(visits, 1);
 }
 
+// first_candidate is best_fit's first visit (the Placer's fast path takes it alone when it costs nothing): the
+// same range for every request size, whatever the bins hold, over many random takes and gives.
+TEST(FreeIndexTest, TheFirstCandidateIsTheRangeBestFitVisitsFirst) {
+  FreeIndex index(kCapacity);
+  std::vector<PieceId> live;
+  std::uint64_t seed = 777;
+  auto next = [&] { return seed = seed * 6364136223846793005ull + 1442695040888963407ull, seed >> 33; };
+  int compared = 0;
+  for (int step = 0; step < 3000; ++step) {
+    const std::uint64_t size = ((next() % 4096) + 1) * 512;
+    const Fit visited = index.best_fit(size, 64, [](const FreeRange&) { return false; });  // the first visit
+    const FreeRange first = index.first_candidate(size);
+    ASSERT_EQ(first.size_bytes, visited.range.size_bytes) << "step " << step << ", request " << size;
+    if (first.size_bytes != 0) {
+      ASSERT_EQ(first.offset, visited.range.offset) << "step " << step;
+      ASSERT_EQ(first.piece, visited.range.piece) << "step " << step;
+      ++compared;
+    }
+    if (!live.empty() && (next() % 2 == 0 || first.size_bytes == 0)) {
+      const std::size_t k = next() % live.size();
+      index.give(live[k]);
+      live[k] = live.back();
+      live.pop_back();
+    } else if (first.size_bytes != 0) {
+      const std::uint64_t room = first.size_bytes - size;
+      const std::uint64_t offset = first.offset + (next() % 2 == 0 ? 0 : (next() % (room / 512 + 1)) * 512);
+      live.push_back(index.take(first, offset, size));
+    }
+  }
+  EXPECT_GT(compared, 2000);
+  for (const PieceId p : live) index.give(p);
+  index.check_invariants();
+}
+
 }  // namespace
 }  // namespace gmlake::engine

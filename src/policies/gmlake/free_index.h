@@ -79,6 +79,21 @@ class FreeIndex {
     return fit;
   }
 
+  // The range best_fit(size_bytes, ...) visits first, or a zero-size range when none is large enough: the most
+  // recently freed range of the request's own size class that is large enough (among its first kOwnBinScan),
+  // else the most recently freed range of the next non-empty larger class. O(1), as best_fit's first step.
+  FreeRange first_candidate(std::uint64_t size_bytes) const {
+    const unsigned own = bin_of(size_bytes);
+    std::uint32_t scanned = 0;
+    for (std::uint32_t i = heads_[own]; i != kNone && scanned < kOwnBinScan; i = nodes_[i].next, ++scanned) {
+      if (nodes_[i].size_bytes >= size_bytes) return {nodes_[i].offset, nodes_[i].size_bytes, i};
+    }
+    const unsigned bin = next_nonempty(own + 1);
+    if (bin == kBins) return {0, 0};
+    const Node& n = nodes_[heads_[bin]];
+    return {n.offset, n.size_bytes, heads_[bin]};
+  }
+
   // Removes [offset, offset+size_bytes) from free range `from` (as best_fit visited it, unchanged since); what
   // is left on either side stays free. Returns the used piece, for give(). Throws std::logic_error when `from` is
   // not a free range of this index or does not contain the range (nothing changes).
