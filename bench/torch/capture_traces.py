@@ -1638,6 +1638,172 @@ def w_ppo_rollout_train(ctx, p):
     torch.cuda.synchronize()
 
 
+def w_gan_train(ctx, p):
+    """DCGAN-style adversarial training at 128 px (a generator of 5 transposed convolutions 512 -> 32 channels from a
+    128-d latent, a discriminator of 5 strided convolutions 32 -> 512 channels, batch norm / leaky ReLU, random
+    weights), fp32: each step a discriminator update on real and detached fake images, then a generator update
+    through the discriminator, two Adam optimizers (2e-4, betas 0.5 / 0.999); batch 64, and every 10th step a
+    no-grad sample of 256 images: two models and two optimizers in turn, with a larger inference batch now and
+    then."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+    G = nn.Sequential(
+        nn.ConvTranspose2d(128, 512, 4, 1, 0, bias=False), nn.BatchNorm2d(512), nn.ReLU(True),        # 4
+        nn.ConvTranspose2d(512, 256, 4, 2, 1, bias=False), nn.BatchNorm2d(256), nn.ReLU(True),        # 8
+        nn.ConvTranspose2d(256, 128, 4, 2, 1, bias=False), nn.BatchNorm2d(128), nn.ReLU(True),        # 16
+        nn.ConvTranspose2d(128, 64, 4, 2, 1, bias=False), nn.BatchNorm2d(64), nn.ReLU(True),          # 32
+        nn.ConvTranspose2d(64, 32, 4, 2, 1, bias=False), nn.BatchNorm2d(32), nn.ReLU(True),           # 64
+        nn.ConvTranspose2d(32, 3, 4, 2, 1, bias=False), nn.Tanh()).cuda()                             # 128
+    D = nn.Sequential(
+        nn.Conv2d(3, 32, 4, 2, 1, bias=False), nn.LeakyReLU(0.2, True),                               # 64
+        nn.Conv2d(32, 64, 4, 2, 1, bias=False), nn.BatchNorm2d(64), nn.LeakyReLU(0.2, True),          # 32
+        nn.Conv2d(64, 128, 4, 2, 1, bias=False), nn.BatchNorm2d(128), nn.LeakyReLU(0.2, True),        # 16
+        nn.Conv2d(128, 256, 4, 2, 1, bias=False), nn.BatchNorm2d(256), nn.LeakyReLU(0.2, True),       # 8
+        nn.Conv2d(256, 512, 4, 2, 1, bias=False), nn.BatchNorm2d(512), nn.LeakyReLU(0.2, True),       # 4
+        nn.Conv2d(512, 1, 4, 1, 0, bias=False), nn.Flatten()).cuda()
+    opt_g = torch.optim.Adam(G.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    opt_d = torch.optim.Adam(D.parameters(), lr=2e-4, betas=(0.5, 0.999))
+    bce = nn.BCEWithLogitsLoss()
+    p.update(model="DCGAN 128 px: G 128-d latent -> 512..32 ch, D 32..512 ch", dtype="fp32", optimizer="2 x Adam",
+             draws="batch 64; every 10th step a no-grad sample of 256", steps=[], max_steps=p.get("max_steps", 400))
+    for step in range(p["max_steps"]):
+        if not ctx.fits(est_allocs=200):
+            break
+        real = torch.rand(64, 3, 128, 128, device="cuda") * 2 - 1
+        fake = G(torch.randn(64, 128, 1, 1, device="cuda"))
+        d_loss = bce(D(real), torch.ones(64, 1, device="cuda")) + bce(D(fake.detach()), torch.zeros(64, 1, device="cuda"))
+        optimizer_step(d_loss, opt_d)
+        g_loss = bce(D(fake), torch.ones(64, 1, device="cuda"))
+        opt_d.zero_grad(set_to_none=True)
+        optimizer_step(g_loss, opt_g)
+        opt_d.zero_grad(set_to_none=True)
+        del real, fake, d_loss, g_loss
+        sampled = step % 10 == 9
+        if sampled:
+            G.eval()
+            with torch.no_grad():
+                imgs = G(torch.randn(256, 128, 1, 1, device="cuda"))
+                del imgs
+            G.train()
+        p["steps"].append([step, int(sampled)])
+    torch.cuda.synchronize()
+
+
+def w_spec_decode_infer(ctx, p):
+    """Speculative (assisted) decoding with transformers' `generate(assistant_model=...)`: a LLaMA-style target
+    (LlamaConfig hidden 1024, intermediate 2816, 8 layers, 16 heads, 4 KV heads) and a draft (hidden 512,
+    intermediate 1408, 2 layers, 8 heads, 2 KV heads), vocab 32000, random weights, bf16, greedy; one prompt of
+    U[16,512] tokens and U[32,256] new tokens per request: both models' KV caches grow token by token and are cut
+    back wherever the target rejects the draft's guesses (with random weights, most of them)."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    tcfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                       num_key_value_heads=4, vocab_size=32000, max_position_embeddings=1024)
+    dcfg = LlamaConfig(hidden_size=512, intermediate_size=1408, num_hidden_layers=2, num_attention_heads=8,
+                       num_key_value_heads=2, vocab_size=32000, max_position_embeddings=1024)
+    target = LlamaForCausalLM(tcfg).to("cuda", torch.bfloat16).eval()
+    draft = LlamaForCausalLM(dcfg).to("cuda", torch.bfloat16).eval()
+    for m in (target, draft):
+        m.generation_config.pad_token_id = 0
+    p.update(model="target LlamaForCausalLM(1024, 2816, 8 layers, 16/4 heads), draft (512, 1408, 2 layers, 8/2)",
+             dtype="bf16", draws="prompt U[16,512], new tokens U[32,256], batch 1, greedy", requests=[],
+             max_requests=p.get("max_requests", 200))
+    for r in range(p["max_requests"]):
+        t, n = rng.randint(16, 512), rng.randint(32, 256)
+        if not ctx.fits(est_allocs=40 * n):
+            break
+        prompt = torch.randint(1, 32000, (1, t), device="cuda")
+        with torch.no_grad():
+            out = target.generate(prompt, attention_mask=torch.ones_like(prompt), assistant_model=draft,
+                                  do_sample=False, max_new_tokens=n, min_new_tokens=n)
+        del prompt, out
+        p["requests"].append([t, n])
+    torch.cuda.synchronize()
+
+
+def w_sweep_train(ctx, p):
+    """A hyperparameter sweep in one process: trial after trial, a pre-norm transformer encoder (nn.TransformerEncoder,
+    width U{256,384,512,768,1024}, 2..6 layers, 4x FFN, random weights) is built, trained 12 steps on batch
+    U[8,64] x sequence U[64,512] of random tokens (vocab 16000, bf16 autocast, AdamW, a learning rate drawn per
+    trial), evaluated once without grad at batch 128, and dropped with its optimizer before the next: the pool
+    meets a new set of tensor sizes at each trial."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+    vocab = 16000
+    p.update(model="nn.TransformerEncoder per trial: width U{256..1024}, 2..6 layers", dtype="fp32 params, bf16 autocast",
+             optimizer="AdamW, lr per trial", draws="per trial width, depth, batch U[8,64], sequence U[64,512]; 12 "
+             "steps and one eval of batch 128", steps=[], max_steps=p.get("max_steps", 600))
+    step = 0
+    while step < p["max_steps"]:
+        d, layers = rng.choice([256, 384, 512, 768, 1024]), rng.randint(2, 6)
+        b, t = rng.randint(8, 64), rng.randint(64, 512)
+        emb = nn.Embedding(vocab, d).cuda()
+        enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(d, max(4, d // 64), 4 * d, batch_first=True,
+                                                               norm_first=True), layers, enable_nested_tensor=False).cuda()
+        head = nn.Linear(d, vocab).cuda()
+        params = list(emb.parameters()) + list(enc.parameters()) + list(head.parameters())
+        opt = torch.optim.AdamW(params, lr=10 ** rng.uniform(-4.5, -3))
+        stopped = False
+        for _ in range(12):
+            if step >= p["max_steps"] or not ctx.fits(est_allocs=40 * layers + 60):
+                stopped = True
+                break
+            ids = torch.randint(0, vocab, (b, t + 1), device="cuda")
+            with torch.autocast("cuda", dtype=torch.bfloat16):
+                logits = head(enc(emb(ids[:, :-1])))
+            loss = F.cross_entropy(logits.float().reshape(-1, vocab), ids[:, 1:].reshape(-1))
+            del logits
+            optimizer_step(loss, opt)
+            del ids, loss
+            p["steps"].append([d, layers, b, t])
+            step += 1
+        if not stopped and ctx.fits(est_allocs=40 * layers):
+            with torch.no_grad(), torch.autocast("cuda", dtype=torch.bfloat16):
+                ids = torch.randint(0, vocab, (128, t), device="cuda")
+                logits = head(enc(emb(ids)))
+                del ids, logits
+        del emb, enc, head, params, opt
+        if stopped:
+            break
+    torch.cuda.synchronize()
+
+
+def w_pointcloud_train(ctx, p):
+    """PointNet-style classification of point clouds of varying size: a batch of U[8,32] clouds of U[512,16384]
+    points each, concatenated (no padding), a shared per-point MLP 3 -> 64 -> 128 -> 1024 (Linear, ReLU), a max over
+    each cloud's points (scatter_reduce amax), a classifier 1024 -> 512 -> 256 -> 40, cross-entropy, AdamW; random
+    points and labels, fp32: per-point activations change size every step."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+    point_mlp = nn.Sequential(nn.Linear(3, 64), nn.ReLU(), nn.Linear(64, 128), nn.ReLU(), nn.Linear(128, 1024)).cuda()
+    head = nn.Sequential(nn.Linear(1024, 512), nn.ReLU(), nn.Linear(512, 256), nn.ReLU(), nn.Linear(256, 40)).cuda()
+    opt = torch.optim.AdamW(list(point_mlp.parameters()) + list(head.parameters()), lr=1e-3)
+    p.update(model="PointNet-style: per-point MLP 3-64-128-1024, scatter max, MLP 1024-512-256-40", dtype="fp32",
+             optimizer="AdamW", draws="U[8,32] clouds of U[512,16384] points per step", steps=[],
+             max_steps=p.get("max_steps", 500))
+    for step in range(p["max_steps"]):
+        if not ctx.fits(est_allocs=60):
+            break
+        counts = [rng.randint(512, 16384) for _ in range(rng.randint(8, 32))]
+        n = sum(counts)
+        pts = torch.randn(n, 3, device="cuda")
+        owner = torch.repeat_interleave(torch.arange(len(counts), device="cuda"),
+                                        torch.tensor(counts, device="cuda"))
+        feats = point_mlp(pts)
+        pooled = torch.full((len(counts), 1024), float("-inf"), device="cuda").scatter_reduce(
+            0, owner[:, None].expand(-1, 1024), feats, reduce="amax", include_self=True)
+        loss = F.cross_entropy(head(pooled), torch.randint(0, 40, (len(counts),), device="cuda"))
+        del feats, pooled
+        optimizer_step(loss, opt)
+        del pts, owner, loss
+        p["steps"].append([len(counts), n])
+    torch.cuda.synchronize()
+
+
 WORKLOADS = {
     "gpt2_generate": (w_gpt2_generate, 60),
     "llm_offload_streams": (w_llm_offload_streams, 60),
@@ -1675,6 +1841,10 @@ WORKLOADS = {
     "lstm_lm_train": (w_lstm_lm_train, 30),
     "convnext_multiscale_train": (w_convnext_multiscale_train, 40),
     "ppo_rollout_train": (w_ppo_rollout_train, 50),
+    "gan_train": (w_gan_train, 30),
+    "spec_decode_infer": (w_spec_decode_infer, 40),
+    "sweep_train": (w_sweep_train, 40),
+    "pointcloud_train": (w_pointcloud_train, 30),
 }
 
 
