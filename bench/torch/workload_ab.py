@@ -6,7 +6,8 @@ For a workload that bench/torch/train.py does not have as an A/B model: its func
 whole (every step its recorded run made: the call count from its provenance JSON in traces/), alternately under
 gmlake's extension and inside gmlake.torch.native(), the order swapped each pair, after one untimed run of each.
 Prints one JSON object: each pair's wall seconds and ratio gmlake / native, their median and the total ratio,
-gmlake's backend (VMM) time and calls per run, and each allocator's peak reserved bytes.
+gmlake's backend (VMM) time, calls and fence waits (the host blocked until the device passed a mark) per run, and
+each allocator's peak reserved bytes.
 """
 import argparse
 import json
@@ -54,7 +55,8 @@ def main():
         s = time.perf_counter() - t0
         after = gmlake.torch.memory_stats()
         return s, (after["gmlake.backend_time_ns"] - before["gmlake.backend_time_ns"]) / 1e6, \
-            after["gmlake.backend_calls"] - before["gmlake.backend_calls"]
+            after["gmlake.backend_calls"] - before["gmlake.backend_calls"], \
+            after["gmlake.fence_waits"] - before["gmlake.fence_waits"]
 
     run(True)
     run(False)
@@ -64,7 +66,8 @@ def main():
         r = {native: run(native) for native in order}
         pairs.append({"native_s": round(r[True][0], 4), "gmlake_s": round(r[False][0], 4),
                       "ratio": round(r[False][0] / r[True][0], 4), "gmlake_vmm_ms": round(r[False][1], 2),
-                      "gmlake_backend_calls": r[False][2], "gmlake_first": not order[0]})
+                      "gmlake_backend_calls": r[False][2], "gmlake_fence_waits": r[False][3],
+                      "gmlake_first": not order[0]})
     out = {"workload": args.workload, "calls": calls, "conf": args.conf, "pairs": pairs,
            "median_ratio": statistics.median(x["ratio"] for x in pairs),
            "total_ratio": sum(x["gmlake_s"] for x in pairs) / sum(x["native_s"] for x in pairs),
