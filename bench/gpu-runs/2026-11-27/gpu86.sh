@@ -6,7 +6,8 @@
 # (resnet50-infer, video-infer), the default against deferred_mapping:true, one after the other in one call, 35
 # pairs, 3 rounds. Outcome: the default halves ran (run86-default-*.json); both deferred halves failed at once in
 # `model.to("cuda")` with "CUDA error: invalid argument" (a copy into a block whose mapping had not run yet; the
-# probe's part D shows the driver checks a copy's pointer when it is queued), so the code was dropped.
+# probe's part D shows the driver checks a copy's pointer when it is queued), so the code was dropped. Its A/B loop
+# is now gpu91.sh's (which took it over with settings as a parameter).
 set -uo pipefail
 source .dev/gpu_env.sh
 export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
@@ -16,13 +17,5 @@ echo "##### GPU tests"
 .dev/bin/gmlake_gpu_tests --gtest_filter="${FILTER:-*Deferred*:CudaStreamEvents*:CudaEngine*:CudaBackend*}" 2>&1 | tail -${TAIL:-25}
 echo "##### torch allocator test, deferred_mapping:true"
 GMLAKE_CONF=deferred_mapping:true timeout 300 python3 tests/gpu/torch_allocator_test.py 2>&1 | tail -5
-for m in ${MODELS:-resnet50-infer video-infer}; do
-  for c in "" "deferred_mapping:true"; do
-    tag=${c:+deferred}; tag=${tag:-default}
-    echo "##### $m conf '$c'"
-    GMLAKE_CONF_AB="$c" ROUNDS=3 timeout 250 scripts/gpu-steptime-ab.sh $OUT/r$run/$tag ${PAIRS:-35} $m 2>&1 | cut -c1-420
-    cp $OUT/r$run/$tag/ab_$m.json $OUT/run$run-$tag-ab_$m.json 2>/dev/null
-    tail -3 $OUT/r$run/$tag/ab_$m.log | cut -c1-300
-  done
-done
-rm -rf $OUT/r$run
+RUN=$run MODELS=${MODELS:-resnet50-infer video-infer} CONFS="default= deferred=deferred_mapping:true" \
+  bash "$(dirname "$0")/gpu91.sh"
