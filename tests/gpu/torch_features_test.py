@@ -19,6 +19,10 @@
   use_on_oom torch.cuda.MemPool(use_on_oom=True): an allocation the main pool (capped by the memory fraction)
              cannot hold is served from that MemPool's cached memory, reserved bytes unchanged; without
              use_on_oom the same allocation raises torch.OutOfMemoryError
+  cache_info c10's CUDACachingAllocator::cacheInfo (what cuDNN fits its convolution workspace to, ATen's
+             Conv_v8.cpp get_available_workspace) called as ATen calls it, with a zero guess, through a small
+             inline extension: at least the device's free memory less 1 GiB, and at least the pool's unused bytes
+             after a freed 1 GiB block (an answer of 0 leaves cuDNN only the plans that need no workspace)
 
 Run: python3 tests/gpu/torch_features_test.py [feature ...] (default: all). Prints one line per check and exits 1
 when any fails; every feature runs even when an earlier one failed. Needs torch with CUDA and gmlake's
@@ -280,10 +284,35 @@ def feature_use_on_oom():
     torch.cuda.empty_cache()
 
 
+def feature_cache_info():
+    from torch.utils.cpp_extension import load_inline
+    ext = load_inline(
+        name="gmlake_cache_info_probe",
+        cpp_sources="""
+#include <c10/cuda/CUDACachingAllocator.h>
+long long cache_info(long long device) {
+  size_t largest = 0;  // as ATen's get_available_workspace asks
+  c10::cuda::CUDACachingAllocator::cacheInfo(static_cast<c10::DeviceIndex>(device), &largest);
+  return static_cast<long long>(largest);
+}""",
+        functions=["cache_info"], with_cuda=True, verbose=False)
+    torch.cuda.synchronize()
+    free, _ = torch.cuda.mem_get_info()
+    largest = ext.cache_info(0)
+    check(largest >= free - (1 << 30), f"cacheInfo answers {largest} bytes with {free} free on the device")
+    x = torch.empty(1 << 30, dtype=torch.uint8, device="cuda")
+    del x  # its pages stay in the pool, unused
+    unused = torch.cuda.memory_reserved() - torch.cuda.memory_allocated()
+    largest = ext.cache_info(0)
+    check(unused >= 1 << 30 and largest >= unused, f"cacheInfo answers {largest} bytes with {unused} unused in the pool")
+    torch.cuda.empty_cache()
+
+
 def main():
     gmlake.torch.enable()
     check(gmlake.torch.mode() == "extension", f"gmlake in extension mode ({gmlake.torch.mode()})")
-    wanted = sys.argv[1:] or ["history", "mempool", "graph", "compile", "checkpoint", "fraction", "use_on_oom"]
+    wanted = sys.argv[1:] or ["history", "mempool", "graph", "compile", "checkpoint", "fraction", "use_on_oom",
+                              "cache_info"]
     for name in wanted:
         try:
             globals()["feature_" + name]()

@@ -32,6 +32,7 @@
 #include <pybind11/pybind11.h>
 #include <torch/csrc/cuda/CUDAPluggableAllocator.h>
 
+#include <algorithm>
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -367,8 +368,26 @@ class GmlakeAllocator final : public PluggableBase {
     return delta;
   }
 
-  void cacheInfo(c10::DeviceIndex /*device*/, std::size_t* largest_block) override {
-    *largest_block = 0;  // cuDNN then sizes its workspace from the device's free memory
+  // The largest block an allocation could have now, as PyTorch's own allocator answers it: a zero guess becomes the
+  // device's free memory (cudaMemGetInfo), then raised to the bytes the pool holds unused (reserved - allocated:
+  // gmlake stitches any of its idle or free pages into one range, where PyTorch's largest cached block stands).
+  // cuDNN keeps only the convolution plans whose workspace fits this (ATen's Conv_v8.cpp get_available_workspace,
+  // Conv_v7.cpp getMaxWorkspaceSize): 0 here would leave it the plans that need no workspace.
+  void cacheInfo(c10::DeviceIndex device, std::size_t* largest_block) override {
+    if (*largest_block == 0) {
+      c10::cuda::CUDAGuard guard(device);
+      std::size_t free_bytes = 0, total_bytes = 0;
+      if (cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess) {
+        *largest_block = free_bytes;
+      } else {
+        (void)cudaGetLastError();  // an unknown answer stays 0, as before: cuDNN then takes no-workspace plans
+      }
+    }
+    gmlake_stats s{};
+    if (g_api.gmlake_get_stats(device, &s) == GMLAKE_OK && s.reserved_bytes.current > s.allocated_bytes.current) {
+      *largest_block = std::max(*largest_block,
+                                static_cast<std::size_t>(s.reserved_bytes.current - s.allocated_bytes.current));
+    }
   }
 
   // torch.cuda.memory_stats(): each statistic of the stat table (include/gmlake/stat_fields.h) that has a PyTorch
