@@ -20,6 +20,24 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
+def run_once(ct, fn, calls, native):
+    """One whole run of workload `fn` (capture_traces.py module `ct`, `calls` calls as recorded), seeded as the
+    recorded run, under PyTorch's allocator when `native`, else under gmlake's extension; its wall seconds."""
+    import torch
+    import gmlake.torch
+    torch.manual_seed(ct.SEED)
+    random.seed(ct.SEED)
+    torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    if native:
+        with gmlake.torch.native():
+            fn(ct.ReplayCtx(calls), {})
+    else:
+        fn(ct.ReplayCtx(calls), {})
+    torch.cuda.synchronize()
+    return time.perf_counter() - t0
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("workload")
@@ -41,18 +59,8 @@ def main():
         sys.exit(f"workload_ab: traces/{args.workload}.native.json lists no count of calls")
 
     def run(native):
-        torch.manual_seed(ct.SEED)
-        random.seed(ct.SEED)
-        torch.cuda.synchronize()
         before = gmlake.torch.memory_stats()
-        t0 = time.perf_counter()
-        if native:
-            with gmlake.torch.native():
-                fn(ct.ReplayCtx(calls), {})
-        else:
-            fn(ct.ReplayCtx(calls), {})
-        torch.cuda.synchronize()
-        s = time.perf_counter() - t0
+        s = run_once(ct, fn, calls, native)
         after = gmlake.torch.memory_stats()
         return s, (after["gmlake.backend_time_ns"] - before["gmlake.backend_time_ns"]) / 1e6, \
             after["gmlake.backend_calls"] - before["gmlake.backend_calls"], \

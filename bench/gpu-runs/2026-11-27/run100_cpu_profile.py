@@ -15,14 +15,11 @@ name = sys.argv[1] if len(sys.argv) > 1 else "gan_train"
 fn = ct.WORKLOADS[name][0]
 calls = ct.recorded_calls(json.load(open(os.path.join(ROOT, "traces", f"{name}.native.json")))["params"])
 
+from workload_ab import run_once
+
+
 def run(native):
-    torch.manual_seed(ct.SEED); random.seed(ct.SEED); torch.cuda.synchronize()
-    if native:
-        with gmlake.torch.native():
-            fn(ct.ReplayCtx(calls), {})
-    else:
-        fn(ct.ReplayCtx(calls), {})
-    torch.cuda.synchronize()
+    run_once(ct, fn, calls, native)
 
 run(True); run(False)
 out = {}
