@@ -1645,7 +1645,6 @@ def w_gan_train(ctx, p):
     through the discriminator, two Adam optimizers (2e-4, betas 0.5 / 0.999); batch 64, and every 10th step a
     no-grad sample of 256 images: two models and two optimizers in turn, with a larger inference batch now and
     then."""
-    rng = random.Random(SEED)
     torch.manual_seed(SEED)
     nn = torch.nn
     G = nn.Sequential(
@@ -1675,9 +1674,8 @@ def w_gan_train(ctx, p):
         d_loss = bce(D(real), torch.ones(64, 1, device="cuda")) + bce(D(fake.detach()), torch.zeros(64, 1, device="cuda"))
         optimizer_step(d_loss, opt_d)
         g_loss = bce(D(fake), torch.ones(64, 1, device="cuda"))
-        opt_d.zero_grad(set_to_none=True)
         optimizer_step(g_loss, opt_g)
-        opt_d.zero_grad(set_to_none=True)
+        opt_d.zero_grad(set_to_none=True)  # the discriminator's gradients from the generator's step
         del real, fake, d_loss, g_loss
         sampled = step % 10 == 9
         if sampled:

@@ -2,30 +2,25 @@
 """Run 100 (H100, twelfth session): gan_train's host side under each allocator. After an untimed run of each, one
 run per allocator under torch.profiler (CPU activity only), native first: the ops with the most self CPU time, and
 the total self CPU time of every op, per allocator.   python3 run100_cpu_profile.py [WORKLOAD]"""
-import json, os, random, sys
+import json, os, sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "python")); sys.path.insert(0, os.path.join(ROOT, "bench", "torch"))
 import torch
-import gmlake, gmlake.torch
+import gmlake.torch
 import capture_traces as ct
 from torch.profiler import profile, ProfilerActivity
+from workload_ab import run_once
 gmlake.torch.enable(extension=True)
 ct.torch, ct.F = torch, torch.nn.functional
 name = sys.argv[1] if len(sys.argv) > 1 else "gan_train"
 fn = ct.WORKLOADS[name][0]
 calls = ct.recorded_calls(json.load(open(os.path.join(ROOT, "traces", f"{name}.native.json")))["params"])
-
-from workload_ab import run_once
-
-
-def run(native):
-    run_once(ct, fn, calls, native)
-
-run(True); run(False)
+run_once(ct, fn, calls, True)
+run_once(ct, fn, calls, False)
 out = {}
 for native in (True, False):
     with profile(activities=[ProfilerActivity.CPU]) as p:
-        run(native)
+        run_once(ct, fn, calls, native)
     ka = p.key_averages()
     tag = "native" if native else "gmlake"
     rows = sorted(ka, key=lambda e: -e.self_cpu_time_total)[:14]

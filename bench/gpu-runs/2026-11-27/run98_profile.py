@@ -1,15 +1,17 @@
 #!/usr/bin/env python3
 """Run 98 (H100, twelfth session): where gan_train's excess under gmlake goes (runs 95-97: 1.046-1.061 of native
 with no backend call at all). One workload run per allocator under torch.profiler (CPU and CUDA activity), after an
-untimed run of each: host wall time, the GPU's kernel time (sum of the kernels' device time) and the host time spent
-in the allocator's entry points, for gmlake and native alternately, RUNS pairs.
+untimed run of each: RUNS pairs of unprofiled runs (wall time), gmlake and native alternately, then one profiled run
+of each: wall time and the GPU's kernel time (the sum of the kernels' device time).
     python3 run98_profile.py [WORKLOAD] [RUNS]"""
-import json, os, random, sys, time
+import json, os, sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 sys.path.insert(0, os.path.join(ROOT, "python")); sys.path.insert(0, os.path.join(ROOT, "bench", "torch"))
 import torch
-import gmlake, gmlake.torch
+import gmlake.torch
 import capture_traces as ct
+from torch.profiler import profile as prof_, ProfilerActivity
+from workload_ab import run_once
 gmlake.torch.enable(extension=True)
 ct.torch, ct.F = torch, torch.nn.functional
 name = sys.argv[1] if len(sys.argv) > 1 else "gan_train"
@@ -18,18 +20,9 @@ fn = ct.WORKLOADS[name][0]
 calls = ct.recorded_calls(json.load(open(os.path.join(ROOT, "traces", f"{name}.native.json")))["params"])
 
 def one(native, profile):
-    torch.manual_seed(ct.SEED); random.seed(ct.SEED); torch.cuda.synchronize()
-    ctx = gmlake.torch.native() if native else None
-    from torch.profiler import profile as prof_, ProfilerActivity
     p = prof_(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) if profile else None
     if p: p.__enter__()
-    t0 = time.perf_counter()
-    if ctx:
-        with ctx: fn(ct.ReplayCtx(calls), {})
-    else:
-        fn(ct.ReplayCtx(calls), {})
-    torch.cuda.synchronize()
-    wall = time.perf_counter() - t0
+    wall = run_once(ct, fn, calls, native)
     if not p: return {"wall_s": round(wall, 4)}
     p.__exit__(None, None, None)
     kernel_us = sum(e.device_time_total for e in p.events() if e.device_type.name == "CUDA")
