@@ -1,19 +1,29 @@
-"""In-process A/B of one capture_traces.py workload: gmlake against PyTorch's native allocator, whole runs.
+"""A/B of one capture_traces.py workload: gmlake against PyTorch's native allocator, whole runs.
 
     python3 bench/torch/workload_ab.py fsdp_like_train [--runs 6] [--conf GMLAKE_CONF]
+    python3 bench/torch/workload_ab.py gan_train --processes [--runs 5] [--runs-per-process 3] [--conf C]
+    python3 bench/torch/workload_ab.py gan_train --alone gmlake [--runs 3] [--conf C]
 
 For a workload that bench/torch/train.py does not have as an A/B model: its function in capture_traces.py runs
-whole (every step its recorded run made: the call count from its provenance JSON in traces/), alternately under
-gmlake's extension and inside gmlake.torch.native(), the order swapped each pair, after one untimed run of each.
-Prints one JSON object: each pair's wall seconds and ratio gmlake / native, their median and the total ratio,
-gmlake's backend (VMM) time, calls and fence waits (the host blocked until the device passed a mark) per run, and
-each allocator's peak reserved bytes.
+whole (every step its recorded run made: the call count from its provenance JSON in traces/).
+- In one process (the default): alternately under gmlake's extension and inside gmlake.torch.native(), the order
+  swapped each pair, after one untimed run of each. Prints one JSON object: each pair's wall seconds and ratio
+  gmlake / native, their median and the total ratio, gmlake's backend (VMM) time, calls and fence waits (the host
+  blocked until the device passed a mark) per run, and each allocator's peak reserved bytes.
+- `--processes`: as a user runs it, one allocator per process: `--runs` pairs of processes, each `--alone`, the
+  order swapped each pair. Prints one JSON object: each process's runs, per allocator the median and total of
+  all its runs, and the ratios gmlake / native of both. (In one process a host-bound workload can run slower
+  under both allocators than alone, and by different amounts: gan_train, docs/benchmarks.md, run 105.)
+- `--alone A`: this process uses allocator A (native or gmlake) alone: one untimed run, then `--runs` timed.
+  Prints one JSON object with each run's seconds. With PERF_CTL set (the control fifo of `perf record
+  --control`), writes "enable" to it before the timed runs and "disable" after, so that a profile holds them alone.
 """
 import argparse
 import json
 import os
 import random
 import statistics
+import subprocess
 import sys
 import time
 
@@ -38,12 +48,35 @@ def run_once(ct, fn, calls, native):
     return time.perf_counter() - t0
 
 
+def by_processes(args):
+    """The --processes A/B: pairs of processes of run --alone, native and gmlake in turn."""
+    rows = []
+    for i in range(args.runs):
+        for allocator in (("native", "gmlake") if i % 2 == 0 else ("gmlake", "native")):
+            cmd = [sys.executable, os.path.abspath(__file__), args.workload, "--alone", allocator,
+                   "--runs", str(args.runs_per_process), "--conf", args.conf]
+            out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+            rows.append(json.loads(out.strip().splitlines()[-1]))
+    runs = {a: [x for r in rows if r["allocator"] == a for x in r["runs_s"]] for a in ("native", "gmlake")}
+    out = {"workload": args.workload, "conf": args.conf, "mode": "processes", "processes": rows,
+           "median_s": {a: statistics.median(v) for a, v in runs.items()},
+           "total_s": {a: round(sum(v), 4) for a, v in runs.items()},
+           "median_ratio": statistics.median(runs["gmlake"]) / statistics.median(runs["native"]),
+           "total_ratio": sum(runs["gmlake"]) / sum(runs["native"])}
+    print(json.dumps(out))
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("workload")
-    ap.add_argument("--runs", type=int, default=6, help="timed pairs")
+    ap.add_argument("--runs", type=int, default=6, help="timed pairs (--alone: timed runs)")
     ap.add_argument("--conf", default="", help="gmlake configuration (GMLAKE_CONF form)")
+    ap.add_argument("--processes", action="store_true", help="one allocator per process (see above)")
+    ap.add_argument("--runs-per-process", type=int, default=3, help="--processes: timed runs in each process")
+    ap.add_argument("--alone", choices=("native", "gmlake"), help="one allocator alone in this process")
     args = ap.parse_args()
+    if args.processes:
+        return by_processes(args)
     sys.path.insert(0, os.path.join(ROOT, "python"))
     sys.path.insert(0, os.path.join(ROOT, "bench", "torch"))
     import torch
@@ -57,6 +90,23 @@ def main():
     calls = ct.recorded_calls(rec["params"])
     if calls is None:
         sys.exit(f"workload_ab: traces/{args.workload}.native.json lists no count of calls")
+
+    if args.alone:
+        native = args.alone == "native"
+        run_once(ct, fn, calls, native)
+        ctl = os.environ.get("PERF_CTL")
+
+        def tell(word):
+            if ctl:
+                with open(ctl, "w") as f:
+                    f.write(word + "\n")
+
+        tell("enable")
+        times = [round(run_once(ct, fn, calls, native), 4) for _ in range(args.runs)]
+        tell("disable")
+        print(json.dumps({"workload": args.workload, "allocator": args.alone, "conf": args.conf, "runs_s": times,
+                          "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}))
+        return
 
     def run(native):
         before = gmlake.torch.memory_stats()

@@ -1,25 +1,34 @@
 #!/usr/bin/env bash
-# Run 104 (H100, thirteenth session): a workload as its user runs it, one allocator per process: PAIRS pairs of
-# processes, native and gmlake in turn (the order swapped each pair), each one untimed run and RUNS timed runs of
-# the workload whole (run103_one.py). Run 103 found gan_train faster alone under gmlake (2.64-2.95 s against
-# 2.76-3.47 under perf), while in one process with both allocators (workload_ab.py) both run slower, gmlake more.
+# Runs 104-105 (H100, thirteenth session): a workload as its user runs it, one allocator per process
+# (bench/torch/workload_ab.py --processes: PAIRS pairs of processes, native and gmlake in turn, each one untimed
+# run and RUNS timed runs of the workload whole). Run 103 found gan_train faster alone under gmlake, while in one
+# process with both allocators (workload_ab.py's default) both run slower, gmlake more. Run 104 ran the same
+# loop written here in shell around run103_one.py (since folded into workload_ab.py --alone).
+# Run 105 (IN_PROCESS=1 ALONE_RUNS=10): then, on the same machine, the in-process A/B (PAIRS pairs) and each
+# allocator alone for ALONE_RUNS runs in a row: does the in-process slowdown come with the number of runs?
 set -uo pipefail
 source .dev/gpu_env.sh
 export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
-D=bench/gpu-runs/2026-11-27
+R=${RUN:-104}
 for W in ${WORKLOADS:-gan_train}; do
-  : > $OUT/run104-$W.jsonl
-  for p in $(seq 1 ${PAIRS:-5}); do
-    if [ $((p % 2)) -eq 1 ]; then order="native gmlake"; else order="gmlake native"; fi
-    for a in $order; do
-      timeout 120 python3 $D/run103_one.py $W $a --runs ${RUNS:-3} 2> /tmp/r104.log | tail -1 >> $OUT/run104-$W.jsonl || tail -3 /tmp/r104.log
+  echo "##### $W processes"
+  timeout 400 python3 bench/torch/workload_ab.py $W --processes --runs ${PAIRS:-5} --runs-per-process ${RUNS:-3} \
+    > $OUT/run$R-processes-$W.json 2> /tmp/r.log || tail -3 /tmp/r.log
+  python3 -c "
+import json; r=json.load(open('$OUT/run$R-processes-$W.json'))
+for p in r['processes']: print(p['allocator'], p['runs_s'])
+print('median_s', r['median_s'], 'ratio median', round(r['median_ratio'], 4), 'total', round(r['total_ratio'], 4))"
+  if [ -n "${IN_PROCESS:-}" ]; then
+    echo "##### $W in one process"
+    timeout 200 python3 bench/torch/workload_ab.py $W --runs ${PAIRS:-5} > $OUT/run$R-inprocess-$W.json 2> /tmp/r.log || tail -3 /tmp/r.log
+    python3 -c "
+import json; r=json.load(open('$OUT/run$R-inprocess-$W.json')); print('median', r['median_ratio'], 'total', round(r['total_ratio'],4))
+for p in r['pairs']: print(p['native_s'], p['gmlake_s'], p['ratio'])"
+  fi
+  if [ -n "${ALONE_RUNS:-}" ]; then
+    for a in native gmlake; do
+      echo "##### $W $a alone, $ALONE_RUNS runs"
+      timeout 150 python3 bench/torch/workload_ab.py $W --alone $a --runs $ALONE_RUNS 2> /tmp/r.log | tee $OUT/run$R-alone-$a-$W.json || tail -3 /tmp/r.log
     done
-  done
-  python3 - $OUT/run104-$W.jsonl <<'PY'
-import json, statistics, sys
-rows = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
-t = {a: [x for r in rows if r["allocator"] == a for x in r["runs_s"]] for a in ("native", "gmlake")}
-for a in t: print(rows[0]["workload"], a, len(t[a]), "runs, median", round(statistics.median(t[a]), 4), "total", round(sum(t[a]), 3), [round(x, 2) for x in t[a]])
-print("ratio gmlake/native: median", round(statistics.median(t["gmlake"]) / statistics.median(t["native"]), 4), "total", round(sum(t["gmlake"]) / sum(t["native"]), 4))
-PY
+  fi
 done
