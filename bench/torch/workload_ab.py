@@ -48,6 +48,20 @@ def run_once(ct, fn, calls, native):
     return time.perf_counter() - t0
 
 
+def alternate(run, pairs):
+    """One untimed run(native) under each allocator (native first), then `pairs` timed pairs, the order swapped each
+    pair: a list with, per pair, {True: native's run, False: gmlake's run, "gmlake_first": bool}."""
+    run(True)
+    run(False)
+    out = []
+    for i in range(pairs):
+        order = (True, False) if i % 2 == 0 else (False, True)
+        r = {native: run(native) for native in order}
+        r["gmlake_first"] = not order[0]
+        out.append(r)
+    return out
+
+
 def by_processes(args):
     """The --processes A/B: pairs of processes of run --alone, native and gmlake in turn."""
     rows = []
@@ -116,16 +130,10 @@ def main():
             after["gmlake.backend_calls"] - before["gmlake.backend_calls"], \
             after["gmlake.fence_waits"] - before["gmlake.fence_waits"]
 
-    run(True)
-    run(False)
-    pairs = []
-    for i in range(args.runs):
-        order = (True, False) if i % 2 == 0 else (False, True)
-        r = {native: run(native) for native in order}
-        pairs.append({"native_s": round(r[True][0], 4), "gmlake_s": round(r[False][0], 4),
-                      "ratio": round(r[False][0] / r[True][0], 4), "gmlake_vmm_ms": round(r[False][1], 2),
-                      "gmlake_backend_calls": r[False][2], "gmlake_fence_waits": r[False][3],
-                      "gmlake_first": not order[0]})
+    pairs = [{"native_s": round(r[True][0], 4), "gmlake_s": round(r[False][0], 4),
+              "ratio": round(r[False][0] / r[True][0], 4), "gmlake_vmm_ms": round(r[False][1], 2),
+              "gmlake_backend_calls": r[False][2], "gmlake_fence_waits": r[False][3],
+              "gmlake_first": r["gmlake_first"]} for r in alternate(run, args.runs)]
     out = {"workload": args.workload, "calls": calls, "conf": args.conf, "pairs": pairs,
            "median_ratio": statistics.median(x["ratio"] for x in pairs),
            "total_ratio": sum(x["gmlake_s"] for x in pairs) / sum(x["native_s"] for x in pairs),

@@ -34,6 +34,7 @@ def main():
     import torch
     import gmlake.torch
     import capture_traces as ct
+    import workload_ab
     gmlake.torch.enable(conf=args.conf or None, extension=True)
     ct.torch, ct.F = torch, torch.nn.functional
     fn = ct.WORKLOADS[args.workload][0]
@@ -108,12 +109,8 @@ def main():
                 "gmlake_backend_calls": after["gmlake.backend_calls"] - before["gmlake.backend_calls"],
                 "gmlake_fence_waits": after["gmlake.fence_waits"] - before["gmlake.fence_waits"]}
 
-    run(True)
-    run(False)
     pairs = []
-    for i in range(args.pairs):
-        order = (True, False) if i % 2 == 0 else (False, True)
-        r = {native: run(native) for native in order}
+    for i, r in enumerate(workload_ab.alternate(run, args.pairs)):
         pairs.append({"native": r[True], "gmlake": r[False], "ratio": round(r[False]["wall_s"] / r[True]["wall_s"], 4)})
         print("pair", i, pairs[-1]["ratio"], r[True]["wall_s"], r[True]["host_s"], r[False]["wall_s"], r[False]["host_s"],
               file=sys.stderr)
