@@ -3,6 +3,7 @@
 # one allocator per process and 1.068 in one process (the two agree on this GPU-bound workload), with 255-550 ms of
 # VMM and 43-77 fence waits a 2.5 s run. The in-process A/B (workload_ab.py, PAIRS pairs) of each setting in CONFS.
 # Run 108: RUN=108 CONFS="default in_order_moves:true lag_grow_pages:512 in_order_moves:true,lag_grow_pages:512".
+# Run 111: RUN=111 CONFS="default lag_grow_pages:128 lag_grow_pages:256 in_order_moves:true,lag_grow_pages:128".
 set -uo pipefail
 source .dev/gpu_env.sh
 export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
