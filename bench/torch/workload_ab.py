@@ -12,8 +12,9 @@ whole (every step its recorded run made: the call count from its provenance JSON
   blocked until the device passed a mark) per run, and each allocator's peak reserved bytes.
 - `--processes`: as a user runs it, one allocator per process: `--runs` pairs of processes, each `--alone`, the
   order swapped each pair. Prints one JSON object: each process's runs, per allocator the median and total of
-  all its runs, and the ratios gmlake / native of both. (In one process a host-bound workload can run slower
-  under both allocators than alone, and by different amounts: gan_train, docs/benchmarks.md, run 105.)
+  all its runs, and the ratios gmlake / native of both. (Where the host sets the pace, one process with both
+  allocators can slow gmlake: gan_train 1.083 in one process, 0.971 per process, one machine; docs/benchmarks.md,
+  run 110.)
 - `--alone A`: this process uses allocator A (native or gmlake) alone: one untimed run, then `--runs` timed.
   Prints one JSON object with each run's seconds. With PERF_CTL set (the control fifo of `perf record
   --control`), writes "enable" to it before the timed runs and "disable" after, so that a profile holds them alone.

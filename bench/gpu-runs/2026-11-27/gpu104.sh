@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
-# Runs 104-105 (H100, thirteenth session): a workload as its user runs it, one allocator per process
+# Runs 104-106, 110 (H100, thirteenth session): a workload as its user runs it, one allocator per process
 # (bench/torch/workload_ab.py --processes: PAIRS pairs of processes, native and gmlake in turn, each one untimed
 # run and RUNS timed runs of the workload whole). Run 103 found gan_train faster alone under gmlake, while in one
-# process with both allocators (workload_ab.py's default) both run slower, gmlake more. Run 104 ran the same
+# process with both allocators (workload_ab.py's default) runs 95-102 had measured it 1.04-1.08. Run 104 ran the same
 # loop written here in shell around run103_one.py (since folded into workload_ab.py --alone).
 # Run 105 (IN_PROCESS=1 ALONE_RUNS=10): then, on the same machine, the in-process A/B (PAIRS pairs) and each
 # allocator alone for ALONE_RUNS runs in a row: does the in-process slowdown come with the number of runs?
