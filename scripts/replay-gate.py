@@ -14,7 +14,7 @@ on any trace (issue 23's bar):
   - on a device only 1.01x the lower bound (`--device-bytes 1.01x`, no cap), an allocation fails where the
     page-granular engine (max_chunk_bytes:2M,grow_bytes:2M,move_share_permille:0) fails none.
 
-    scripts/replay-gate.py [--gmlake build/gmlake] [--bounds bench/replay_bounds.json] [--record]
+    scripts/replay-gate.py [--gmlake build/gmlake] [--bounds bench/replay_bounds.json] [--record] [--conf C]
 
 A known miss (traces/targets.json's known_misses: a trace on which the default misses its target or fails on a
 1.01x device where the page-granular engine does not, with what it reached when found) is held to that instead:
@@ -24,6 +24,8 @@ the known misses among the passed.
 --record rewrites the recorded bounds from this run (utilization - 0.002, VMM share x 1.05 + 0.001), for a
 deliberate change; the targets (TARGETS below) are the bar and are not recorded.
 Per-op ratios to caching are printed as a diagnostic; they are no bar.
+--conf C replays gmlake with configuration C (GMLAKE_CONF form) instead of the default, to weigh a candidate
+default against the same bar; the page-granular reference runs keep their own configuration. CI runs without it.
 Exit status: 0 when every trace is within its bounds, 1 otherwise, 2 on a missing trace or a failed replay.
 
 The lake (docs/design.md, "Peer chunks in the engine") is gated too, on LAKE_TRACES: each replayed by gmlake on
@@ -77,8 +79,9 @@ def workload_s(trace):
     return None
 
 
-def replay(gmlake, trace):
-    rows = run(gmlake, trace, "all")
+def replay(gmlake, trace, conf=""):
+    with_conf = ["--conf", conf] if conf else []
+    rows = run(gmlake, trace, "all", with_conf)
     dev = rows[0].get("device", 0)
     by = {r["policy"]: r for r in rows if r.get("device", 0) == dev}
     g, c, e = by["gmlake"], by["caching"], by["expandable"]
@@ -86,7 +89,7 @@ def replay(gmlake, trace):
     held = g["lower_bound_held_bytes"] or g["lower_bound_bytes"]
     seconds = workload_s(trace)
     above_ms = (vmm(g) - vmm(c)) / 1e6
-    tight = run(gmlake, trace, "gmlake", ["--device-bytes", "1.01x"])[0]
+    tight = run(gmlake, trace, "gmlake", ["--device-bytes", "1.01x"] + with_conf)[0]
     tight_pg = run(gmlake, trace, "gmlake", ["--device-bytes", "1.01x", "--conf", PAGE_GRANULAR])[0]
     return {"peak": g["peak_reserved_bytes"], "best_pytorch": min(c["peak_reserved_bytes"], e["peak_reserved_bytes"]),
             "utilization": held / g["peak_reserved_bytes"], "vmm_above_ms": above_ms,
@@ -137,12 +140,15 @@ def main():
     ap.add_argument("--gmlake", default=os.path.join(ROOT, "build", "gmlake"))
     ap.add_argument("--bounds", default=os.path.join(ROOT, "bench", "replay_bounds.json"))
     ap.add_argument("--record", action="store_true")
+    ap.add_argument("--conf", default="", help="gmlake's configuration (GMLAKE_CONF form) instead of the default")
     args = ap.parse_args()
+    if args.record and args.conf:
+        ap.error("--record records the default's bounds: drop --conf")
     traces = sorted(f for f in os.listdir(os.path.join(ROOT, "traces")) if ".snapshot.pickle" in f)
     results = {}
     for t in traces:
         try:
-            results[t] = replay(args.gmlake, os.path.join(ROOT, "traces", t))
+            results[t] = replay(args.gmlake, os.path.join(ROOT, "traces", t), args.conf)
         except (subprocess.CalledProcessError, KeyError, OSError, IndexError) as e:
             print(f"replay-gate: {t}: replay failed: {e}", file=sys.stderr)
             return 2

@@ -31,20 +31,48 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
-def run_once(ct, fn, calls, native):
-    """One whole run of workload `fn` (capture_traces.py module `ct`, `calls` calls as recorded), seeded as the
-    recorded run, under PyTorch's allocator when `native`, else under gmlake's extension; its wall seconds."""
+class Workload:
+    """A capture_traces.py workload made ready to run under both allocators (load())."""
+
+    def __init__(self, name, ct, fn, calls):
+        self.name, self.ct, self.fn, self.calls = name, ct, fn, calls
+
+
+def load(name, conf=""):
+    """Enables gmlake's extension (configuration `conf`, GMLAKE_CONF form; "" the default) as this process's
+    allocator, PyTorch's own reachable through gmlake.torch.native(), and loads workload `name` from
+    capture_traces.py with its call count from traces/NAME.native.json (exits when it lists none)."""
+    sys.path.insert(0, os.path.join(ROOT, "python"))
+    sys.path.insert(0, os.path.join(ROOT, "bench", "torch"))
     import torch
     import gmlake.torch
-    torch.manual_seed(ct.SEED)
-    random.seed(ct.SEED)
+    import capture_traces as ct
+    gmlake.torch.enable(conf=conf or None, extension=True)
+    ct.torch, ct.F = torch, torch.nn.functional
+    rec = json.load(open(os.path.join(ROOT, "traces", f"{name}.native.json")))
+    calls = ct.recorded_calls(rec["params"])
+    if calls is None:
+        sys.exit(f"workload_ab: traces/{name}.native.json lists no count of calls")
+    return Workload(name, ct, ct.WORKLOADS[name][0], calls)
+
+
+def run_once(w, native, ctx=None):
+    """One whole run of Workload `w` (load()), seeded as the recorded run, under PyTorch's allocator when `native`,
+    else under gmlake's extension; its wall seconds, from a synchronized device to a synchronized device. `ctx`:
+    the workload's context (a capture_traces.ReplayCtx of w.calls calls, or one derived from it, e.g. one that
+    stamps each step); a new ReplayCtx when None."""
+    import torch
+    import gmlake.torch
+    torch.manual_seed(w.ct.SEED)
+    random.seed(w.ct.SEED)
+    ctx = ctx if ctx is not None else w.ct.ReplayCtx(w.calls)
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     if native:
         with gmlake.torch.native():
-            fn(ct.ReplayCtx(calls), {})
+            w.fn(ctx, {})
     else:
-        fn(ct.ReplayCtx(calls), {})
+        w.fn(ctx, {})
     torch.cuda.synchronize()
     return time.perf_counter() - t0
 
@@ -92,23 +120,13 @@ def main():
     args = ap.parse_args()
     if args.processes:
         return by_processes(args)
-    sys.path.insert(0, os.path.join(ROOT, "python"))
-    sys.path.insert(0, os.path.join(ROOT, "bench", "torch"))
+    w = load(args.workload, args.conf)
     import torch
-    import gmlake
     import gmlake.torch
-    import capture_traces as ct
-    gmlake.torch.enable(conf=args.conf or None, extension=True)
-    ct.torch, ct.F = torch, torch.nn.functional
-    fn = ct.WORKLOADS[args.workload][0]
-    rec = json.load(open(os.path.join(ROOT, "traces", f"{args.workload}.native.json")))
-    calls = ct.recorded_calls(rec["params"])
-    if calls is None:
-        sys.exit(f"workload_ab: traces/{args.workload}.native.json lists no count of calls")
 
     if args.alone:
         native = args.alone == "native"
-        run_once(ct, fn, calls, native)
+        run_once(w, native)
         ctl = os.environ.get("PERF_CTL")
 
         def tell(word):
@@ -117,7 +135,7 @@ def main():
                     f.write(word + "\n")
 
         tell("enable")
-        times = [round(run_once(ct, fn, calls, native), 4) for _ in range(args.runs)]
+        times = [round(run_once(w, native), 4) for _ in range(args.runs)]
         tell("disable")
         print(json.dumps({"workload": args.workload, "allocator": args.alone, "conf": args.conf, "runs_s": times,
                           "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}))
@@ -125,7 +143,7 @@ def main():
 
     def run(native):
         before = gmlake.torch.memory_stats()
-        s = run_once(ct, fn, calls, native)
+        s = run_once(w, native)
         after = gmlake.torch.memory_stats()
         return s, (after["gmlake.backend_time_ns"] - before["gmlake.backend_time_ns"]) / 1e6, \
             after["gmlake.backend_calls"] - before["gmlake.backend_calls"], \
@@ -135,7 +153,7 @@ def main():
               "ratio": round(r[False][0] / r[True][0], 4), "gmlake_vmm_ms": round(r[False][1], 2),
               "gmlake_backend_calls": r[False][2], "gmlake_fence_waits": r[False][3],
               "gmlake_first": r["gmlake_first"]} for r in alternate(run, args.runs)]
-    out = {"workload": args.workload, "calls": calls, "conf": args.conf, "pairs": pairs,
+    out = {"workload": args.workload, "calls": w.calls, "conf": args.conf, "pairs": pairs,
            "median_ratio": statistics.median(x["ratio"] for x in pairs),
            "total_ratio": sum(x["gmlake_s"] for x in pairs) / sum(x["native_s"] for x in pairs),
            "gmlake_peak_reserved": gmlake.torch.memory_stats()["reserved_bytes.all.peak"],

@@ -4,23 +4,17 @@ run per allocator under torch.profiler (CPU activity only), native first: the op
 the total self CPU time of every op, per allocator.   python3 run100_cpu_profile.py [WORKLOAD]"""
 import json, os, sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(ROOT, "python")); sys.path.insert(0, os.path.join(ROOT, "bench", "torch"))
-import torch
-import gmlake.torch
-import capture_traces as ct
-from torch.profiler import profile, ProfilerActivity
-from workload_ab import run_once
-gmlake.torch.enable(extension=True)
-ct.torch, ct.F = torch, torch.nn.functional
+sys.path.insert(0, os.path.join(ROOT, "bench", "torch"))
+from workload_ab import load, run_once
 name = sys.argv[1] if len(sys.argv) > 1 else "gan_train"
-fn = ct.WORKLOADS[name][0]
-calls = ct.recorded_calls(json.load(open(os.path.join(ROOT, "traces", f"{name}.native.json")))["params"])
-run_once(ct, fn, calls, True)
-run_once(ct, fn, calls, False)
+w = load(name)
+from torch.profiler import profile, ProfilerActivity
+run_once(w, True)
+run_once(w, False)
 out = {}
 for native in (True, False):
     with profile(activities=[ProfilerActivity.CPU]) as p:
-        run_once(ct, fn, calls, native)
+        run_once(w, native)
     ka = p.key_averages()
     tag = "native" if native else "gmlake"
     rows = sorted(ka, key=lambda e: -e.self_cpu_time_total)[:14]

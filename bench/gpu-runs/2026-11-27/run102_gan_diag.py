@@ -15,7 +15,6 @@ Prints one JSON object.
 import argparse
 import json
 import os
-import random
 import statistics
 import sys
 import time
@@ -31,14 +30,11 @@ def main():
     ap.add_argument("--conf", default="")
     ap.add_argument("--workload", default="gan_train")
     args = ap.parse_args()
+    import workload_ab
+    w = workload_ab.load(args.workload, args.conf)
     import torch
     import gmlake.torch
-    import capture_traces as ct
-    import workload_ab
-    gmlake.torch.enable(conf=args.conf or None, extension=True)
-    ct.torch, ct.F = torch, torch.nn.functional
-    fn = ct.WORKLOADS[args.workload][0]
-    calls = ct.recorded_calls(json.load(open(os.path.join(ROOT, "traces", f"{args.workload}.native.json")))["params"])
+    ct, calls = w.ct, w.calls
 
     # 1. alloc + free as PyTorch calls them
     sizes = [512, 8192, 262144, 1 << 20, 4 << 20, 12582912, 50331648]
@@ -80,19 +76,10 @@ def main():
             return super().fits(est_allocs, est_s)
 
     def run(native):
-        torch.manual_seed(ct.SEED)
-        random.seed(ct.SEED)
         ctx = StampCtx(calls)
         before = gmlake.torch.memory_stats()
-        torch.cuda.synchronize()
-        t0 = time.perf_counter()
-        if native:
-            with gmlake.torch.native():
-                fn(ctx, {})
-        else:
-            fn(ctx, {})
-        torch.cuda.synchronize()
-        wall = time.perf_counter() - t0
+        t0 = time.perf_counter()  # run_once seeds and synchronizes before its own clock starts: a few µs earlier
+        wall = workload_ab.run_once(w, native, ctx)
         after = gmlake.torch.memory_stats()
         h = [b - a for a, b in zip(ctx.host, ctx.host[1:])]
         g = [a.elapsed_time(b) / 1e3 for a, b in zip(ctx.events, ctx.events[1:])]

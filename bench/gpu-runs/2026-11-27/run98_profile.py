@@ -6,33 +6,26 @@ of each: wall time and the GPU's kernel time (the sum of the kernels' device tim
     python3 run98_profile.py [WORKLOAD] [RUNS]"""
 import json, os, sys
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-sys.path.insert(0, os.path.join(ROOT, "python")); sys.path.insert(0, os.path.join(ROOT, "bench", "torch"))
-import torch
-import gmlake.torch
-import capture_traces as ct
-from torch.profiler import profile as prof_, ProfilerActivity
-from workload_ab import run_once
-gmlake.torch.enable(extension=True)
-ct.torch, ct.F = torch, torch.nn.functional
+sys.path.insert(0, os.path.join(ROOT, "bench", "torch"))
+from workload_ab import alternate, load, run_once
 name = sys.argv[1] if len(sys.argv) > 1 else "gan_train"
 runs = int(sys.argv[2]) if len(sys.argv) > 2 else 2
-fn = ct.WORKLOADS[name][0]
-calls = ct.recorded_calls(json.load(open(os.path.join(ROOT, "traces", f"{name}.native.json")))["params"])
+w = load(name)
+from torch.profiler import profile as prof_, ProfilerActivity
 
 def one(native, profile):
     p = prof_(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) if profile else None
     if p: p.__enter__()
-    wall = run_once(ct, fn, calls, native)
+    wall = run_once(w, native)
     if not p: return {"wall_s": round(wall, 4)}
     p.__exit__(None, None, None)
     kernel_us = sum(e.device_time_total for e in p.events() if e.device_type.name == "CUDA")
     return {"wall_s": round(wall, 4), "kernel_s": round(kernel_us / 1e6, 4), "events": len(p.events())}
 
-one(True, False); one(False, False)
 out = []
-for i in range(runs):
-    for native in ((True, False) if i % 2 == 0 else (False, True)):
-        r = {"alloc": "native" if native else "gmlake", **one(native, False)}
+for pair in alternate(lambda native: one(native, False), runs):
+    for native in ((False, True) if pair["gmlake_first"] else (True, False)):
+        r = {"alloc": "native" if native else "gmlake", **pair[native]}
         out.append(r); print(r, flush=True)
 for native in (True, False):
     r = {"alloc": "native" if native else "gmlake", "profiled": True, **one(native, True)}
