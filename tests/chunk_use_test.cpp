@@ -334,7 +334,9 @@ TEST_F(ChunkUseTest, UsersIdleTicksAndTheIdleOrderMatchANaiveCountOfEveryChunk) 
     ASSERT_EQ(idle_order(), expect) << "step " << step;
     for (const ChunkId id : ids) {
       ASSERT_EQ(use_.used(id), naive[id].users != 0) << "chunk " << id << " step " << step;
-      if (naive[id].users == 0) ASSERT_EQ(use_.idle_since(id), naive[id].idle_since);
+      if (naive[id].users == 0) {
+        ASSERT_EQ(use_.idle_since(id), naive[id].idle_since);
+      }
       (naive[id].users != 0 ? used : idle) += store_[id].pages;
     }
     ASSERT_EQ(use_.used_pages(), used);

@@ -5,6 +5,7 @@
 #include <map>
 #include <set>
 
+#include "gmlake/clock.h"
 #include "gmlake/error.h"
 #include "gmlake/stream_events.h"
 
@@ -28,9 +29,11 @@ class ManualEvents final : public StreamEvents {
     ++idle_queries;
     return !busy_streams.count(stream);
   }
-  // Waiting for an event finishes it and, as a stream runs in order, every event recorded before it on its stream.
+  // Waiting for an event finishes it and, as a stream runs in order, every event recorded before it on its stream;
+  // it moves `clock` (when set) by wait_ns, as the host's time passes while it blocks.
   void wait(Token t) override {
     ++waits;
+    if (clock != nullptr) clock->advance_ns(wait_ns);
     const auto it = stream_of.find(t);
     if (it == stream_of.end()) return;
     std::erase_if(unfinished, [&](Token u) { return u <= t && stream_of[u] == it->second; });
@@ -63,6 +66,8 @@ class ManualEvents final : public StreamEvents {
   int idle_queries = 0;  // idle() calls (cuStreamQuery)
   int synchronizations = 0;
   int released = 0;
+  ManualClock* clock = nullptr;
+  std::int64_t wait_ns = 0;
 
  private:
   Token next_ = 0;

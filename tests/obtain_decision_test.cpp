@@ -81,8 +81,18 @@ TEST(ObtainDecisionTest, EveryRowOfThePolicyTable) {
       {"free chunks are released when the cap leaves no room",
        with([](ObtainState& s) { s.free_chunks = 1; s.free_pages = Pages{1}; s.cap_allows_want = false; }),
        A::kReleaseFree},
-      {"the oldest idle chunk, covered by a mark: wait for it (cheap), then move it",
-       with([](ObtainState& s) { s.oldest_idle = R::kCovered; s.lag_allows = true; }), A::kWaitAndEvict},
+      {"the oldest idle chunk, covered by an unfinished mark, lag growth allowed: grow instead of blocking the host",
+       with([](ObtainState& s) { s.oldest_idle = R::kCovered; s.lag_allows = true; }), A::kCreateForLag},
+      {"covered, lag growth allowed, lag_grow_covered off: wait for the mark, then move it",
+       with([](ObtainState& s) { s.oldest_idle = R::kCovered; s.lag_allows = true; s.lag_grows_covered = false; }),
+       A::kWaitAndEvict},
+      {"uncovered, lag growth allowed, lag_grow_covered off: grow instead of draining the stream",
+       with([](ObtainState& s) { s.oldest_idle = R::kUncovered; s.lag_allows = true; s.lag_grows_covered = false; }),
+       A::kCreateForLag},
+      {"covered, lag growth spent: wait for the mark, then move it",
+       with([](ObtainState& s) { s.oldest_idle = R::kCovered; }), A::kWaitAndEvict},
+      {"safe: it moves, whatever lag growth allows",
+       with([](ObtainState& s) { s.oldest_idle = R::kSafe; s.lag_allows = true; }), A::kEvict},
       {"the oldest idle chunk, uncovered, lag growth allowed: grow instead of draining the stream",
        with([](ObtainState& s) { s.oldest_idle = R::kUncovered; s.lag_allows = true; }), A::kCreateForLag},
       {"uncovered, lag growth spent: wait",
@@ -95,16 +105,20 @@ TEST(ObtainDecisionTest, EveryRowOfThePolicyTable) {
        A::kCreateForLag},
       {"uncovered on the allocating stream, lag growth spent: it moves in stream order, no wait",
        with([](ObtainState& s) { s.oldest_idle = R::kUncovered; s.oldest_idle_in_order = true; }), A::kEvict},
-      {"covered on the allocating stream: it moves in stream order, no wait",
+      {"covered on the allocating stream, lag growth allowed: grow first, as where uncovered",
        with([](ObtainState& s) { s.oldest_idle = R::kCovered; s.lag_allows = true; s.oldest_idle_in_order = true; }),
-       A::kEvict},
+       A::kCreateForLag},
+      {"covered on the allocating stream, lag growth spent: it moves in stream order, no wait",
+       with([](ObtainState& s) { s.oldest_idle = R::kCovered; s.oldest_idle_in_order = true; }), A::kEvict},
       {"nothing idle, nothing free: new memory",
        with([](ObtainState& s) { s.idle_chunks = 0; }), A::kCreateWhatFits},
   };
   for (const Row& row : rows) {
     const ObtainStep step = decide(row.state);
     EXPECT_EQ(step.action, row.action) << row.why << ": got " << to_string(step.action);
-    if (row.action == A::kCreate) EXPECT_EQ(step.for_time, row.for_time) << row.why;
+    if (row.action == A::kCreate) {
+      EXPECT_EQ(step.for_time, row.for_time) << row.why;
+    }
   }
 }
 

@@ -64,7 +64,8 @@ TEST_P(ShippedTraceTest, GmlakeReachesUtilizationOfAtLeast099MemoryFirstAnd095By
 TEST(DeviceLagTest, ALaggingDeviceMakesTheFenceGrowWaitOrMoveInStreamOrderAndKeepsEveryInvariant) {
   // diffusion_cfg_infer (0.19 GB, one stream): with no lag every freed chunk may move at once; 2 ms behind the
   // host, chunks freed within the last 2 ms of trace time are still in use. At the default the pool creates a
-  // chunk for such a chunk (lag_grow_pages), and reserves more, or waits (counted, with the time it would block).
+  // chunk for such a chunk (lag_grow_pages), and reserves more, or past that budget waits (counted, with the time
+  // it would block); with lag_grow_covered:false it waits where a mark covers the chunk.
   // With in_order_moves and lag_grow_pages:0 the chunk moves in stream order (ChunkSource::moves_in_order), with
   // no wait, and the peak is the one without a lag; an old mapping unmapped while its work may still run is
   // still waited for. The invariants are checked every 500 ops under the fence.
@@ -78,12 +79,20 @@ TEST(DeviceLagTest, ALaggingDeviceMakesTheFenceGrowWaitOrMoveInStreamOrderAndKee
   options.device_lag_us = 2000;
   const ReplayResult lagging = replay(t, t.devices.at(0), options);
   EXPECT_EQ(lagging.device_lag_us, 2000u);
-  EXPECT_GT(lagging.device_waits, 0u);
-  EXPECT_GT(lagging.device_wait_ns, 0);
-  EXPECT_GT(lagging.stats.fence_waits, 0u);
   EXPECT_EQ(lagging.stats.in_order_evictions, 0u) << "off by default";
   EXPECT_GT(lagging.peak_reserved_bytes, free_to_move.peak_reserved_bytes) << "lag growth";
   EXPECT_EQ(lagging.ooms, 0u);
+  // Waiting for a covered mark instead of growing (lag_grow_covered:false, the rule before 2026-11-27): the
+  // host waits, for the time the model says it would block.
+  ReplayOptions covered_waits = options;
+  covered_waits.config.lag_grow_covered = false;
+  const ReplayResult waits_covered = replay(t, t.devices.at(0), covered_waits);
+  EXPECT_GT(waits_covered.device_waits, 0u);
+  EXPECT_GT(waits_covered.device_wait_ns, 0);
+  EXPECT_GT(waits_covered.stats.fence_waits, 0u);
+  EXPECT_GT(waits_covered.stats.fence_waits, lagging.stats.fence_waits) << "lag growth spares covered waits";
+  EXPECT_GE(lagging.peak_reserved_bytes, waits_covered.peak_reserved_bytes) << "and spends memory on them";
+  EXPECT_EQ(waits_covered.ooms, 0u);
   ReplayOptions in_order_options = options;
   in_order_options.config.lag_grow_pages = 0;
   in_order_options.config.in_order_moves = true;

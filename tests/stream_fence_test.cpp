@@ -218,19 +218,55 @@ TEST_F(StreamFenceTest, FreesBetweenMarksAskTheDriverNothing) {
   a.check_invariants();
 }
 
-TEST_F(StreamFenceTest, AFreeCoveredByAnUnfinishedMarkIsWaitedForInsteadOfGrowing) {
+TEST_F(StreamFenceTest, AFreeCoveredByAnUnfinishedMarkMakesAnotherStreamGrowRatherThanBlockTheHost) {
   auto& a = make("cross_stream_reuse:false");
+  a.deallocate(a.allocate(4 * kMiB, 1));
+  a.allocate(4 * kMiB, 2);
+  EXPECT_EQ(reserved(), 8 * kMiB) << "lag growth (lag_grow_covered): new chunks, the old ones still idle";
+  EXPECT_EQ(events_.waits, 0);
+  EXPECT_EQ(a.stats().fence_waits, 0u);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, WithLagGrowCoveredOffAFreeCoveredByAnUnfinishedMarkIsWaitedForInsteadOfGrowing) {
+  auto& a = make("cross_stream_reuse:false,lag_grow_covered:false");
   a.deallocate(a.allocate(4 * kMiB, 1));
   EXPECT_EQ(events_.recorded_streams, std::set<StreamId>{1});
   a.allocate(4 * kMiB, 2);
   EXPECT_EQ(reserved(), 4 * kMiB);  // stream 1's chunks, once its queued work up to the mark finished
   EXPECT_EQ(events_.waits, 1);
   EXPECT_EQ(a.stats().fence_waits, 1u);
+  EXPECT_EQ(a.stats().fence_drains, 0u) << "the free's own mark covered it: no mark recorded to wait for";
+  a.check_invariants();
+}
+
+// The time a wait blocks the host is counted on the pool's clock, and a wait that had to record its own mark
+// counts as a drain.
+TEST_F(StreamFenceTest, AWaitCountsTheHostsBlockedTimeAndADrainWhereNoMarkCovered) {
+  ManualClock clock;
+  events_.clock = &clock;
+  events_.wait_ns = 250'000;
+  alloc_ = std::make_unique<StitchingAllocator>(
+      parse_config(kPageGranular + ",cross_stream_reuse:false,lag_grow_pages:0"), backend_, &events_, &clock);
+  auto& a = *alloc_;
+  void* p = a.allocate(2 * kMiB, 1);
+  void* q = a.allocate(2 * kMiB, 1);
+  a.deallocate(p);  // covered by the stream's first mark
+  a.deallocate(q);  // idle after that mark, within the spacing: uncovered
+  a.allocate(2 * kMiB, 2);  // p's page: a wait for the first mark, no drain
+  EXPECT_EQ(a.stats().fence_waits, 1u);
+  EXPECT_EQ(a.stats().fence_drains, 0u);
+  EXPECT_EQ(a.stats().fence_wait_ns, 250'000u);
+  a.allocate(2 * kMiB, 2);  // q's page, no lag growth: a mark recorded now and waited for, the stream drained
+  EXPECT_EQ(a.stats().fence_waits, 2u);
+  EXPECT_EQ(a.stats().fence_drains, 1u);
+  EXPECT_EQ(a.stats().fence_wait_ns, 500'000u);
+  EXPECT_EQ(reserved(), 4 * kMiB) << "both pages moved, none created";
   a.check_invariants();
 }
 
 TEST_F(StreamFenceTest, APageIdledAfterTheLastMarkMakesAnotherStreamGrowRatherThanDrainTheStream) {
-  auto& a = make("cross_stream_reuse:false");
+  auto& a = make("cross_stream_reuse:false,lag_grow_covered:false");
   void* p = a.allocate(2 * kMiB, 1);
   void* q = a.allocate(2 * kMiB, 1);
   a.deallocate(p);  // its page: covered by the stream's first mark
@@ -259,6 +295,7 @@ TEST_F(StreamFenceTest, GrowingForUncoveredPagesStopsAfterLagGrowChunksInARowThe
   a.allocate(2 * kMiB, 2);  // the bound: waits for the young pages' stream instead of growing
   EXPECT_EQ(reserved(), 14 * kMiB);
   EXPECT_EQ(a.stats().fence_waits, 1u);
+  EXPECT_EQ(a.stats().fence_drains, 1u) << "no mark covered the young pages: the wait drained the stream";
   EXPECT_GE(events_.waits, 1);
   a.check_invariants();
 }

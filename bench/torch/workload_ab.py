@@ -9,7 +9,8 @@ whole (every step its recorded run made: the call count from its provenance JSON
 - In one process (the default): alternately under gmlake's extension and inside gmlake.torch.native(), the order
   swapped each pair, after one untimed run of each. Prints one JSON object: each pair's wall seconds and ratio
   gmlake / native, their median and the total ratio, gmlake's backend (VMM) time, calls and fence waits (the host
-  blocked until the device passed a mark) per run, and each allocator's peak reserved bytes.
+  blocked until the device passed a mark; those that drained the stream, and the time blocked) per run, and each
+  allocator's peak reserved bytes.
 - `--processes`: as a user runs it, one allocator per process: `--runs` pairs of processes, each `--alone`, the
   order swapped each pair. Prints one JSON object: each process's runs, per allocator the median and total of
   all its runs, and the ratios gmlake / native of both. (Where the host sets the pace, one process with both
@@ -145,13 +146,14 @@ def main():
         before = gmlake.torch.memory_stats()
         s = run_once(w, native)
         after = gmlake.torch.memory_stats()
-        return s, (after["gmlake.backend_time_ns"] - before["gmlake.backend_time_ns"]) / 1e6, \
-            after["gmlake.backend_calls"] - before["gmlake.backend_calls"], \
-            after["gmlake.fence_waits"] - before["gmlake.fence_waits"]
+        d = lambda k: after["gmlake." + k] - before["gmlake." + k]
+        return s, d("backend_time_ns") / 1e6, d("backend_calls"), d("fence_waits"), d("fence_drains"), \
+            d("fence_wait_ns") / 1e6
 
     pairs = [{"native_s": round(r[True][0], 4), "gmlake_s": round(r[False][0], 4),
               "ratio": round(r[False][0] / r[True][0], 4), "gmlake_vmm_ms": round(r[False][1], 2),
               "gmlake_backend_calls": r[False][2], "gmlake_fence_waits": r[False][3],
+              "gmlake_fence_drains": r[False][4], "gmlake_fence_wait_ms": round(r[False][5], 2),
               "gmlake_first": r["gmlake_first"]} for r in alternate(run, args.runs)]
     out = {"workload": args.workload, "calls": w.calls, "conf": args.conf, "pairs": pairs,
            "median_ratio": statistics.median(x["ratio"] for x in pairs),

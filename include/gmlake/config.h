@@ -55,6 +55,11 @@ namespace gmlake {
     "the oldest idle chunk's stream work is not known finished (the device lags); beyond it the allocator "     \
     "waits. Bounds how much the device's lag can raise the peak (64 x 2 MiB = 128 MiB). Also accepted as "      \
     "lag_grow_chunks, its older name (giving both with different values is an error)")                         \
+  X(bool, lag_grow_covered, true, "",                                                                           \
+    "gmlake, asynchronous streams: lag growth (lag_grow_pages) also where a mark covers the oldest idle chunk "    \
+    "but has not finished, rather than waiting for that mark. Such a wait blocks the host until the device gets " \
+    "there: on the H100 fsdp_like_train's waits on covered marks blocked it 160-430 ms a 2.5 s run (run 114, "    \
+    "docs/benchmarks.md). false = wait for a covered mark, grow only where none covers (before 2026-11-27)")      \
   X(bool, in_order_moves, false, "",                                                                             \
     "gmlake, asynchronous streams: an idle chunk that its own stream's queued work may still touch moves to "      \
     "back a block of that stream with no wait once lag growth (lag_grow_pages) is spent, its old mapping kept as " \

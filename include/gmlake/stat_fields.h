@@ -27,6 +27,12 @@
  *   stitch_reuses      allocations served by already-mapped memory that an earlier stitch mapped (gmlake)
  *   evictions          idle mapped chunks unmapped to back another range or to honour a bound (gmlake)
  *   fence_waits        times the host waited for a stream's queued work before unmapping (gmlake, GPU)
+ *   fence_drains       those of the fence_waits that no earlier mark covered: a mark was recorded and waited for
+ *                      at once, so the stream's whole queue drained and the device then waits for the host
+ *                      (StreamFence: "uncovered"); the others waited for a mark with work queued after it
+ *   fence_wait_ns      nanoseconds the host spent blocked in those waits, on the pool's clock (a replay's clock
+ *                      is its trace's and does not move while it waits: 0 there; `--device-lag-us` reports the
+ *                      modelled time instead)
  *   in_order_evictions evictions of a chunk that its own stream's queued work may still touch, made with no wait
  *                      to back a block of that stream, which runs after that work (stream order); the old
  *                      mapping stays until that work finishes (gmlake, GPU)
@@ -60,6 +66,8 @@
   X(stitch_reuses, "")                                      \
   X(evictions, "")                                          \
   X(fence_waits, "")                                        \
+  X(fence_drains, "")                                       \
+  X(fence_wait_ns, "")                                      \
   X(in_order_evictions, "")                                 \
   X(chunks_created, "num_device_alloc")                     \
   X(chunks_released, "num_device_free")                     \

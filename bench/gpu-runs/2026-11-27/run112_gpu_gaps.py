@@ -63,14 +63,16 @@ def main():
 
     def stats():
         s = gmlake.torch.memory_stats()
-        return s["gmlake.backend_time_ns"], s["gmlake.backend_calls"], s["gmlake.fence_waits"]
+        return s["gmlake.backend_time_ns"], s["gmlake.backend_calls"], s["gmlake.fence_waits"], \
+            s.get("gmlake.fence_drains", 0), s.get("gmlake.fence_wait_ns", 0)
 
     def timed(native):
         before = stats()
         wall = workload_ab.run_once(w, native)
         after = stats()
         return {"wall_s": round(wall, 4), "vmm_ms": round((after[0] - before[0]) / 1e6, 2),
-                "backend_calls": after[1] - before[1], "fence_waits": after[2] - before[2]}
+                "backend_calls": after[1] - before[1], "fence_waits": after[2] - before[2],
+                "fence_drains": after[3] - before[3], "fence_wait_ms": round((after[4] - before[4]) / 1e6, 2)}
 
     pairs = workload_ab.alternate(timed, args.pairs)
     out = {"workload": args.workload, "conf": args.conf,

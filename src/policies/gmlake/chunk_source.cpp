@@ -21,6 +21,7 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
       sizes_(config, page),
       headroom_({config.headroom_permille, config.waiting_headroom_permille, config.move_headroom_permille}),
       lag_grow_pages_(Pages{config.lag_grow_pages}),
+      lag_grow_covered_(config.lag_grow_covered),
       memory_first_under_cap_(config.memory_first_under_cap),
       cap_bytes_(config.cap_bytes),
       clock_(parts.clock),
@@ -52,6 +53,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
   s.want_pages = want;
   s.has_cap = cap_bytes_ != 0;
   s.peer_takes_over = peer_takes_over;
+  s.lag_grows_covered = lag_grow_covered_;
   // A free chunk that fits in the run is mapped whole, fully covered, stranding nothing: up to the growth size,
   // so that a growth chunk evicted elsewhere backs a run again instead of being released and made anew.
   const Pages fit =
@@ -101,8 +103,9 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
         s.create_refused = false;
         break;
       case ObtainAction::kCreateForLag:
-        // The oldest idle chunk is uncovered: only draining its stream would tell, so grow instead, up to
-        // lag_grow_pages x page_bytes in a row (the device's lag raises the peak by a bounded amount).
+        // The oldest idle chunk's work has not finished: waiting would block the host until the device gets there
+        // (a drain of its stream where no mark covers it), so grow instead, up to lag_grow_pages x page_bytes in a
+        // row (the device's lag raises the peak by a bounded amount).
         try {
           const ChunkId created = store_.create(want);
           lag_grown_pages_ += want;
@@ -116,8 +119,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
       case ObtainAction::kEvict:
         if (step.action == ObtainAction::kWaitAndEvict) {
           // Covered: waiting for the mark is cheap, since the work queued after it keeps the device busy.
-          fence_.wait_safe(arenas_[store_[oldest].arena].stream, use_.idle_since(oldest), use_.next_tick());
-          ++stats_.fence_waits;
+          wait_for_stream(arenas_[store_[oldest].arena].stream, use_.idle_since(oldest));
         }
         // The oldest idle chunk is safe now: the device caught up (not so for a move in stream order, which
         // decide() takes only as kEvict).
@@ -185,6 +187,15 @@ void ChunkSource::release_free(ChunkId id) {
   }
 }
 
+void ChunkSource::wait_for_stream(StreamId stream, std::uint64_t tick) {
+  const bool drains = fence_.readiness(stream, tick) == StreamFence::Readiness::kUncovered;
+  const std::int64_t start_ns = clock_.now_ns();
+  fence_.wait_safe(stream, tick, use_.next_tick());  // throws: nothing counted
+  stats_.fence_wait_ns += static_cast<std::uint64_t>(clock_.now_ns() - start_ns);
+  ++stats_.fence_waits;
+  if (drains) ++stats_.fence_drains;
+}
+
 void ChunkSource::evict(ChunkId id, EvictTo to) {
   Chunk& c = store_[id];
   const Pages pages = c.pages;
@@ -226,8 +237,7 @@ bool ChunkSource::standby_safe(ChunkId id, std::uint32_t arena, PageNumber first
 void ChunkSource::unmap_standby(ChunkId id, std::uint32_t arena, PageNumber first_page) {
   const std::uint64_t left_tick = standby_place(id, arena, first_page).left_tick;
   if (fence_.asynchronous() && !fence_.safe(arenas_[arena].stream, left_tick)) {
-    fence_.wait_safe(arenas_[arena].stream, left_tick, use_.next_tick());
-    ++stats_.fence_waits;
+    wait_for_stream(arenas_[arena].stream, left_tick);
   }
   stitcher_.unmap_standby(arenas_[arena], first_page, id);  // throws: nothing changed
 }

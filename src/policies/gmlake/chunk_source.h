@@ -123,7 +123,7 @@ class ChunkSource {
   // safe). The old mapping stays until unmap_standby, which waits for the work. Asks the fence nothing more than
   // standby_safe; never blocks.
   bool moves_in_order(ChunkId id);
-  // Unmaps that standby mapping, first waiting (counted in Stats::fence_waits) until no queued work can touch
+  // Unmaps that standby mapping, first waiting (wait_for_stream) until no queued work can touch
   // it. Throws BackendError: nothing changed.
   void unmap_standby(ChunkId id, std::uint32_t arena, PageNumber first_page);
   // Unmaps every standby mapping of chunk `id` (before it is released). Throws BackendError: those unmapped
@@ -185,10 +185,15 @@ class ChunkSource {
   ChunkSizes sizes_;  // max_chunk_bytes, chunks_per_block, growth_chunk_bytes and the growth shares
   Headroom headroom_;  // headroom_permille, waiting_headroom_permille, move_headroom_permille
   Pages lag_grow_pages_;
+  bool lag_grow_covered_;  // Config::lag_grow_covered
   bool memory_first_under_cap_;
   std::uint64_t cap_bytes_;
   // Releases free chunk `id` (in the free index). Throws BackendError: nothing changed, it is still free.
   void release_free(ChunkId id);
+  // Blocks until no work queued on `stream` before `tick` can run (StreamFence::wait_safe), counted in
+  // Stats::fence_waits, fence_drains (no mark covered `tick`: the stream's whole queue drains) and fence_wait_ns
+  // (the clock's time across the wait). Throws BackendError: then nothing is counted.
+  void wait_for_stream(StreamId stream, std::uint64_t tick);
   // True when a move may be made now (MoveBudget; the clock is read only for its wall-time share).
   bool moves_allowed() { return moves_.allows_move(moves_.timed() ? clock_.now_ns() : 0); }
   // True when `pages` more stay within move_headroom_permille of the highest allocated bytes (and the cap).

@@ -20,7 +20,8 @@ ObtainStep decide(const ObtainState& s) {
   }
   if (s.idle_chunks != 0) {
     if (s.oldest_idle == StreamFence::Readiness::kSafe) return {ObtainAction::kEvict};
-    if (s.oldest_idle == StreamFence::Readiness::kUncovered && s.lag_allows && !s.lag_refused) {
+    if ((s.oldest_idle == StreamFence::Readiness::kUncovered || s.lag_grows_covered) && s.lag_allows &&
+        !s.lag_refused) {
       return {ObtainAction::kCreateForLag};
     }
     if (s.oldest_idle_in_order) return {ObtainAction::kEvict};

@@ -14,7 +14,8 @@
 //   3. kReleaseFree   free chunks that do not suit the run, released once enough memory is free, or nothing idle
 //                     is left, or the cap leaves no room (their memory comes back at the run's size, step 2);
 //   4. the chunk idle the longest: kEvict when no queued work can touch it; else kCreateForLag while the device
-//                     lags (no mark covers it) and lag growth is allowed; else kEvict when only the allocating
+//                     lags (no mark covers it, or one does that has not finished and lag_grow_covered is on) and
+//                     lag growth is allowed; else kEvict when only the allocating
 //                     stream's queued work can touch it and its old mapping stays as a standby one (in stream
 //                     order, as PyTorch reuses a block on its own stream: the block's work runs after that work);
 //                     else kWaitAndEvict;
@@ -53,6 +54,7 @@ struct ObtainState {
   // unmaps nothing that queued work may touch: it moves in stream order, with no wait.
   bool oldest_idle_in_order = false;
   bool lag_allows = false;            // lag growth may create want_pages more (lag_grow_pages, the cap)
+  bool lag_grows_covered = true;      // lag growth also where an unfinished mark covers it (lag_grow_covered)
   bool lag_refused = false;           // a kCreateForLag failed in this call
 };
 
