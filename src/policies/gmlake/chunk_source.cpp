@@ -118,7 +118,8 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
       case ObtainAction::kWaitAndEvict:
       case ObtainAction::kEvict:
         if (step.action == ObtainAction::kWaitAndEvict) {
-          // Covered: waiting for the mark is cheap, since the work queued after it keeps the device busy.
+          // Lag growth spent or refused (or off for covered chunks): block until the device passes the chunk's
+          // work, on a mark that covers it, else on one recorded now (a drain of its stream).
           wait_for_stream(arenas_[store_[oldest].arena].stream, use_.idle_since(oldest));
         }
         // The oldest idle chunk is safe now: the device caught up (not so for a move in stream order, which

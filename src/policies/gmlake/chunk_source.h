@@ -215,7 +215,7 @@ class ChunkSource {
   StreamId stream_ = 0;             // the allocation's stream (begin())
   DeviceWaits waits_;               // Config::assume_device_waits without stream events
   std::uint64_t device_free_ = 0;
-  Pages lag_grown_pages_;                   // pages created in a row because the oldest idle chunk was uncovered
+  Pages lag_grown_pages_;                   // pages created in a row because the oldest idle chunk was not safe
 };
 
 }  // namespace gmlake::engine
