@@ -84,8 +84,9 @@ TEST(StreamFenceAloneTest, WithoutEventsEveryTickIsSafeAndNoStreamIsKept) {
 
 class StreamFenceTest : public ::testing::Test {
  protected:
-  StitchingAllocator& make(const std::string& conf) {
-    alloc_ = std::make_unique<StitchingAllocator>(parse_config(conf.empty() ? kPageGranular : kPageGranular + "," + conf), backend_, &events_);
+  StitchingAllocator& make(const std::string& conf, Clock* clock = nullptr) {
+    alloc_ = std::make_unique<StitchingAllocator>(
+        parse_config(conf.empty() ? kPageGranular : kPageGranular + "," + conf), backend_, &events_, clock);
     return *alloc_;
   }
   std::uint64_t reserved() const { return static_cast<std::uint64_t>(alloc_->stats().reserved_bytes.current); }
@@ -114,6 +115,24 @@ TEST(StreamFenceCoverTest, AnUncoveredTickGetsAMarkThatMakesItSafeOnceTheStreamF
   events.finish(kStream);
   EXPECT_TRUE(fence.safe(kStream, 2));
   fence.cover(kStream, 2, 5);  // safe: nothing recorded
+  EXPECT_EQ(events.recorded(), 2);
+}
+
+// StreamFence::wait_safe says whether it drained the stream: true only where it had to record the mark it waited
+// for (the tick uncovered), false for a tick covered by an earlier mark or already safe.
+TEST(StreamFenceWaitTest, AWaitDrainsTheStreamOnlyWhereNoMarkCoveredTheTick) {
+  ManualEvents events;
+  StreamFence fence(&events);
+  constexpr StreamId kStream = 3;
+  fence.note_idle(kStream, 1);  // the stream's first mark, at tick 1
+  fence.note_idle(kStream, 2);  // within the spacing: no mark
+  EXPECT_FALSE(fence.wait_safe(kStream, 1, 3)) << "covered by the first mark";
+  EXPECT_EQ(events.recorded(), 1);
+  EXPECT_TRUE(fence.wait_safe(kStream, 2, 4)) << "uncovered: a mark recorded now and waited for";
+  EXPECT_EQ(events.recorded(), 2);
+  EXPECT_TRUE(fence.safe(kStream, 2));
+  EXPECT_FALSE(fence.wait_safe(kStream, 2, 5)) << "already safe";
+  EXPECT_EQ(events.waits, 2);
   EXPECT_EQ(events.recorded(), 2);
 }
 
@@ -246,9 +265,7 @@ TEST_F(StreamFenceTest, AWaitCountsTheHostsBlockedTimeAndADrainWhereNoMarkCovere
   ManualClock clock;
   events_.clock = &clock;
   events_.wait_ns = 250'000;
-  alloc_ = std::make_unique<StitchingAllocator>(
-      parse_config(kPageGranular + ",cross_stream_reuse:false,lag_grow_pages:0"), backend_, &events_, &clock);
-  auto& a = *alloc_;
+  auto& a = make("cross_stream_reuse:false,lag_grow_pages:0", &clock);
   void* p = a.allocate(2 * kMiB, 1);
   void* q = a.allocate(2 * kMiB, 1);
   a.deallocate(p);  // covered by the stream's first mark

@@ -189,9 +189,8 @@ void ChunkSource::release_free(ChunkId id) {
 }
 
 void ChunkSource::wait_for_stream(StreamId stream, std::uint64_t tick) {
-  const bool drains = fence_.readiness(stream, tick) == StreamFence::Readiness::kUncovered;
   const std::int64_t start_ns = clock_.now_ns();
-  fence_.wait_safe(stream, tick, use_.next_tick());  // throws: nothing counted
+  const bool drains = fence_.wait_safe(stream, tick, use_.next_tick());  // throws: nothing counted
   stats_.fence_wait_ns += static_cast<std::uint64_t>(clock_.now_ns() - start_ns);
   ++stats_.fence_waits;
   if (drains) ++stats_.fence_drains;

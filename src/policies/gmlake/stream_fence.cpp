@@ -50,10 +50,11 @@ StreamFence::Readiness StreamFence::readiness(StreamId stream, std::uint64_t tic
   return !s.marks.empty() && s.marks.back().tick >= tick ? Readiness::kCovered : Readiness::kUncovered;
 }
 
-void StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick) {
-  if (readiness(stream, tick) == Readiness::kSafe) return;
+bool StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick) {
+  if (readiness(stream, tick) == Readiness::kSafe) return false;
   Stream& s = streams_[stream];
-  if (s.marks.empty() || s.marks.back().tick < tick) record_mark(s, stream, now_tick);
+  const bool drains = s.marks.empty() || s.marks.back().tick < tick;
+  if (drains) record_mark(s, stream, now_tick);
   // Marks finish in stream order: waiting for the first one that covers `tick` is enough.
   for (const Mark& m : s.marks) {
     if (m.tick >= tick) {
@@ -62,6 +63,7 @@ void StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t n
     }
   }
   poll(s);
+  return drains;
 }
 
 void StreamFence::cover(StreamId stream, std::uint64_t tick, std::uint64_t now_tick) {

@@ -53,8 +53,10 @@ class StreamFence {
   // True when all work queued on `stream` has finished: the device waits for the host there (StreamEvents::idle,
   // cuStreamQuery). Only with StreamEvents (asynchronous()). Never blocks; throws BackendError.
   bool stream_idle(StreamId stream) { return events_->idle(stream); }
-  // Blocks until safe(stream, tick); `now_tick` (>= tick) labels a mark recorded now if none covers tick.
-  void wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick);
+  // Blocks until safe(stream, tick); `now_tick` (>= tick) labels a mark recorded now if none covers tick. True when
+  // it had to record that mark (tick was uncovered: waiting for it drains the stream's whole queue), false when it
+  // waited for an earlier mark or tick was already safe.
+  bool wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick);
   // Never blocks: when no mark covers `tick` yet, records one on `stream` labelled `now_tick` (>= tick), so that
   // readiness() finds `tick` safe once the stream gets there, with no further free on that stream. For work that
   // must wait for the stream, but not now: a recalled loan (StitchingAllocator::give_back_if_unused), which goes
