@@ -78,6 +78,21 @@ def run_once(w, native, ctx=None):
     return time.perf_counter() - t0
 
 
+def measured_run(w, native, ctx=None):
+    """run_once(w, native, ctx) with what gmlake's pool did meanwhile: {"wall_s", "vmm_ms" (backend time),
+    "backend_calls", "fence_waits", "fence_drains", "fence_wait_ms" (the host blocked in them)}; gmlake's figures
+    are 0 for a native run."""
+    import gmlake.torch
+    keys = ("backend_time_ns", "backend_calls", "fence_waits", "fence_drains", "fence_wait_ns")
+    before = gmlake.torch.memory_stats()
+    wall = run_once(w, native, ctx)
+    after = gmlake.torch.memory_stats()
+    d = {k: after["gmlake." + k] - before["gmlake." + k] for k in keys}
+    return {"wall_s": round(wall, 4), "vmm_ms": round(d["backend_time_ns"] / 1e6, 2),
+            "backend_calls": d["backend_calls"], "fence_waits": d["fence_waits"], "fence_drains": d["fence_drains"],
+            "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2)}
+
+
 def alternate(run, pairs):
     """One untimed run(native) under each allocator (native first), then `pairs` timed pairs, the order swapped each
     pair: a list with, per pair, {True: native's run, False: gmlake's run, "gmlake_first": bool}."""
@@ -142,19 +157,11 @@ def main():
                           "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}))
         return
 
-    def run(native):
-        before = gmlake.torch.memory_stats()
-        s = run_once(w, native)
-        after = gmlake.torch.memory_stats()
-        d = lambda k: after["gmlake." + k] - before["gmlake." + k]
-        return s, d("backend_time_ns") / 1e6, d("backend_calls"), d("fence_waits"), d("fence_drains"), \
-            d("fence_wait_ns") / 1e6
-
-    pairs = [{"native_s": round(r[True][0], 4), "gmlake_s": round(r[False][0], 4),
-              "ratio": round(r[False][0] / r[True][0], 4), "gmlake_vmm_ms": round(r[False][1], 2),
-              "gmlake_backend_calls": r[False][2], "gmlake_fence_waits": r[False][3],
-              "gmlake_fence_drains": r[False][4], "gmlake_fence_wait_ms": round(r[False][5], 2),
-              "gmlake_first": r["gmlake_first"]} for r in alternate(run, args.runs)]
+    pairs = [{"native_s": r[True]["wall_s"], "gmlake_s": r[False]["wall_s"],
+              "ratio": round(r[False]["wall_s"] / r[True]["wall_s"], 4), "gmlake_vmm_ms": r[False]["vmm_ms"],
+              "gmlake_backend_calls": r[False]["backend_calls"], "gmlake_fence_waits": r[False]["fence_waits"],
+              "gmlake_fence_drains": r[False]["fence_drains"], "gmlake_fence_wait_ms": r[False]["fence_wait_ms"],
+              "gmlake_first": r["gmlake_first"]} for r in alternate(lambda native: measured_run(w, native), args.runs)]
     out = {"workload": args.workload, "calls": w.calls, "conf": args.conf, "pairs": pairs,
            "median_ratio": statistics.median(x["ratio"] for x in pairs),
            "total_ratio": sum(x["gmlake_s"] for x in pairs) / sum(x["native_s"] for x in pairs),

@@ -58,23 +58,9 @@ def main():
     import workload_ab
     w = workload_ab.load(args.workload, args.conf)
     import torch
-    import gmlake.torch
     from torch.profiler import profile, ProfilerActivity
 
-    def stats():
-        s = gmlake.torch.memory_stats()
-        return s["gmlake.backend_time_ns"], s["gmlake.backend_calls"], s["gmlake.fence_waits"], \
-            s.get("gmlake.fence_drains", 0), s.get("gmlake.fence_wait_ns", 0)
-
-    def timed(native):
-        before = stats()
-        wall = workload_ab.run_once(w, native)
-        after = stats()
-        return {"wall_s": round(wall, 4), "vmm_ms": round((after[0] - before[0]) / 1e6, 2),
-                "backend_calls": after[1] - before[1], "fence_waits": after[2] - before[2],
-                "fence_drains": after[3] - before[3], "fence_wait_ms": round((after[4] - before[4]) / 1e6, 2)}
-
-    pairs = workload_ab.alternate(timed, args.pairs)
+    pairs = workload_ab.alternate(lambda native: workload_ab.measured_run(w, native), args.pairs)
     out = {"workload": args.workload, "conf": args.conf,
            "pairs": [{"native": p[True], "gmlake": p[False], "ratio": round(p[False]["wall_s"] / p[True]["wall_s"], 4)}
                      for p in pairs], "profiled": {}}
@@ -83,7 +69,7 @@ def main():
         for native in (True, False):
             who = "native" if native else "gmlake"
             with profile(activities=[ProfilerActivity.CUDA]) as p:
-                r = timed(native)
+                r = workload_ab.measured_run(w, native)
             path = os.path.join(d, who + ".json")
             p.export_chrome_trace(path)
             g, names[who] = gaps_of(path)
