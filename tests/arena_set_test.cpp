@@ -5,6 +5,9 @@
 
 #include <gtest/gtest.h>
 
+#include <set>
+#include <vector>
+
 #include "backends/fault/fault_backend.h"
 #include "expect_error.h"
 #include "gmlake/error.h"
@@ -110,6 +113,77 @@ TEST(ArenaSetTest, OutOfAddressSpaceTheEmptyArenasGoBackAfterAWaitOrTheErrorStan
   EXPECT_EQ(set.get(false, 3).stream, 3u) << "a later call makes it";
   set.check_invariants();
   EXPECT_EQ(sim.live_reservations(), 2u);
+}
+
+TEST(ArenaSetTest, ANewStreamTakesOverTheEmptyArenaHeldLongestThatTheHandoverLets) {
+  SimBackend sim;
+  std::set<StreamId> busy;  // streams whose work may still touch their arenas
+  std::vector<StreamId> asked;
+  ArenaSet set(sim, kArenaBytes, /*per_stream=*/true, [](Arena&) { return true; }, [] {},
+               [&](const Arena& arena) -> std::uint64_t {
+                 asked.push_back(arena.stream);
+                 return busy.count(arena.stream) ? 0 : 100 + arena.stream;
+               });
+  Arena& one = set.get(false, 1);
+  one.blocks = 1;  // stream 1 has a block placed: not to be taken over
+  Arena& two = set.get(false, 2);
+  two.blocks = 1;
+  Arena& small = set.get(true, 3);
+  set.check_invariants();
+  EXPECT_EQ(sim.live_reservations(), 3u);
+  EXPECT_TRUE(asked.empty()) << "nothing of the pool was empty: no question asked";
+  // Now empty. Stream 4's large arena: stream 1's, the longest held, unless its work may still run.
+  one.blocks = 0;
+  two.blocks = 0;
+  busy.insert(1);
+  Arena& four = set.get(false, 4);
+  set.check_invariants();
+  EXPECT_EQ(&four, &two);
+  EXPECT_EQ(four.stream, 4u);
+  EXPECT_EQ(four.handover_tick, 102u);
+  EXPECT_EQ(asked, (std::vector<StreamId>{1, 2})) << "oldest first, the small pool's arena not asked";
+  EXPECT_EQ(sim.live_reservations(), 3u) << "nothing reserved";
+  EXPECT_EQ(&set.get(false, 4), &two) << "its slot now";
+  busy.clear();
+  asked.clear();
+  Arena& five = set.get(false, 5);
+  EXPECT_EQ(&five, &one);
+  EXPECT_EQ(asked, (std::vector<StreamId>{1}));
+  set.check_invariants();
+  // An arena with a block placed is never asked; none left empty in the large pool: stream 6 gets a new one.
+  one.blocks = 1;
+  two.blocks = 1;
+  asked.clear();
+  Arena& six = set.get(false, 6);
+  EXPECT_TRUE(asked.empty());
+  EXPECT_NE(&six, &one);
+  EXPECT_NE(&six, &two);
+  EXPECT_EQ(sim.live_reservations(), 4u);
+  EXPECT_EQ(small.stream, 3u);
+  set.check_invariants();
+  // Stream 1, whose arena went to stream 5, comes back: the same rule (stream 6's arena, the only empty one).
+  EXPECT_EQ(&set.get(false, 1), &six);
+  set.check_invariants();
+}
+
+TEST(ArenaSetTest, AHandoverThatThrowsChangesNothing) {
+  SimBackend sim;
+  bool fail = true;
+  ArenaSet set(sim, kArenaBytes, /*per_stream=*/true, [](Arena&) { return true; }, [] {},
+               [&](const Arena&) -> std::uint64_t {
+                 if (fail) throw BackendError("cuStreamQuery", "CUDA_ERROR_LAUNCH_FAILED (fake)");
+                 return 7;
+               });
+  Arena& one = set.get(false, 1);
+  EXPECT_THROW(set.get(false, 2), BackendError);
+  set.check_invariants();
+  EXPECT_EQ(one.stream, 1u);
+  EXPECT_EQ(&set.get(false, 1), &one) << "stream 1 keeps its arena";
+  EXPECT_EQ(sim.live_reservations(), 1u);
+  fail = false;
+  EXPECT_EQ(&set.get(false, 2), &one) << "a later call takes it over";
+  EXPECT_EQ(one.handover_tick, 7u);
+  set.check_invariants();
 }
 
 TEST(ArenaSetTest, ARetiredArenaStillNamedOrHoldingAChunkFailsTheCheck) {

@@ -24,10 +24,15 @@ class ManualEvents final : public StreamEvents {
     ++queries;
     return !unfinished.count(t);
   }
-  // A stream is idle unless the test put it in busy_streams.
+  // A stream is idle unless the test put it in busy_streams or an event recorded on it has not finished (as
+  // cuStreamQuery: the stream's work up to its last event is queued work).
   bool idle(StreamId stream) override {
     ++idle_queries;
-    return !busy_streams.count(stream);
+    if (busy_streams.count(stream)) return false;
+    for (const Token t : unfinished) {
+      if (stream_of[t] == stream) return false;
+    }
+    return true;
   }
   // Waiting for an event finishes it and, as a stream runs in order, every event recorded before it on its stream;
   // it moves `clock` (when set) by wait_ns, as the host's time passes while it blocks.

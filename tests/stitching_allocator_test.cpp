@@ -244,13 +244,37 @@ TEST_F(StitchingAllocatorTest, EmptyCacheReturnsEveryFreeChunk) {
 }
 
 TEST_F(StitchingAllocatorTest, StreamsWithoutCrossStreamReuseStillShareChunks) {
-  auto& a = make("cross_stream_reuse:false");
+  auto& a = make("cross_stream_reuse:false,arena_handover:false");
   void* p = a.allocate(4 * kMiB, 1);
   a.deallocate(p);
   void* q = a.allocate(4 * kMiB, 2);
   EXPECT_NE(q, p);                   // another stream's arena
   EXPECT_EQ(reserved(), 4 * kMiB);   // but the same chunks, moved
   EXPECT_EQ(a.stats().evictions, 2u);
+  EXPECT_EQ(a.stats().arena_handovers, 0u);
+  a.check_invariants();
+}
+
+TEST_F(StitchingAllocatorTest, ANewStreamTakesOverAnEmptyArenaWithItsChunksWhereTheyAre) {
+  auto& a = make("cross_stream_reuse:false");
+  void* p = a.allocate(4 * kMiB, 1);
+  void* small = a.allocate(4 * kKiB, 1);
+  a.deallocate(p);
+  void* q = a.allocate(4 * kMiB, 2);  // stream 1's large arena is empty: stream 2 takes it over
+  EXPECT_EQ(q, p) << "the same arena, the same place";
+  EXPECT_EQ(a.stats().evictions, 0u) << "nothing moved";
+  EXPECT_EQ(a.stats().arena_handovers, 1u);
+  EXPECT_EQ(a.blocks().size(), 2u);
+  a.check_invariants();
+  // Stream 1 comes back to the large pool: its arena went to stream 2, which uses it, so it gets a new one; its
+  // small arena, which holds a block, stays its own.
+  void* r = a.allocate(4 * kMiB, 1);
+  EXPECT_NE(r, p);
+  EXPECT_EQ(a.stats().arena_handovers, 1u);
+  void* small2 = a.allocate(4 * kKiB, 1);
+  EXPECT_EQ(a.stats().arena_handovers, 1u);
+  a.check_invariants();
+  for (void* x : {q, small, r, small2}) a.deallocate(x);
   a.check_invariants();
 }
 

@@ -303,6 +303,7 @@ TEST_F(StreamFenceTest, GrowingForUncoveredPagesStopsAfterLagGrowChunksInARowThe
   a.deallocate(p);
   events_.finish_all();  // p's page is safe ...
   for (void* q : young) a.deallocate(q);  // ... the young pages idle after the last mark: uncovered
+  events_.busy_streams.insert(1);  // their work (no mark after it) may still run: stream 2 cannot take the arena
   a.allocate(2 * kMiB, 2);  // takes p's safe page: no growth, no wait
   EXPECT_EQ(reserved(), 10 * kMiB);
   a.allocate(2 * kMiB, 2);  // uncovered: grows
@@ -318,13 +319,60 @@ TEST_F(StreamFenceTest, GrowingForUncoveredPagesStopsAfterLagGrowChunksInARowThe
 }
 
 TEST_F(StreamFenceTest, AFinishedFreeLetsItsChunksMoveToAnotherStreamAtOnce) {
-  auto& a = make("cross_stream_reuse:false");
+  auto& a = make("cross_stream_reuse:false,arena_handover:false");
   a.deallocate(a.allocate(4 * kMiB, 1));
   events_.finish_all();
   a.allocate(4 * kMiB, 2);
   EXPECT_EQ(reserved(), 4 * kMiB);
   EXPECT_EQ(a.stats().evictions, 2u);
   EXPECT_EQ(events_.waits, 0);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, AnEmptyArenaPassesToANewStreamOnlyOnceItsOldStreamsWorkFinished) {
+  auto& a = make("cross_stream_reuse:false");
+  void* p = a.allocate(4 * kMiB, 1);
+  void* p2 = a.allocate(4 * kMiB, 1);
+  a.deallocate(p);
+  a.deallocate(p2);  // their marks have not finished: stream 1's work may still touch the pages
+  void* q = a.allocate(4 * kMiB, 2);
+  EXPECT_NE(q, p) << "a new arena: the old one's work is queued";
+  EXPECT_EQ(a.stats().arena_handovers, 0u);
+  EXPECT_EQ(a.stats().reserved_bytes.current, 12 * kMiB) << "grown for the lag, not moved";
+  a.check_invariants();
+  events_.finish_all();
+  const std::uint64_t waits = a.stats().fence_waits;
+  void* r = a.allocate(4 * kMiB, 3);  // stream 1's arena is empty and its work finished: stream 3 takes it
+  EXPECT_EQ(r, p) << "the same place, its chunks mapped where they were";
+  EXPECT_EQ(a.stats().arena_handovers, 1u);
+  EXPECT_EQ(a.stats().fence_waits, waits) << "nothing waited for";
+  a.check_invariants();
+  // p2's pages turned idle under stream 1, whose work finished: safe, though stream 3 has no mark that says so.
+  // At a cap that leaves no room, stream 2 takes them with no wait.
+  const std::uint64_t evictions = a.stats().evictions;
+  a.set_cap_bytes(a.stats().reserved_bytes.current);
+  void* s2 = a.allocate(4 * kMiB, 2);
+  EXPECT_GT(a.stats().evictions, evictions) << "p2's chunks moved to stream 2";
+  EXPECT_EQ(a.stats().fence_waits, waits) << "no wait on stream 3 for pages it never touched";
+  a.check_invariants();
+  for (void* x : {q, r, s2}) a.deallocate(x);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, AStreamWhoseWorkIsUnmarkedButDoneHandsItsArenaOverWhenTheDriverSaysItIsIdle) {
+  auto& a = make("cross_stream_reuse:false");
+  void* p = a.allocate(4 * kMiB, 1);  // its free records the stream's first mark
+  std::vector<void*> young;
+  for (int i = 0; i < 2; ++i) young.push_back(a.allocate(2 * kMiB, 1));
+  a.deallocate(p);
+  for (void* y : young) a.deallocate(y);  // idle after the last mark: no mark tells whether their work finished
+  events_.finish_all();
+  const int queries = events_.idle_queries;
+  void* q = a.allocate(4 * kMiB, 2);
+  EXPECT_GT(events_.idle_queries, queries) << "asked the stream itself";
+  EXPECT_EQ(q, p);
+  EXPECT_EQ(a.stats().arena_handovers, 1u);
+  EXPECT_EQ(a.stats().fence_waits, 0u);
   a.check_invariants();
 }
 

@@ -80,17 +80,19 @@ def run_once(w, native, ctx=None):
 
 def measured_run(w, native, ctx=None):
     """run_once(w, native, ctx) with what gmlake's pool did meanwhile: {"wall_s", "vmm_ms" (backend time),
-    "backend_calls", "fence_waits", "fence_drains", "fence_wait_ms" (the host blocked in them)}; gmlake's figures
-    are 0 for a native run."""
+    "backend_calls", "fence_waits", "fence_drains", "fence_wait_ms" (the host blocked in them), "chunks_created",
+    "chunks_released", "evictions", "arena_handovers"}; gmlake's figures are 0 for a native run."""
     import gmlake.torch
-    keys = ("backend_time_ns", "backend_calls", "fence_waits", "fence_drains", "fence_wait_ns")
+    keys = ("backend_time_ns", "backend_calls", "fence_waits", "fence_drains", "fence_wait_ns", "chunks_created",
+            "chunks_released", "evictions", "arena_handovers")
     before = gmlake.torch.memory_stats()
     wall = run_once(w, native, ctx)
     after = gmlake.torch.memory_stats()
     d = {k: after["gmlake." + k] - before["gmlake." + k] for k in keys}
     return {"wall_s": round(wall, 4), "vmm_ms": round(d["backend_time_ns"] / 1e6, 2),
             "backend_calls": d["backend_calls"], "fence_waits": d["fence_waits"], "fence_drains": d["fence_drains"],
-            "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2)}
+            "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2),
+            **{k: d[k] for k in ("chunks_created", "chunks_released", "evictions", "arena_handovers")}}
 
 
 def alternate(run, pairs):
@@ -161,6 +163,7 @@ def main():
               "ratio": round(r[False]["wall_s"] / r[True]["wall_s"], 4), "gmlake_vmm_ms": r[False]["vmm_ms"],
               "gmlake_backend_calls": r[False]["backend_calls"], "gmlake_fence_waits": r[False]["fence_waits"],
               "gmlake_fence_drains": r[False]["fence_drains"], "gmlake_fence_wait_ms": r[False]["fence_wait_ms"],
+              **{f"gmlake_{k}": r[False][k] for k in ("chunks_created", "chunks_released", "evictions", "arena_handovers")},
               "gmlake_first": r["gmlake_first"]} for r in alternate(lambda native: measured_run(w, native), args.runs)]
     out = {"workload": args.workload, "calls": w.calls, "conf": args.conf, "pairs": pairs,
            "median_ratio": statistics.median(x["ratio"] for x in pairs),

@@ -60,6 +60,11 @@ namespace gmlake {
     "but has not finished, rather than waiting for that mark. Such a wait blocks the host until the device gets " \
     "there: on the H100 fsdp_like_train's waits on covered marks blocked it 160-430 ms a 2.5 s run (run 114, "    \
     "docs/benchmarks.md). false = wait for a covered mark, grow only where none covers (before 2026-11-27)")      \
+  X(bool, arena_handover, true, "",                                                                              \
+    "gmlake, asynchronous streams: a stream's first allocation in a pool takes over an empty arena of another "  \
+    "stream once no work of that stream can touch it, its chunks mapped where they are, so that a job making its " \
+    "side streams anew each step (torch.cuda.Stream() in a loop) finds their layout and moves nothing; false = a " \
+    "new arena for every new stream, its chunks moved in one by one (before 2026-11-28)")                        \
   X(bool, in_order_moves, false, "",                                                                             \
     "gmlake, asynchronous streams: an idle chunk that its own stream's queued work may still touch moves to "      \
     "back a block of that stream with no wait once lag growth (lag_grow_pages) is spent, its old mapping kept as " \

@@ -36,6 +36,9 @@
  *   in_order_evictions evictions of a chunk that its own stream's queued work may still touch, made with no wait
  *                      to back a block of that stream, which runs after that work (stream order); the old
  *                      mapping stays until that work finishes (gmlake, GPU)
+ *   arena_handovers    empty per-stream arenas that a new stream took over, their chunks mapped where they were,
+ *                      once no work of their old stream could touch them (gmlake, GPU: a job that makes its side
+ *                      streams anew each step finds the layout of the streams before)
  *   chunks_created / chunks_released
  *   waiting_growths    growth chunks made while the device waited for the host (the stream had no queued work,
  *                      or assume_device_waits without stream events): sized by waiting_growth_chunk_share (gmlake)
@@ -69,6 +72,7 @@
   X(fence_drains, "")                                       \
   X(fence_wait_ns, "")                                      \
   X(in_order_evictions, "")                                 \
+  X(arena_handovers, "")                                    \
   X(chunks_created, "num_device_alloc")                     \
   X(chunks_released, "num_device_free")                     \
   X(waiting_growths, "")                                    \

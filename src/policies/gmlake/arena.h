@@ -3,7 +3,8 @@
 // Blocks are placed anywhere in the arena at 512 B granularity, so neighbouring blocks share the pages at
 // their edges; physical chunks back only the pages that blocks use (page_map.h). The arena's virtual size
 // (Config::arena_virtual_bytes, 1 TiB by default) costs nothing physical.
-// Invariant: the free ranges and the live and pending blocks tile [0, virtual_bytes) exactly.
+// Invariants (StitchingAllocator::check_invariants): the free ranges and the live and pending blocks tile
+// [0, virtual_bytes) exactly; handover_tick <= T and last_idle_tick <= T, for T the last tick handed out.
 #pragma once
 
 #include <cstdint>
@@ -28,6 +29,12 @@ struct Arena {
   FreeIndex free;
   PageMap pages;
   std::uint64_t blocks = 0;  // live and pending blocks placed in it
+  // Handover (ArenaSet): an empty per-stream arena passes to a new stream once no work of its stream can touch
+  // its pages, with its chunks mapped where they are. Idle ticks below handover_tick are from before (the previous
+  // stream's, all finished): safe whatever `stream` has queued. 0: never handed over.
+  std::uint64_t handover_tick = 0;
+  std::uint64_t last_idle_tick = 0;  // the newest tick at which pages of it turned idle (0: none yet)
+  std::uint64_t given_seq = 0;       // when it was made or handed over, in order: the oldest goes first
   bool retired = false;      // its address space went back (a short-lived stream's); the id is reused
 };
 

@@ -1,5 +1,6 @@
 #include "arena_set.h"
 
+#include <algorithm>
 #include <string>
 
 #include "engine_checks.h"
@@ -23,6 +24,16 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
     slot = &it->second;
   }
   if (*slot != UINT32_MAX) return *arenas_[*slot];
+  if (per_stream_ && handover_) {
+    Arena* taken = nullptr;
+    try {
+      taken = take_over(small, stream);
+    } catch (...) {
+      per_stream_slots_.erase({stream, small});
+      throw;
+    }
+    if (taken != nullptr) return *taken;
+  }
   // A new arena; the empty ones go back beyond kSpareArenas, and all of them when address space runs out.
   std::uintptr_t base = 0;
   try {
@@ -47,6 +58,7 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
     id = static_cast<std::uint32_t>(arenas_.size());
     arenas_.push_back(std::make_unique<Arena>(id, arena_stream, base, virtual_bytes_, small));
   }
+  arenas_[id]->given_seq = ++given_seq_;
   // The slot may have moved while arenas were retired (per_stream_slots_ is a std::map: its nodes stay put).
   if (!per_stream_) {
     shared_[small] = id;
@@ -54,6 +66,28 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
     per_stream_slots_[{stream, small}] = id;
   }
   return *arenas_[id];
+}
+
+Arena* ArenaSet::take_over(bool small, StreamId stream) {
+  // The empty arenas of this pool, the one held longest first: a job that makes its streams anew each step makes
+  // them in the same order, so each new stream finds the layout of the one made in its place before.
+  std::vector<std::pair<std::uint64_t, std::uint32_t>> empty;  // (given_seq, id)
+  for (const auto& [key, id] : per_stream_slots_) {
+    if (id != UINT32_MAX && key.second == small && arenas_[id]->blocks == 0) empty.emplace_back(arenas_[id]->given_seq, id);
+  }
+  std::sort(empty.begin(), empty.end());
+  for (const auto& [seq, id] : empty) {
+    Arena& arena = *arenas_[id];
+    const std::uint64_t tick = handover_(arena);  // throws: nothing changed
+    if (tick == 0) continue;
+    per_stream_slots_.erase({arena.stream, small});
+    per_stream_slots_[{stream, small}] = id;
+    arena.stream = stream;
+    arena.handover_tick = tick;
+    arena.given_seq = ++given_seq_;
+    return &arena;
+  }
+  return nullptr;
 }
 
 std::uint64_t ArenaSet::empty_stream_arenas() const {
@@ -115,6 +149,8 @@ void ArenaSet::check_invariants() const {
   for (std::size_t id = 0; id < arenas_.size(); ++id) {
     const Arena& a = *arenas_[id];
     if (!a.retired && named[id] != 1) broken("arena " + std::to_string(id) + " in use is not named by one slot");
+    if (!a.retired && (a.given_seq == 0 || a.given_seq > given_seq_))
+      broken("arena " + std::to_string(id) + " in use has no place in the order arenas were given out");
     if (a.retired && (spare[id] != 1 || a.pages.mapped_chunks() != 0 || a.blocks != 0))
       broken("retired arena " + std::to_string(id) + " is not a spare id once, or has chunks or blocks");
   }

@@ -2,7 +2,12 @@
 // the rest), and per stream too when cross_stream_reuse is off (on the GPU, so that a free range is reused only in
 // its own stream's order). Each is made on first use, one backend reservation of Config::arena_virtual_bytes.
 //
-// Streams come and go (a server may make one per request), so the per-stream arenas with no block placed in them
+// Streams come and go (a server may make one per request; a job that makes its side streams anew each step, as
+// torch.cuda.Stream() in a loop does). A stream's first allocation in a pool takes over an empty per-stream arena
+// of that pool, the one held longest, once no work of its old stream can touch it (the Handover the policy passes
+// in says so): its chunks stay mapped where they are, so the new stream finds the old one's layout and moves
+// nothing, where a new arena would have every chunk moved into it. Only when none can be taken over is an arena
+// made. The per-stream arenas with no block placed in them
 // go back: beyond kSpareArenas of them whenever a new arena is made, and all of them when address space runs
 // out, so it always comes back. Giving an arena back first unmaps its chunks, which is the policy's business:
 // the Unmapper it passes in does that (and says no when queued work may still touch a chunk).
@@ -33,19 +38,25 @@ class ArenaSet {
   using Unmapper = std::function<bool(Arena& arena)>;
   // Waits for all queued work of every stream (before every arena is given back, out of address space).
   using WaitAll = std::function<void()>;
+  // Whether empty per-stream `arena` may pass to another stream now: 0 when work of its stream may still touch a
+  // page of it, else the tick below which its pages' idle ticks are from before the handover (Arena::handover_tick).
+  // May throw Error: nothing changes (get() throws it).
+  using Handover = std::function<std::uint64_t(const Arena& arena)>;
 
   // `virtual_bytes`: each arena's size (Config::arena_virtual_bytes); `per_stream`: !Config::cross_stream_reuse.
   // The backend must outlive the set.
-  ArenaSet(Backend& backend, std::uint64_t virtual_bytes, bool per_stream, Unmapper unmap, WaitAll wait_all)
+  // `handover`: none (the default) makes every new stream a new arena.
+  ArenaSet(Backend& backend, std::uint64_t virtual_bytes, bool per_stream, Unmapper unmap, WaitAll wait_all,
+           Handover handover = nullptr)
       : backend_(backend), virtual_bytes_(virtual_bytes), per_stream_(per_stream), unmap_(std::move(unmap)),
-        wait_all_(std::move(wait_all)) {}
+        wait_all_(std::move(wait_all)), handover_(std::move(handover)) {}
   // Frees every arena's address space (best effort: the chunks must have been unmapped; never throws).
   ~ArenaSet();
   ArenaSet(const ArenaSet&) = delete;
   ArenaSet& operator=(const ArenaSet&) = delete;
 
-  // The arena of (`stream`, the small or the large pool), made on first use (stream is ignored unless
-  // per_stream). Throws OutOfMemoryError when no address space is left even after every empty arena went back,
+  // The arena of (`stream`, the small or the large pool), taken over (above) or made on first use (stream is
+  // ignored unless per_stream). Throws OutOfMemoryError when no address space is left even after every empty arena went back,
   // or BackendError, as the backend said; nothing changes then. Inline for a shared arena already made (every
   // allocation asks).
   Arena& get(bool small, StreamId stream) {
@@ -68,11 +79,16 @@ class ArenaSet {
 
  private:
   Arena& get_or_make(bool small, StreamId stream);  // get(), past its inline case
+  // The empty per-stream arena of the pool that `stream` takes over (above), its slot moved to `stream`; null when
+  // none may pass. Throws what the Handover throws: nothing changed.
+  Arena* take_over(bool small, StreamId stream);
   Backend& backend_;
   std::uint64_t virtual_bytes_;
   bool per_stream_;
   Unmapper unmap_;
   WaitAll wait_all_;
+  Handover handover_;
+  std::uint64_t given_seq_ = 0;  // the last Arena::given_seq
   std::vector<std::unique_ptr<Arena>> arenas_;
   std::uint32_t shared_[2] = {UINT32_MAX, UINT32_MAX};             // [small], when shared
   std::map<std::pair<StreamId, bool>, std::uint32_t> per_stream_slots_;  // (stream, small), when per stream

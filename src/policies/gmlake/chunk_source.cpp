@@ -74,7 +74,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
     const ChunkId oldest = s.idle_chunks != 0 ? use_.oldest_idle() : kNoChunk;
     if (oldest != kNoChunk) {
       if (fence_.asynchronous()) {
-        s.oldest_idle = fence_.readiness(arenas_[store_[oldest].arena].stream, use_.idle_since(oldest));
+        s.oldest_idle = readiness(arenas_[store_[oldest].arena], use_.idle_since(oldest));
         s.oldest_idle_in_order = s.oldest_idle != StreamFence::Readiness::kSafe && moves_in_order(oldest);
       }
       s.lag_allows = lag_grown_pages_ + want <= lag_grow_pages_ && s.cap_allows_want;
@@ -231,12 +231,12 @@ bool ChunkSource::moves_in_order(ChunkId id) {
 
 bool ChunkSource::standby_safe(ChunkId id, std::uint32_t arena, PageNumber first_page) {
   const std::uint64_t left_tick = standby_place(id, arena, first_page).left_tick;
-  return !fence_.asynchronous() || fence_.safe(arenas_[arena].stream, left_tick);
+  return !fence_.asynchronous() || tick_safe(arenas_[arena], left_tick);
 }
 
 void ChunkSource::unmap_standby(ChunkId id, std::uint32_t arena, PageNumber first_page) {
   const std::uint64_t left_tick = standby_place(id, arena, first_page).left_tick;
-  if (fence_.asynchronous() && !fence_.safe(arenas_[arena].stream, left_tick)) {
+  if (fence_.asynchronous() && !tick_safe(arenas_[arena], left_tick)) {
     wait_for_stream(arenas_[arena].stream, left_tick);
   }
   stitcher_.unmap_standby(arenas_[arena], first_page, id);  // throws: nothing changed

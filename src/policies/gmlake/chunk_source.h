@@ -135,7 +135,15 @@ class ChunkSource {
   // True when no queued work can touch idle chunk `id` any more (StreamFence; always without StreamEvents), so
   // it may be unmapped now.
   bool safe_to_evict(ChunkId id) {
-    return !fence_.asynchronous() || fence_.safe(arenas_[store_[id].arena].stream, use_.idle_since(id));
+    return !fence_.asynchronous() || tick_safe(arenas_[store_[id].arena], use_.idle_since(id));
+  }
+  // Where the work that may touch pages of `arena` idle since `tick` stands: safe below the arena's handover tick
+  // (its stream before had finished all its work: ArenaSet), else the fence's word on its stream. Never blocks.
+  StreamFence::Readiness readiness(const Arena& arena, std::uint64_t tick) {
+    return tick < arena.handover_tick ? StreamFence::Readiness::kSafe : fence_.readiness(arena.stream, tick);
+  }
+  bool tick_safe(const Arena& arena, std::uint64_t tick) {
+    return readiness(arena, tick) == StreamFence::Readiness::kSafe;
   }
 
   // One allocation earned its move credit (MoveBudget::earn).

@@ -89,6 +89,8 @@ class ChunkUse {
   ChunkId oldest_idle();
   // A new tick: every chunk idle now turned idle before it (StreamFence marks and waits use it).
   std::uint64_t next_tick() { return idle_.next_tick(); }
+  // The last tick handed out (0: none yet).
+  std::uint64_t last_tick() const { return idle_.last_tick(); }
   // Calls f(id) for every idle chunk, oldest first (checks). O(entries x pages).
   template <typename F>
   void for_each_idle(F&& f) const {

@@ -33,7 +33,9 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
       fence_(events),
       arenas_(backend, config.arena_virtual_bytes, !config.cross_stream_reuse,
               [this](Arena& arena) { return unmap_arena(arena); },
-              [this] { fence_.wait_all(use_.next_tick()); }),
+              [this] { fence_.wait_all(use_.next_tick()); },
+              config.arena_handover ? ArenaSet::Handover([this](const Arena& a) { return handover_tick(a); })
+                                    : ArenaSet::Handover()),
       source_(config_, page_,
               {backend, store_, use_, fence_, arenas_, stitcher_, stats_, clock != nullptr ? *clock : steady_clock()}),
       blocks_(policy::InvalidFreeWords::engine(), stats_) {
@@ -276,6 +278,17 @@ std::uint64_t StitchingAllocator::take_standby(Arena& arena, PageNumber first, P
     }
   }
   return dropped;
+}
+
+std::uint64_t StitchingAllocator::handover_tick(const Arena& arena) {
+  // Without stream events nothing runs asynchronously: every tick is safe at once. With them, the newest idle
+  // tick safe covers every page (standby mappings left at ticks no newer); else the stream must have drained.
+  if (fence_.asynchronous() && arena.last_idle_tick != 0 && !source_.tick_safe(arena, arena.last_idle_tick) &&
+      !fence_.stream_idle(arena.stream)) {
+    return 0;
+  }
+  ++stats_.arena_handovers;  // ArenaSet takes the first arena that may pass
+  return use_.next_tick();
 }
 
 bool StitchingAllocator::unmap_arena(Arena& arena) {

@@ -150,9 +150,14 @@ class StitchingAllocator final : public Allocator {
     return page_.last_page(offset, size_bytes);
   }
   // Tells the stream fence that chunks of `arena` turned idle at `tick` (0: none did).
-  void noted(const Arena& arena, std::uint64_t tick) {
-    if (tick != 0) fence_.note_idle(arena.stream, tick);
+  void noted(Arena& arena, std::uint64_t tick) {
+    if (tick == 0) return;
+    arena.last_idle_tick = tick;
+    fence_.note_idle(arena.stream, tick);
   }
+  // ArenaSet's Handover: empty `arena` may pass to another stream once no work of its stream can touch its pages
+  // (every idle tick of it safe, or the stream idle); returns the tick that divides before from after (0: not now).
+  std::uint64_t handover_tick(const Arena& arena);
   // Maps every unmapped run of [first, last] (whose mapped chunks are used); returns the chunks mapped.
   std::uint64_t stitch(Arena& arena, PageNumber first, PageNumber last, std::uint64_t requested);
   // Backs pages [first, first + pages) (unmapped) with chunks and grants access, for the block on pages

@@ -37,6 +37,8 @@ void StitchingAllocator::check_invariants() const {
   }
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
     if (arenas_[a].blocks != arena_blocks[a]) broken("an arena's block count differs from the recount");
+    if (arenas_[a].handover_tick > use_.last_tick() || arenas_[a].last_idle_tick > use_.last_tick())
+      broken("an arena's handover or last idle tick is later than any tick handed out");
   }
   // Chunk users recounted from the blocks: the blocks overlapping each chunk, and those it backs an end page of
   // (what its record counts: chunk_use.h); every page of a block mapped.
