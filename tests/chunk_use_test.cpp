@@ -230,6 +230,22 @@ TEST_F(ChunkUseTest, AnIdleChunkTakenForAFailedPlacementComesBackIdleInItsOldPla
   EXPECT_EQ(use_.used_pages(), Pages{2});
 }
 
+TEST_F(ChunkUseTest, AChunkPutBackWithATickOlderThanTheArenasHandoverBringsTheHandoverDownToIt) {
+  const ChunkId id = mapped_for_block(0, 2, 0, 1);
+  const std::uint64_t tick = use_.unuse(arena_, PageNumber{0}, PageNumber{1});
+  // The arena passed to another stream after that tick (ArenaSet): ticks below handover_tick count as safe.
+  arena_.handover_tick = use_.next_tick();
+  ASSERT_LT(tick, arena_.handover_tick);
+  use_.take_idle(arena_, id);
+  arena_.pages.set_active(PageNumber{0}, false);
+  arena_.pages.insert(PageNumber{20}, id, Pages{2});
+  store_[id].first_page = PageNumber{20};
+  use_.restore_taken(arena_);  // the placement failed: idle again, at its old tick
+  use_.check_invariants();
+  EXPECT_EQ(use_.idle_since(id), tick);
+  EXPECT_EQ(arena_.handover_tick, tick) << "the fence, not the handover, judges the old tick";
+}
+
 TEST_F(ChunkUseTest, AnUnmappedUsedChunkLeavesTheUsedCount) {
   const ChunkId a = mapped_for_block(0, 3);
   store_[a].arena = Chunk::kUnmapped;  // a stitch undone

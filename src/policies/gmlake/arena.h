@@ -31,7 +31,8 @@ struct Arena {
   std::uint64_t blocks = 0;  // live and pending blocks placed in it
   // Handover (ArenaSet): an empty per-stream arena passes to a new stream once no work of its stream can touch
   // its pages, with its chunks mapped where they are. Idle ticks below handover_tick are from before (the previous
-  // stream's, all finished): safe whatever `stream` has queued. 0: never handed over.
+  // stream's, all finished): safe whatever `stream` has queued. 0: never handed over. It only comes down after
+  // (ChunkUse::restore_taken: an idle chunk put back with an older tick of another arena's).
   std::uint64_t handover_tick = 0;
   std::uint64_t last_idle_tick = 0;  // the newest tick at which pages of it turned idle (0: none yet)
   std::uint64_t given_seq = 0;       // when it was made or handed over, in order: the oldest goes first

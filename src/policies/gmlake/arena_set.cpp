@@ -73,7 +73,9 @@ Arena* ArenaSet::take_over(bool small, StreamId stream) {
   // them in the same order, so each new stream finds the layout of the one made in its place before.
   std::vector<std::pair<std::uint64_t, std::uint32_t>> empty;  // (given_seq, id)
   for (const auto& [key, id] : per_stream_slots_) {
-    if (id != UINT32_MAX && key.second == small && arenas_[id]->blocks == 0) empty.emplace_back(arenas_[id]->given_seq, id);
+    if (id != UINT32_MAX && key.second == small && arenas_[id]->blocks == 0) {
+      empty.emplace_back(arenas_[id]->given_seq, id);
+    }
   }
   std::sort(empty.begin(), empty.end());
   for (const auto& [seq, id] : empty) {

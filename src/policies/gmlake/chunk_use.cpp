@@ -135,6 +135,9 @@ void ChunkUse::restore_taken(Arena& arena) {
     if (!c.mapped() || c.arena != arena.id) broken("a chunk taken as idle left the block's arena");
     const PageNumber last = c.first_page + c.pages - Pages{1};
     const std::uint64_t tick = arenas_[t.arena].pages.idle_tick(t.first);  // still marked at its old place
+    // An old tick from another arena is not one of this arena's from before its handover (Arena::handover_tick),
+    // whose stream's work has finished: the handover's floor comes down below it, so that the fence judges it.
+    if (tick < arena.handover_tick) arena.handover_tick = tick;
     idle_.push_moved(arena.id, c.first_page, last, tick, t.arena, t.first, t.first + c.pages - Pages{1});
     count_idle(c.pages, arena.pages.mark_idle(c.first_page, last, tick));
   }
