@@ -24,19 +24,13 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
     slot = &it->second;
   }
   if (*slot != UINT32_MAX) return *arenas_[*slot];
-  if (per_stream_ && handover_) {
-    Arena* taken = nullptr;
-    try {
-      taken = take_over(small, stream);
-    } catch (...) {
-      per_stream_slots_.erase({stream, small});
-      throw;
-    }
-    if (taken != nullptr) return *taken;
-  }
-  // A new arena; the empty ones go back beyond kSpareArenas, and all of them when address space runs out.
+  // An empty arena taken over; else a new one, the empty ones going back beyond kSpareArenas, and all of them when
+  // address space runs out.
   std::uintptr_t base = 0;
   try {
+    if (per_stream_ && handover_) {
+      if (Arena* taken = take_over(small, stream)) return *taken;
+    }
     if (per_stream_ && empty_stream_arenas() >= kSpareArenas) retire_empty(false);
     try {
       base = backend_.reserve(virtual_bytes_);
@@ -44,7 +38,7 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
       if (retire_empty(true) == 0) throw;
       base = backend_.reserve(virtual_bytes_);
     }
-  } catch (...) {  // OutOfMemoryError (no address space left) or BackendError, as the backend said
+  } catch (...) {  // OutOfMemoryError (no address space left) or Error, as the backend or the Handover said
     if (per_stream_) per_stream_slots_.erase({stream, small});
     throw;
   }

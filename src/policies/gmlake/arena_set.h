@@ -56,9 +56,9 @@ class ArenaSet {
   ArenaSet& operator=(const ArenaSet&) = delete;
 
   // The arena of (`stream`, the small or the large pool), taken over (above) or made on first use (stream is
-  // ignored unless per_stream). Throws OutOfMemoryError when no address space is left even after every empty arena went back,
-  // or BackendError, as the backend said; nothing changes then. Inline for a shared arena already made (every
-  // allocation asks).
+  // ignored unless per_stream). Throws OutOfMemoryError when no address space is left even after every empty
+  // arena went back, or BackendError, as the backend or the Handover said; nothing changes then. Inline for a
+  // shared arena already made (every allocation asks).
   Arena& get(bool small, StreamId stream) {
     if (!per_stream_ && shared_[small] != UINT32_MAX) return *arenas_[shared_[small]];
     return get_or_make(small, stream);
