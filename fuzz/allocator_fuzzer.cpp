@@ -5,7 +5,8 @@
 //
 // Input: byte 0 picks the configuration (policy, cross_stream_reuse, an idle-memory bound; bit 4: a second
 // configuration byte follows, for the keys added since the first long run: the move budget
-// (move_share_permille, move_burst_ms, move_headroom_permille), chunks_per_block, max_strand_bytes,
+// (move_share_permille, move_burst_ms, move_headroom_permille; bounded, with assume_device_waits, since the share
+// charges only moves made while the device waits), chunks_per_block, max_strand_bytes,
 // memory_first_under_cap, headroom_permille, and peers: peer_devices:1 on a two-device sim whose devices hold
 // 256 MiB each, with or without peer_budget_bytes; bit 5: a third configuration byte follows, and the target
 // drives a whole Pool (StreamUses and TracingAllocator over the policy) with five more operations, below; its bit
@@ -256,8 +257,16 @@ class Driver {
     if ((config_byte & 0x8) != 0) config.max_idle_mapped_bytes = 8 * kMiB;
     switch (more & 0x3) {  // the move budget
       case 1: config.move_share_permille = 0; break;  // unbounded
-      case 2: config.move_share_permille = 1; config.move_burst_ms = 0; config.move_headroom_permille = 0; break;
-      case 3: config.move_share_permille = 1000; config.move_burst_ms = 0; config.move_headroom_permille = 1000; break;
+      // Bounded: the device assumed to wait for the host where no stream can be asked, so that the share
+      // charges and refuses moves (with a device, the streams' busy or idle answers decide).
+      case 2:
+        config.move_share_permille = 1; config.move_burst_ms = 0; config.move_headroom_permille = 0;
+        config.assume_device_waits = true;
+        break;
+      case 3:
+        config.move_share_permille = 1000; config.move_burst_ms = 0; config.move_headroom_permille = 1000;
+        config.assume_device_waits = true;
+        break;
       default: break;
     }
     const std::uint64_t chunks_per_block[] = {32, 0, 1, 4096};

@@ -161,10 +161,13 @@ namespace gmlake {
     "refused and logged, nothing lent), a borrower trusts only a lender of its own or these uids (SO_PEERCRED, "  \
     "docs/reliability.md); none = the own uid only")                                                            \
   X(u64, move_share_permille, 10, "permille",                                                                   \
-    "gmlake: driver time that moving memory (evictions, re-cuts, releases to remake chunks) may take, in "        \
-    "thousandths of the wall time since the first move, once move_burst_ms is spent; past it the pool grows "    \
-    "instead, within move_headroom_permille (src/policies/gmlake/move_budget.h). `gmlake replay` reads the "       \
-    "trace's own times as the wall time. 0 = unbounded")                                                          \
+    "gmlake: driver time that moving memory (evictions, re-cuts, releases to remake chunks) may take while the "  \
+    "device waits for the host (on the critical path), in thousandths of the wall time since the first move, "    \
+    "once move_burst_ms is spent; past it the pool grows instead, within move_headroom_permille "                 \
+    "(src/policies/gmlake/move_budget.h). A move made while the allocating stream has queued work is hidden "     \
+    "behind it: neither charged nor refused (since 2026-11-28: the bound cost embed_infer_sorted 3.6% of its "     \
+    "memory for 6% less VMM time; docs/benchmarks.md). Without stream events assume_device_waits says which; "     \
+    "`gmlake replay` reads the trace's own times as the wall time. 0 = unbounded")                                \
   X(u64, move_burst_ms, 300, "ms",                                                                              \
     "gmlake: driver time that moves may take at once before move_share_permille has accrued: the moves that "    \
     "form the layout in the first steps, which set the peak for the whole run")                                 \

@@ -1,7 +1,7 @@
 // LaggingStreamEvents: the replay's model of a device that runs behind the host (`gmlake replay --device-lag-us`).
 //
 // A replay runs no kernels, so without a model every chunk is safe to move the moment it turns idle, and the
-// replay assumes the device busy wherever the pool grows (assume_device_waits). On a GPU neither holds: the
+// replay assumes the device busy wherever the pool grows or moves (assume_device_waits). On a GPU neither holds: the
 // work queued before a free may still be running, so the StreamFence (stream_fence.h) must wait for it, or the
 // pool creates a chunk instead (lag_grow_pages), and at the start of a step the stream has drained. This model
 // gives the fence one answer for both, from one figure, the lag L: the work the host queues at (trace) time t

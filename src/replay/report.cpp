@@ -57,7 +57,7 @@ std::string format_table(const std::vector<ReplayResult>& results) {
                          "", r.device_lag_us, r.device_waits, static_cast<double>(r.device_wait_ns) / 1e6,
                          r.stats.in_order_evictions);
     } else if (r.policy == Policy::kGmlake) {
-      out += fmt::format("  {:<11} assumes the device {} wherever the pool grows (a replay has no stream to ask: "
+      out += fmt::format("  {:<11} assumes the device {} wherever the pool grows or moves (a replay has no stream to ask: "
                          "assume_device_waits:{})\n",
                          "", r.assumed_device_waits ? "waits for the host" : "has queued work",
                          r.assumed_device_waits ? 1 : 0);

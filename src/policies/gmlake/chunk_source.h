@@ -202,16 +202,21 @@ class ChunkSource {
   // Stats::fence_waits, fence_drains (no mark covered `tick`: the stream's whole queue drains) and fence_wait_ns
   // (the clock's time across the wait). Throws BackendError: then nothing is counted.
   void wait_for_stream(StreamId stream, std::uint64_t tick);
-  // True when a move may be made now (MoveBudget; the clock is read only for its wall-time share).
-  bool moves_allowed() { return moves_.allows_move(moves_.timed() ? clock_.now_ns() : 0); }
+  // True when a move may be made now (MoveBudget; the clock is read only for its wall-time share, and the
+  // stream asked whether the device waits only where that share would refuse).
+  bool moves_allowed() {
+    return moves_.allows_move(moves_.timed() ? clock_.now_ns() : 0, [this] { return device_waits(); });
+  }
   // True when `pages` more stay within move_headroom_permille of the highest allocated bytes (and the cap).
   bool within_move_headroom(Pages pages) const {
     return cap_allows(pages) && headroom_.move_allows(reserved_now(), page_.bytes_of(pages));
   }
   // Chunk `id`'s standby mapping at `first_page` of `arena`; throws std::logic_error when it has none there.
   const ChunkPlace& standby_place(ChunkId id, std::uint32_t arena, PageNumber first_page) const;
-  void charge_eviction() { moves_.charge_eviction(); }
-  void charge_release() { moves_.charge_release(); }
+  // A move was made: charged to the wall-time share only where the device waits for the host (asked only when
+  // that share is bounded).
+  void charge_eviction() { moves_.charge_eviction(moves_.timed() && device_waits()); }
+  void charge_release() { moves_.charge_release(moves_.timed() && device_waits()); }
   std::uint64_t device_free_bytes();
 
   Clock& clock_;

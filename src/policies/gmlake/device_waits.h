@@ -1,7 +1,9 @@
 // DeviceWaits: whether the device waits for the host on the stream of the allocation in progress, so that a
 // backend call made now is on the critical path rather than hidden behind queued work (VMM calls cost the
 // allocating thread's time and do not stall the GPU: ../shared/REFERENCE.md). ChunkSource asks it where the pool
-// grows (waiting_growth_chunk_share) and where the plain headroom would move memory (waiting_headroom_permille).
+// grows (waiting_growth_chunk_share), where the plain headroom would move memory (waiting_headroom_permille), and
+// for the move budget's wall-time share (move_share_permille: only moves on the critical path are charged and
+// refused), after a move and where the share alone would refuse one.
 //
 // With StreamEvents it asks the stream (StreamFence::stream_idle: cuStreamQuery), and only until the stream
 // says it has drained: nothing is queued on the stream while the allocating thread is inside the allocator, so a

@@ -5,10 +5,15 @@
 // thread; growing (a new chunk) costs bytes and one create, and a range grown stays mapped, so a repeating step
 // that would move the same memory every time stops moving. Two bounds, each off at 0:
 //   - wall-time share (Config::move_share_permille, move_burst_ms): over the wall time T since the first move
-//     was weighed (Clock), a move is allowed while
+//     was weighed (Clock), a move made while the device waits for the host is allowed while
 //         charged_ns <= burst_ns + T x share_permille / 1000
-//     so that, once the burst (the moves that form the layout in the first steps) is spent, moves take at most
-//     that share of the thread's time;
+//     so that, once the burst (the moves that form the layout in the first steps) is spent, moves on the
+//     critical path take at most that share of the time. Only those are charged, and only those refused: a move
+//     made while the allocating stream has queued work is hidden behind it (VMM calls cost the allocating
+//     thread's time and do not stall the GPU: ../shared/REFERENCE.md), so it costs the user nothing, while the
+//     growth a refusal makes instead costs memory (the lever of issue 23: price a move by what it delays).
+//     Whether the device waits is the caller's answer (DeviceWaits: the stream's, or Config::assume_device_waits
+//     where no stream can be asked, as in `gmlake replay`);
 //   - per operation (Config::move_budget_ns_per_op): each allocation earns budget_ns_per_op (up to kBurstOps
 //     allocations' worth); a move is allowed while the credit is >= 0, so over n allocations
 //         charged_ns <= n x budget_ns_per_op + kBurstOps x budget_ns_per_op + one move's cost.
@@ -58,9 +63,12 @@ class MoveBudget {
   void earn() {
     if (budget_ns_ != 0) credit_ns_ = std::min(credit_ns_ + budget_ns_, budget_ns_ * kBurstOps);
   }
-  // True when a move may be made now; `now_ns`: the clock's time (read only when timed()). The wall time
-  // starts at the first call.
-  bool allows_move(std::int64_t now_ns) {
+  // True when a move may be made now; `now_ns`: the clock's time (read only when timed()); `device_waits()`:
+  // whether the device waits for the host, asked at most once and only where the wall-time share alone would
+  // refuse (a move hidden behind queued work is allowed). The wall time starts at the first call. Throws what
+  // `device_waits` throws (then the wall time may have started; nothing else changed).
+  template <class DeviceWaitsFn>
+  bool allows_move(std::int64_t now_ns, DeviceWaitsFn&& device_waits) {
     if (budget_ns_ != 0 && credit_ns_ < 0) return false;
     if (share_permille_ == 0) return true;
     if (!started_) {
@@ -68,12 +76,14 @@ class MoveBudget {
       start_ns_ = now_ns;
     }
     const std::int64_t elapsed_ns = std::max<std::int64_t>(0, now_ns - start_ns_);
-    return charged_ns_ <= burst_ns_ + elapsed_ns / 1000 * share_permille_;
+    return charged_ns_ <= burst_ns_ + elapsed_ns / 1000 * share_permille_ || !device_waits();
   }
-  void charge_eviction() { charge(kEvictionCostNs); }
-  void charge_release() { charge(kReleaseCostNs); }
+  // A move was made; `on_critical_path`: the device waited for the host meanwhile (only then is the wall-time
+  // share charged; the per-operation credit is charged in any case).
+  void charge_eviction(bool on_critical_path) { charge(kEvictionCostNs, on_critical_path); }
+  void charge_release(bool on_critical_path) { charge(kReleaseCostNs, on_critical_path); }
   std::int64_t credit_ns() const { return credit_ns_; }
-  // Move time charged against the wall-time share so far.
+  // Move time charged against the wall-time share so far (moves made while the device waited).
   std::int64_t charged_ns() const { return charged_ns_; }
   // Checks the invariants above; throws std::logic_error (engine_checks.h). O(1).
   void check_invariants() const {
@@ -87,9 +97,9 @@ class MoveBudget {
  private:
   static constexpr std::uint64_t kMaxBudgetNs = 1'000'000'000;  // keeps budget x kBurstOps within int64
   static constexpr std::uint64_t kMaxBurstNs = std::uint64_t{1} << 62;
-  void charge(std::int64_t ns) {
+  void charge(std::int64_t ns, bool on_critical_path) {
     if (budget_ns_ != 0) credit_ns_ -= ns;
-    if (share_permille_ != 0) charged_ns_ += ns;
+    if (share_permille_ != 0 && on_critical_path) charged_ns_ += ns;
   }
   std::int64_t budget_ns_;
   std::int64_t share_permille_;
