@@ -54,6 +54,17 @@ Held out a fourth time (2026-11-27, eleventh session):
   convnext_multiscale_train ConvNeXt-T multi-scale training, side 160..320 px per step at constant pixels
   ppo_rollout_train    RLHF-style: a LLaMA-style policy samples (generate, KV cache), then two policy-gradient
                        updates on the rollout, in turn
+Held out a fifth time (2026-11-27, twelfth session):
+  gan_train            DCGAN-style adversarial training at 128 px, two Adam optimizers
+  spec_decode_infer    speculative decoding (transformers' assistant_model): two KV caches grown and cut back
+  sweep_train          a hyper-parameter sweep: each trial a new model width and batch in one process
+  pointcloud_train     PointNet-style classification of clouds of varying size (per-point activations)
+Held out a sixth time (2026-11-28, sixteenth session):
+  embed_infer_sorted   BERT-large-shaped sentence embeddings, shards sorted by length: batches rise short to long
+  int8_weight_generate weight-only int8 LLaMA-style generate: a bf16 temporary per linear per use, KV by torch.cat
+  longctx_chunked_prefill documents of 4k-32k tokens prefilled in chunks of 2,048 into a KV cache sized per
+                       document (GB tensors of a new size every document), then a short answer decoded
+  mae_pretrain         masked-autoencoder pretraining (ViT-B/16 encoder on 25% of patches, a small decoder), fixed
 
 With --unrecorded, each workload runs a second time with the same draws and the same number of calls (every
 ctx.fits() answered as in the recorded run) without recording, and its wall time goes to the JSON as
@@ -1802,6 +1813,212 @@ def w_pointcloud_train(ctx, p):
     torch.cuda.synchronize()
 
 
+def w_embed_infer_sorted(ctx, p):
+    """A sentence-embedding job (transformers BertModel, BERT-large-shaped: 24 layers, hidden 1024, 16 heads; random
+    weights, bf16, eval, no grad) over shards of 2,048 documents whose token lengths are drawn long-tailed (16 +
+    an exponential of mean 120, at most 512), sorted by length within the shard and cut into batches of 64 as
+    embedding pipelines do (least padding): every shard's batches rise from short to long, each a new high. Per
+    batch: masked mean pooling over the last hidden state, L2 normalized, kept on the GPU; at the shard's end the
+    shard's embeddings are concatenated and copied to the host."""
+    from transformers import BertConfig, BertModel
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    cfg = BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096,
+                     max_position_embeddings=512)
+    model = BertModel(cfg, add_pooling_layer=False).eval().to("cuda", torch.bfloat16)
+    p.update(model="BertModel(hidden 1024, 24 layers, 16 heads, intermediate 4096)", dtype="bfloat16",
+             draws="per document: length 16 + Exp(mean 120), at most 512; shards of 2048 sorted, batches of 64",
+             calls=[], shards=0, max_calls=p.get("max_calls", 400))
+    done = False
+    while not done:
+        lengths = sorted(min(512, 16 + int(rng.expovariate(1.0 / 120))) for _ in range(2048))
+        embs = []
+        for i in range(0, len(lengths), 64):
+            t = lengths[min(i + 63, len(lengths) - 1)]
+            if len(p["calls"]) >= p["max_calls"] or not ctx.fits(est_allocs=600):
+                done = True
+                break
+            ids = torch.randint(1, cfg.vocab_size, (64, t), device="cuda")
+            mask = (torch.arange(t, device="cuda")[None, :] <
+                    torch.tensor(lengths[i:i + 64], device="cuda")[:, None]).long()
+            with torch.no_grad():
+                h = model(input_ids=ids, attention_mask=mask).last_hidden_state
+                m = mask[..., None].to(h.dtype)
+                e = F.normalize(((h * m).sum(1) / m.sum(1)).float(), dim=-1)
+            embs.append(e)
+            del ids, mask, h, m, e
+            p["calls"].append(t)
+        if embs:
+            out = torch.cat(embs).cpu()
+            del out
+            p["shards"] += 1
+        del embs
+    torch.cuda.synchronize()
+
+
+def w_int8_weight_generate(ctx, p):
+    """Weight-only int8 LLM inference: a LLaMA-style decoder (LlamaConfig hidden 2048, intermediate 5632, 8 layers,
+    32 heads, 4 KV heads, vocab 32000, ~0.35B parameters in its linears; random weights) whose linear weights live on
+    the GPU as int8 with a bf16 scale per output channel and are dequantized to a bf16 temporary at every use (as
+    simple weight-only quantization kernels-less code does), KV caches grown by torch.cat, greedy; batch U[1,8],
+    prompt U[32,1024], U[8,32] new tokens per request."""
+    rng = random.Random(SEED)
+    gen = torch.Generator().manual_seed(SEED)
+    cfg = llama_cfg(2048, 5632, 8, 32, 4)
+    H, nh, kvh = cfg["hidden"], cfg["heads"], cfg["kv_heads"]
+    hd = H // nh
+    layers = []
+    for _ in range(cfg["layers"]):
+        w = {}
+        for k, t in cpu_layer_weights(cfg, gen, torch.float32, False).items():
+            if k.startswith("ln"):
+                w[k] = t.to("cuda", torch.bfloat16)
+            else:
+                scale = t.abs().amax(1, keepdim=True).clamp(min=1e-8) / 127.0
+                w[k] = ((t / scale).round().clamp(-127, 127).to(torch.int8).cuda(), scale.to("cuda", torch.bfloat16))
+            del t
+        layers.append(w)
+    emb = (torch.randn(cfg["vocab"], H, generator=gen) * 0.02).to(torch.bfloat16).cuda()
+    cos, sin = rope_tables(hd, 2048, "cuda")
+
+    def lin(w, x):
+        q, s = w
+        return x @ (q.to(torch.bfloat16) * s).t()
+
+    def layer(x, w, cache, pos):
+        B, T, _ = x.shape
+        h = rms_norm(x, w["ln1"])
+        q = lin(w["wq"], h).view(B, T, nh, hd).transpose(1, 2)
+        k = lin(w["wk"], h).view(B, T, kvh, hd).transpose(1, 2)
+        v = lin(w["wv"], h).view(B, T, kvh, hd).transpose(1, 2)
+        c, s = cos[pos:pos + T], sin[pos:pos + T]
+        q, k = apply_rope(q, c, s), apply_rope(k, c, s)
+        if cache[0] is not None:
+            k, v = torch.cat([cache[0], k], 2), torch.cat([cache[1], v], 2)
+        a = F.scaled_dot_product_attention(q, k, v, is_causal=T > 1, enable_gqa=True)
+        x = x + lin(w["wo"], a.transpose(1, 2).reshape(B, T, H))
+        h = rms_norm(x, w["ln2"])
+        return x + lin(w["wd"], F.silu(lin(w["wg"], h)) * lin(w["wu"], h)), (k, v)
+
+    p.update(model="LLaMA-style decoder, int8 weights + bf16 per-channel scales, " + json.dumps(
+             {k: cfg[k] for k in ("hidden", "inter", "layers", "heads", "kv_heads", "vocab")}), dtype="int8 / bf16",
+             draws="batch U[1,8], prompt U[32,1024], new tokens U[8,32]", requests=[],
+             max_requests=p.get("max_requests", 100))
+    with torch.no_grad():
+        for r in range(p["max_requests"]):
+            b, t, n = rng.randint(1, 8), rng.randint(32, 1024), rng.randint(8, 32)
+            if not ctx.fits(est_allocs=60 * cfg["layers"] * (n + 1)):
+                break
+            caches = [(None, None)] * cfg["layers"]
+            x = emb[torch.randint(0, cfg["vocab"], (b, t), device="cuda")]
+            pos = 0
+            for step in range(n):
+                for li, w in enumerate(layers):
+                    x, caches[li] = layer(x, w, caches[li], pos)
+                pos += x.shape[1]
+                tok = (x[:, -1:] @ emb.t()).argmax(-1)
+                x = emb[tok]
+                del tok
+            del x, caches
+            p["requests"].append([b, t, n])
+    torch.cuda.synchronize()
+
+
+def w_longctx_chunked_prefill(ctx, p):
+    """Long-document inference by chunked prefill: a LLaMA-style decoder (LlamaConfig hidden 2048, intermediate
+    5632, 8 layers, 16 heads, 8 KV heads, vocab 32000; random weights, bf16) reads documents of U[4096,32768] tokens
+    in chunks of 2,048 into a KV cache allocated per document at the document's length plus the answer's (one
+    tensor per layer for K and one for V, 8-67 MB each, 0.14-1.1 GB in all: a new size every document), then
+    decodes U[8,32] tokens greedily into the same cache (llama_block writes the cache in place)."""
+    rng = random.Random(SEED)
+    gen = torch.Generator().manual_seed(SEED)
+    cfg = llama_cfg(2048, 5632, 8, 16, 8, max_pos=40960)
+    H, kvh = cfg["hidden"], cfg["kv_heads"]
+    hd = H // cfg["heads"]
+    layers = [{k: t.cuda() for k, t in cpu_layer_weights(cfg, gen, torch.bfloat16, False).items()}
+              for _ in range(cfg["layers"])]
+    emb = (torch.randn(cfg["vocab"], H, generator=gen) * 0.02).to(torch.bfloat16).cuda()
+    cos, sin = rope_tables(hd, 34 * 1024, "cuda")
+    p.update(model="LLaMA-style decoder (llama_block), " + json.dumps({k: cfg[k] for k in ("hidden", "inter",
+             "layers", "heads", "kv_heads", "vocab")}), dtype="bfloat16", chunk=2048,
+             draws="document U[4096,32768] tokens, answer U[8,32] tokens", requests=[],
+             max_requests=p.get("max_requests", 60))
+    with torch.no_grad():
+        for r in range(p["max_requests"]):
+            t, n = rng.randint(4096, 32768), rng.randint(8, 32)
+            if not ctx.fits(est_allocs=50 * cfg["layers"] * (t // 2048 + n + 1)):
+                break
+            caches = [(torch.empty(1, kvh, t + n, hd, device="cuda", dtype=torch.bfloat16),
+                       torch.empty(1, kvh, t + n, hd, device="cuda", dtype=torch.bfloat16))
+                      for _ in range(cfg["layers"])]
+            ids = torch.randint(0, cfg["vocab"], (1, t), device="cuda")
+            pos = 0
+            x = None
+            while pos < t:
+                c = min(2048, t - pos)
+                x = emb[ids[:, pos:pos + c]]
+                for li, w in enumerate(layers):
+                    x = llama_block(x, w, cfg, cos, sin, pos, cache=caches[li])
+                pos += c
+            for step in range(n):
+                tok = (x[:, -1:] @ emb.t()).argmax(-1)
+                x = emb[tok]
+                for li, w in enumerate(layers):
+                    x = llama_block(x, w, cfg, cos, sin, pos, cache=caches[li])
+                pos += 1
+                del tok
+            del x, ids, caches
+            p["requests"].append([t, n])
+    torch.cuda.synchronize()
+
+
+def w_mae_pretrain(ctx, p):
+    """Masked-autoencoder pretraining (MAE's shape: a ViT-B/16 encoder of 12 nn.TransformerEncoderLayer over the 25%
+    of 196 patches kept, a decoder of 4 layers at width 512 over all 196 with mask tokens, MSE on the masked
+    patches' pixels), batch 128 at 224 px, random masks per image (a fixed count kept), bf16 autocast over fp32
+    parameters, AdamW: a fixed-shape training job of gathers and scatters."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+    D, Dd, N, keep, B = 768, 512, 196, 49, 128
+    patch = nn.Conv2d(3, D, 16, 16).cuda()
+    pos_e = nn.Parameter(torch.randn(1, N, D, device="cuda") * 0.02)
+    enc = nn.TransformerEncoder(nn.TransformerEncoderLayer(D, 12, 4 * D, dropout=0.0, activation="gelu",
+                                                           batch_first=True, norm_first=True), 12).cuda()
+    to_dec = nn.Linear(D, Dd).cuda()
+    mask_tok = nn.Parameter(torch.zeros(1, 1, Dd, device="cuda"))
+    pos_d = nn.Parameter(torch.randn(1, N, Dd, device="cuda") * 0.02)
+    dec = nn.TransformerEncoder(nn.TransformerEncoderLayer(Dd, 16, 4 * Dd, dropout=0.0, activation="gelu",
+                                                           batch_first=True, norm_first=True), 4).cuda()
+    head = nn.Linear(Dd, 16 * 16 * 3).cuda()
+    params = [*patch.parameters(), pos_e, *enc.parameters(), *to_dec.parameters(), mask_tok, pos_d,
+              *dec.parameters(), *head.parameters()]
+    opt = torch.optim.AdamW(params, lr=1.5e-4, weight_decay=0.05)
+    p.update(model="MAE: ViT-B/16 encoder (12 layers, 768) on 49 of 196 patches, decoder 4 layers x 512",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW", batch=B, steps=0,
+             max_steps=p.get("max_steps", 300))
+    for step in range(p["max_steps"]):
+        if not ctx.fits(est_allocs=700):
+            break
+        img = torch.randn(B, 3, 224, 224, device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            x = patch(img).flatten(2).transpose(1, 2) + pos_e
+            order = torch.rand(B, N, device="cuda").argsort(1)
+            kept = order[:, :keep]
+            x = torch.gather(x, 1, kept[..., None].expand(-1, -1, D))
+            z = to_dec(enc(x))
+            full = mask_tok.expand(B, N, Dd).to(z.dtype).scatter(1, kept[..., None].expand(-1, -1, Dd), z)
+            pred = head(dec(full + pos_d))
+        target = img.unfold(2, 16, 16).unfold(3, 16, 16).permute(0, 2, 3, 1, 4, 5).reshape(B, N, -1)
+        masked = torch.ones(B, N, device="cuda").scatter(1, kept, 0.0)
+        loss = (((pred.float() - target) ** 2).mean(-1) * masked).sum() / masked.sum()
+        del x, order, kept, z, full, pred, target, masked
+        optimizer_step(loss, opt)
+        del loss, img
+        p["steps"] += 1
+    torch.cuda.synchronize()
+
+
 WORKLOADS = {
     "gpt2_generate": (w_gpt2_generate, 60),
     "llm_offload_streams": (w_llm_offload_streams, 60),
@@ -1843,6 +2060,10 @@ WORKLOADS = {
     "spec_decode_infer": (w_spec_decode_infer, 40),
     "sweep_train": (w_sweep_train, 40),
     "pointcloud_train": (w_pointcloud_train, 30),
+    "embed_infer_sorted": (w_embed_infer_sorted, 40),
+    "int8_weight_generate": (w_int8_weight_generate, 50),
+    "longctx_chunked_prefill": (w_longctx_chunked_prefill, 50),
+    "mae_pretrain": (w_mae_pretrain, 40),
 }
 
 
