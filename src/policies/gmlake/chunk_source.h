@@ -15,7 +15,9 @@
 // An eviction made to back a run keeps the chunk's old mapping as a standby one (Config::standby_mappings), so
 // that a repeating step, which needs the chunk back there later, takes it back with no backend call.
 // Moves (evictions, re-cuts, releases to remake a chunk) are weighed by MoveBudget: a share of wall time (Clock)
-// after a burst; over it, the pool grows instead, within move_headroom_permille, while memory does not limit.
+// after a burst, charged only with the moves made while the device waits for the host (DeviceWaits: a move
+// hidden behind queued work costs the user nothing); over it, the pool grows instead, within
+// move_headroom_permille, while memory does not limit.
 // Counts it keeps: reserved_now() = stats.reserved_bytes - stats.peer_reserved_bytes (the own device's bytes,
 // what the cap and the headroom bound); the highest allocated bytes ever seen are the Headroom's (headroom.h:
 // its three allowances, note_allocated).
