@@ -221,19 +221,18 @@ TEST(MoveBudgetPolicyTest, TheStreamTellsWhetherAMoveIsOnTheCriticalPath) {
   // With stream events the stream is asked (cuStreamQuery on a GPU): while it has queued work the share refuses
   // nothing; once it waits for the host, the same bound turns moves into growth.
   const std::string bounded = std::string(kPageGranular) + ",move_share_permille:5,move_burst_ms:0,move_headroom_permille:200";
-  test::ManualEvents busy_events;
-  busy_events.busy_streams.insert(0);
-  const Outcome busy_unbounded = run_varying_shapes(kPageGranular, 10'000, &busy_events);
-  test::ManualEvents busy_events2;
-  busy_events2.busy_streams.insert(0);
-  const Outcome busy = run_varying_shapes(bounded, 10'000, &busy_events2);
+  // Each run gets its own events: a busy stream (ManualEvents::busy_streams) or one that waits for the host.
+  test::ManualEvents busy_for_unbounded, busy_for_bounded, waiting_for_unbounded, waiting_for_bounded;
+  busy_for_unbounded.busy_streams.insert(0);
+  busy_for_bounded.busy_streams.insert(0);
+  const Outcome busy_unbounded = run_varying_shapes(kPageGranular, 10'000, &busy_for_unbounded);
+  const Outcome busy = run_varying_shapes(bounded, 10'000, &busy_for_bounded);
   ASSERT_GT(busy_unbounded.evictions, 50u);
   EXPECT_EQ(busy.evictions, busy_unbounded.evictions);
   EXPECT_EQ(busy.peak_reserved_bytes, busy_unbounded.peak_reserved_bytes);
-  EXPECT_GT(busy_events2.idle_queries, 0) << "the stream was asked";
-  test::ManualEvents waiting_events, waiting_events2;
-  const Outcome waiting_unbounded = run_varying_shapes(kPageGranular, 10'000, &waiting_events);
-  const Outcome waiting = run_varying_shapes(bounded, 10'000, &waiting_events2);
+  EXPECT_GT(busy_for_bounded.idle_queries, 0) << "the stream was asked";
+  const Outcome waiting_unbounded = run_varying_shapes(kPageGranular, 10'000, &waiting_for_unbounded);
+  const Outcome waiting = run_varying_shapes(bounded, 10'000, &waiting_for_bounded);
   EXPECT_LT(waiting.evictions, waiting_unbounded.evictions);
   EXPECT_GT(waiting.peak_reserved_bytes, waiting_unbounded.peak_reserved_bytes);
 }
