@@ -31,7 +31,8 @@
 // and with a device (the third configuration byte's bit 7, without the lake): the pool takes StreamEvents whose
 // work finishes only when the input says so (tests/manual_events.h), so that gmlake's fence runs: marks, waits,
 // lag growth (lag_grow_pages 64, 0, 1 or 8: bits 1-2; with bit 3, lag_grow_covered off: covered chunks waited
-// for), with bit 5, a new arena for every new stream (arena_handover off: else a new stream takes over an empty
+// for; with bit 4, lag growth bounded at 20 permille above the highest allocated bytes, lag_headroom_permille),
+// with bit 5, a new arena for every new stream (arena_handover off: else a new stream takes over an empty
 // arena once its stream's work finished) and, with bit 6, moves in stream order (in_order_moves);
 // cross_stream_reuse is off, as on a GPU, and record_stream does nothing (its deferred frees would need a model
 // of the events). One more operation:
@@ -297,6 +298,7 @@ class Driver {
       const std::uint64_t lag_grow_pages[] = {64, 0, 1, 8};
       config.lag_grow_pages = lag_grow_pages[(pool_byte >> 1) & 0x3];
       config.lag_grow_covered = (pool_byte & 0x08) == 0;
+      if ((pool_byte & 0x10) != 0) config.lag_headroom_permille = 20;
       config.arena_handover = (pool_byte & 0x20) == 0;
     }
     config.validate();

@@ -1,4 +1,4 @@
-// Headroom (src/policies/gmlake/headroom.h): the three allowances above the highest allocated bytes, as tables of
+// Headroom (src/policies/gmlake/headroom.h): the four allowances above the highest allocated bytes, as tables of
 // reserved bytes against the bound H + H / 1000 x permille, and what a full device and empty_cache do to them.
 // Its use by ChunkSource (a new chunk within the headroom rather than a move) is chunk_source_test's.
 #include "policies/gmlake/headroom.h"
@@ -13,20 +13,22 @@ namespace {
 constexpr std::uint64_t kMiB = 1 << 20;
 
 TEST(HeadroomTest, EachAllowanceIsTheHighestAllocatedBytesPlusItsThousandths) {
-  Headroom h({.plain = 7, .waiting = 50, .move = 100});
-  h.note_allocated(1000 * kMiB);  // H = 1000 MiB: plain 1007 MiB, waiting 1050 MiB, move 1100 MiB
+  Headroom h({.plain = 7, .waiting = 50, .move = 100, .lag = 20});
+  h.note_allocated(1000 * kMiB);  // H = 1000 MiB: plain 1007 MiB, lag 1020, waiting 1050 MiB, move 1100 MiB
   struct Row {
     std::uint64_t reserved_mib, more_mib;
-    bool plain, waiting, move;
+    bool plain, waiting, move, lag;
   };
   const Row rows[] = {
-      {0, 1000, true, true, true},      // nothing above H
-      {1000, 7, true, true, true},      // exactly the plain bound
-      {1000, 8, false, true, true},     // one MiB past it
-      {1049, 1, false, true, true},
-      {1050, 1, false, false, true},    // past the waiting bound
-      {1100, 0, false, false, true},    // at the move bound
-      {1100, 1, false, false, false},
+      {0, 1000, true, true, true, true},      // nothing above H
+      {1000, 7, true, true, true, true},      // exactly the plain bound
+      {1000, 8, false, true, true, true},     // one MiB past it
+      {1019, 1, false, true, true, true},     // at the lag bound
+      {1020, 1, false, true, true, false},    // past it
+      {1049, 1, false, true, true, false},
+      {1050, 1, false, false, true, false},   // past the waiting bound
+      {1100, 0, false, false, true, false},   // at the move bound
+      {1100, 1, false, false, false, false},
   };
   for (const Row& r : rows) {
     const std::uint64_t reserved = r.reserved_mib * kMiB;
@@ -34,8 +36,25 @@ TEST(HeadroomTest, EachAllowanceIsTheHighestAllocatedBytesPlusItsThousandths) {
     EXPECT_EQ(h.plain_allows(reserved, more), r.plain) << r.reserved_mib << " + " << r.more_mib;
     EXPECT_EQ(h.waiting_allows(reserved, more), r.waiting) << r.reserved_mib << " + " << r.more_mib;
     EXPECT_EQ(h.move_allows(reserved, more), r.move) << r.reserved_mib << " + " << r.more_mib;
+    EXPECT_EQ(h.lag_allows(reserved, more), r.lag) << r.reserved_mib << " + " << r.more_mib;
     EXPECT_EQ(h.within(reserved, more, 7), r.plain);
   }
+}
+
+TEST(HeadroomTest, AHugePermilleIsNoBoundAndDoesNotWrapAround) {
+  Headroom h({.lag = 1'000'000});  // lag_headroom_permille's "no bound"
+  h.note_allocated(80'000 * kMiB);
+  EXPECT_TRUE(h.lag_allows(1'000'000 * kMiB, kMiB));
+  EXPECT_TRUE(h.within(~std::uint64_t{0} / 2, 0, ~std::uint64_t{0})) << "H / 1000 x permille overflows: no bound";
+  EXPECT_FALSE(h.within(80'001 * kMiB, 0, 0)) << "0: nothing above H";
+}
+
+TEST(HeadroomTest, AFullDeviceLeavesTheLagAllowance) {
+  Headroom h({.plain = 7, .lag = 20});
+  h.note_allocated(1000 * kMiB);
+  h.device_found_full();
+  EXPECT_FALSE(h.plain_allows(1000 * kMiB, kMiB));
+  EXPECT_TRUE(h.lag_allows(1000 * kMiB, kMiB)) << "a refused lag create is the caller's to remember (lag_refused)";
 }
 
 TEST(HeadroomTest, TheHighestAllocatedBytesNeverFall) {

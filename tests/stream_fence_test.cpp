@@ -247,6 +247,30 @@ TEST_F(StreamFenceTest, AFreeCoveredByAnUnfinishedMarkMakesAnotherStreamGrowRath
   a.check_invariants();
 }
 
+// lag_headroom_permille: lag growth only while reserved bytes stay within that many thousandths above the highest
+// allocated bytes (4 MiB here: the bound for a second 4 MiB is 1000, H + H / 1000 x 999 falls short of 8 MiB).
+// lag_headroom_permille: lag growth, a page at a time here, only while reserved bytes stay within that many
+// thousandths above the highest allocated bytes H = 4 MiB (bound H + H / 1000 x permille: 1001 admits both pages of
+// a second 4 MiB block, 501 one, 0 none); past the bound the allocator waits for the mark instead.
+TEST(StreamFenceLagHeadroomTest, LagGrowthStopsAtTheBoundAboveTheHighestAllocatedBytesThenWaits) {
+  struct Row {
+    std::uint64_t permille, reserved_mib, waits;
+  };
+  for (const Row r : {Row{1001, 8, 0}, Row{501, 6, 1}, Row{0, 4, 1}}) {
+    SimBackend backend;
+    ManualEvents events;
+    StitchingAllocator a(
+        parse_config(kPageGranular + ",cross_stream_reuse:false,lag_headroom_permille:" + std::to_string(r.permille)),
+        backend, &events);
+    a.deallocate(a.allocate(4 * kMiB, 1));  // covered by the stream's first mark, unfinished
+    a.allocate(4 * kMiB, 2);
+    EXPECT_EQ(static_cast<std::uint64_t>(a.stats().reserved_bytes.current), r.reserved_mib * kMiB) << r.permille;
+    EXPECT_EQ(a.stats().fence_waits, r.waits) << r.permille;
+    EXPECT_EQ(static_cast<std::uint64_t>(events.waits), r.waits) << r.permille;
+    a.check_invariants();
+  }
+}
+
 TEST_F(StreamFenceTest, WithLagGrowCoveredOffAFreeCoveredByAnUnfinishedMarkIsWaitedForInsteadOfGrowing) {
   auto& a = make("cross_stream_reuse:false,lag_grow_covered:false");
   a.deallocate(a.allocate(4 * kMiB, 1));

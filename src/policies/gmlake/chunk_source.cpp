@@ -19,7 +19,8 @@ ChunkSource::ChunkSource(const Config& config, PageGeometry page, Parts parts)
       stats_(parts.stats),
       page_(page),
       sizes_(config, page),
-      headroom_({config.headroom_permille, config.waiting_headroom_permille, config.move_headroom_permille}),
+      headroom_({config.headroom_permille, config.waiting_headroom_permille, config.move_headroom_permille,
+                 config.lag_headroom_permille}),
       lag_grow_pages_(Pages{config.lag_grow_pages}),
       lag_grow_covered_(config.lag_grow_covered),
       memory_first_under_cap_(config.memory_first_under_cap),
@@ -77,7 +78,8 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
         s.oldest_idle = readiness(arenas_[store_[oldest].arena], use_.idle_since(oldest));
         s.oldest_idle_in_order = s.oldest_idle != StreamFence::Readiness::kSafe && moves_in_order(oldest);
       }
-      s.lag_allows = lag_grown_pages_ + want <= lag_grow_pages_ && s.cap_allows_want;
+      s.lag_allows = lag_grown_pages_ + want <= lag_grow_pages_ && s.cap_allows_want &&
+                     headroom_.lag_allows(reserved_now(), page_.bytes_of(want));
     }
     const ObtainStep step = decide(s);
     switch (step.action) {

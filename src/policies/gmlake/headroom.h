@@ -1,7 +1,7 @@
 // Headroom: how many bytes the gmlake policy may hold above the highest allocated bytes it has seen, and for
 // what. ChunkSource asks it before it creates memory where idle or free memory could be moved instead.
 //
-// Three allowances, each a number of thousandths of the highest allocated bytes H (Config keys):
+// Four allowances, each a number of thousandths of the highest allocated bytes H (Config keys):
 //   - plain (headroom_permille, 7): a new chunk rather than a move while reserved bytes stay within
 //         reserved + more <= H + H / 1000 x plain
 //     so a repeating step keeps its pages mapped instead of moving them every step (0: off, every idle page moves);
@@ -31,6 +31,7 @@ class Headroom {
     std::uint64_t plain = 0;    // Config::headroom_permille
     std::uint64_t waiting = 0;  // Config::waiting_headroom_permille
     std::uint64_t move = 0;     // Config::move_headroom_permille
+    std::uint64_t lag = 0;      // Config::lag_headroom_permille
   };
 
   explicit Headroom(Permille permille) : permille_(permille) {}
@@ -50,7 +51,14 @@ class Headroom {
   // True when `more_bytes` more than `reserved_bytes` stay within `permille` thousandths above the highest
   // allocated bytes: reserved + more <= H + H / 1000 x permille.
   bool within(std::uint64_t reserved_bytes, std::uint64_t more_bytes, std::uint64_t permille) const {
-    return reserved_bytes + more_bytes <= allocated_high_bytes_ + allocated_high_bytes_ / 1000 * permille;
+    // Saturating: a permille of millions (no bound) must not wrap around.
+    std::uint64_t above = 0;
+    std::uint64_t bound = 0;
+    if (__builtin_mul_overflow(allocated_high_bytes_ / 1000, permille, &above) ||
+        __builtin_add_overflow(allocated_high_bytes_, above, &bound)) {
+      return true;
+    }
+    return reserved_bytes + more_bytes <= bound;
   }
   // The plain allowance: on, the device not found full, and within it.
   bool plain_allows(std::uint64_t reserved_bytes, std::uint64_t more_bytes) const {
@@ -66,6 +74,12 @@ class Headroom {
   // The move allowance's bound: growth while a move budget refuses.
   bool move_allows(std::uint64_t reserved_bytes, std::uint64_t more_bytes) const {
     return within(reserved_bytes, more_bytes, permille_.move);
+  }
+
+  // The lag allowance's bound: growth where the device lags rather than a wait. Not spent by device_found_full:
+  // a lag create the device refuses is not asked for again in that call (ObtainState::lag_refused).
+  bool lag_allows(std::uint64_t reserved_bytes, std::uint64_t more_bytes) const {
+    return within(reserved_bytes, more_bytes, permille_.lag);
   }
 
   // Checks the invariant above against the allocated bytes now. Throws std::logic_error (engine_checks.h). O(1).
