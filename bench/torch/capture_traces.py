@@ -2019,6 +2019,158 @@ def w_mae_pretrain(ctx, p):
     torch.cuda.synchronize()
 
 
+def w_token_budget_train(ctx, p):
+    """GPT-2-shaped training (GPT2Config n_layer 8, n_embd 768, n_head 12, n_positions 2048; random weights) with
+    batches cut by a token budget, as packing-free trainers do: each step draws a sequence length 128 x 2^U[0,4]
+    rounded to 64 (128..2048, long-tailed) and takes batch = 16384 // length, so both dimensions change every step
+    while the tokens stay about constant (attention's memory grows with the length). bf16 autocast over fp32
+    parameters, AdamW."""
+    from transformers import GPT2Config, GPT2LMHeadModel
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    cfg = GPT2Config(n_layer=8, n_embd=768, n_head=12, n_positions=2048, activation_function="gelu_pytorch_tanh")
+    model = GPT2LMHeadModel(cfg).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    p.update(model="GPT2LMHeadModel(GPT2Config(n_layer=8, n_embd=768, n_head=12, n_positions=2048))",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW", token_budget=16384,
+             draws="length 128 x 2^U[0,4] rounded to 64, batch 16384 // length", steps=[],
+             max_steps=p.get("max_steps", 200))
+    for step in range(p["max_steps"]):
+        t = min(2048, max(128, int(round(128 * 2 ** rng.uniform(0, 4) / 64)) * 64))
+        b = max(1, 16384 // t)
+        if not ctx.fits(est_allocs=1200):
+            break
+        ids = torch.randint(0, cfg.vocab_size, (b, t), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        optimizer_step(loss, opt)
+        del ids, loss
+        p["steps"].append([b, t])
+    torch.cuda.synchronize()
+
+
+def w_stochastic_depth_train(ctx, p):
+    """A ViT-S/16-shaped classifier (12 nn.TransformerEncoderLayer of width 384, 6 heads, MLP 1536, pre-norm; random
+    weights) trained with stochastic depth at the batch level: each step every block but the first and the last is
+    skipped with probability 0.3, so the activations autograd keeps change from step to step at a fixed input
+    shape. Batch 128 at 224 px, bf16 autocast over fp32 parameters, AdamW, label smoothing 0.1."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+    D, N, B = 384, 196, 128
+    patch = nn.Conv2d(3, D, 16, 16).cuda()
+    cls = nn.Parameter(torch.zeros(1, 1, D, device="cuda"))
+    pos = nn.Parameter(torch.randn(1, N + 1, D, device="cuda") * 0.02)
+    blocks = nn.ModuleList(nn.TransformerEncoderLayer(D, 6, 4 * D, dropout=0.0, activation="gelu",
+                                                      batch_first=True, norm_first=True) for _ in range(12)).cuda()
+    norm, head = nn.LayerNorm(D).cuda(), nn.Linear(D, 1000).cuda()
+    params = [*patch.parameters(), cls, pos, *blocks.parameters(), *norm.parameters(), *head.parameters()]
+    opt = torch.optim.AdamW(params, lr=1e-3, weight_decay=0.05)
+    p.update(model="ViT-S/16 shape: 12 x nn.TransformerEncoderLayer(384, 6 heads, 1536, pre-norm)",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW", batch=B,
+             draws="per step, each of blocks 2..11 skipped with probability 0.3", steps=[],
+             max_steps=p.get("max_steps", 200))
+    for step in range(p["max_steps"]):
+        kept = [i for i in range(12) if i in (0, 11) or rng.random() >= 0.3]
+        if not ctx.fits(est_allocs=60 * len(kept) + 200):
+            break
+        img = torch.randn(B, 3, 224, 224, device="cuda")
+        y = torch.randint(0, 1000, (B,), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            x = torch.cat([cls.expand(B, -1, -1), patch(img).flatten(2).transpose(1, 2)], 1) + pos
+            for i in kept:
+                x = blocks[i](x)
+            loss = F.cross_entropy(head(norm(x[:, 0])).float(), y, label_smoothing=0.1)
+        optimizer_step(loss, opt)
+        del img, y, x, loss
+        p["steps"].append(len(kept))
+    torch.cuda.synchronize()
+
+
+def w_zero_offload_train(ctx, p):
+    """ZeRO-Offload-style training of a LLaMA-style model (LlamaForCausalLM, LlamaConfig hidden 1024, intermediate
+    2816, 6 layers, 16 heads, 4 KV heads, vocab 32000; random weights): bf16 parameters on the GPU, fp32 master
+    weights and AdamW's state on the host. Per step (batch 8, sequence U[256,1024]): forward and backward in bf16;
+    every gradient copied to pinned host memory on a side stream (record_stream on it) and dropped; the host AdamW
+    step; every parameter then replaced by a new GPU tensor copied from pinned host memory (the old one freed), as
+    offloading engines swap parameter storage."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=6, num_attention_heads=16,
+                      num_key_value_heads=4, vocab_size=32000, max_position_embeddings=1024)
+    model = LlamaForCausalLM(cfg).to("cuda", torch.bfloat16).train()
+    params = [q for q in model.parameters() if q.requires_grad]
+    master = [q.detach().float().cpu().requires_grad_(True) for q in params]
+    opt = torch.optim.AdamW(master, lr=1e-4, foreach=True)
+    grads_host = [torch.empty(q.shape, dtype=torch.bfloat16, pin_memory=True) for q in params]
+    up_host = [torch.empty(q.shape, dtype=torch.bfloat16, pin_memory=True) for q in params]
+    side = torch.cuda.Stream()
+    p.update(model="LlamaForCausalLM(LlamaConfig(hidden 1024, intermediate 2816, 6 layers, 16 heads, 4 KV heads))",
+             dtype="bf16 params on the GPU, fp32 master and AdamW state on the host", batch=8,
+             draws="sequence U[256,1024] per step", steps=[], max_steps=p.get("max_steps", 60))
+    for step in range(p["max_steps"]):
+        t = rng.randint(256, 1024)
+        if not ctx.fits(est_allocs=1500 + 2 * len(params), est_s=1.0):
+            break
+        ids = torch.randint(0, cfg.vocab_size, (8, t), device="cuda")
+        loss = model(input_ids=ids, labels=ids).loss
+        loss.backward()
+        del ids, loss
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            for q, h in zip(params, grads_host):
+                g = q.grad
+                q.grad = None
+                h.copy_(g, non_blocking=True)
+                g.record_stream(side)
+                del g
+        side.synchronize()
+        for m, h in zip(master, grads_host):
+            m.grad = h.float()
+        opt.step()
+        for m in master:
+            m.grad = None
+        for q, m, h in zip(params, master, up_host):
+            h.copy_(m)
+            q.data = h.to("cuda", non_blocking=True)
+        p["steps"].append(t)
+    torch.cuda.synchronize()
+
+
+def w_rag_two_model_serve(ctx, p):
+    """Retrieval-augmented generation served from one process: per request batch, an embedder (BertModel,
+    BERT-base-shaped, random weights, bf16, eval, no grad) encodes the queries (batch U[1,16], length U[8,64],
+    mean-pooled), then a generator (GPT2LMHeadModel, GPT-2-small-shaped, bf16) runs `generate` (greedy, KV cache)
+    over prompts of the retrieved context, U[128,768] tokens, with U[16,64] new tokens, batch U[1,4]: two models
+    whose activations differ in shape take turns on the same pool."""
+    from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    enc = BertModel(BertConfig(), add_pooling_layer=False).eval().to("cuda", torch.bfloat16)
+    gcfg = GPT2Config(n_layer=12, n_embd=768, n_head=12, n_positions=1024, activation_function="gelu_pytorch_tanh")
+    gen = GPT2LMHeadModel(gcfg).eval().to("cuda", torch.bfloat16)
+    p.update(model="BertModel(BertConfig()) embedder + GPT2LMHeadModel(n_layer 12, n_embd 768) generator",
+             dtype="bfloat16", draws="queries: batch U[1,16], length U[8,64]; generate: batch U[1,4], prompt "
+             "U[128,768], new tokens U[16,64]", calls=[], max_calls=p.get("max_calls", 80))
+    for i in range(p["max_calls"]):
+        qb, ql = rng.randint(1, 16), rng.randint(8, 64)
+        b, t, n = rng.randint(1, 4), rng.randint(128, 768), rng.randint(16, 64)
+        if not ctx.fits(est_allocs=300 * (n + 2) + 400):
+            break
+        with torch.no_grad():
+            q = torch.randint(1, 30522, (qb, ql), device="cuda")
+            h = enc(input_ids=q).last_hidden_state
+            e = F.normalize(h.mean(1).float(), dim=-1)
+            del q, h
+            ids = torch.randint(0, gcfg.vocab_size, (b, t), device="cuda")
+            out = gen.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                               max_new_tokens=n, min_new_tokens=n, pad_token_id=gcfg.eos_token_id, use_cache=True)
+            del out, ids, e
+        p["calls"].append([qb, ql, b, t, n])
+    torch.cuda.synchronize()
+
+
 WORKLOADS = {
     "gpt2_generate": (w_gpt2_generate, 60),
     "llm_offload_streams": (w_llm_offload_streams, 60),
@@ -2064,6 +2216,10 @@ WORKLOADS = {
     "int8_weight_generate": (w_int8_weight_generate, 50),
     "longctx_chunked_prefill": (w_longctx_chunked_prefill, 50),
     "mae_pretrain": (w_mae_pretrain, 40),
+    "token_budget_train": (w_token_budget_train, 40),
+    "stochastic_depth_train": (w_stochastic_depth_train, 40),
+    "zero_offload_train": (w_zero_offload_train, 50),
+    "rag_two_model_serve": (w_rag_two_model_serve, 50),
 }
 
 
