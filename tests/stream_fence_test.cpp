@@ -247,8 +247,6 @@ TEST_F(StreamFenceTest, AFreeCoveredByAnUnfinishedMarkMakesAnotherStreamGrowRath
   a.check_invariants();
 }
 
-// lag_headroom_permille: lag growth only while reserved bytes stay within that many thousandths above the highest
-// allocated bytes (4 MiB here: the bound for a second 4 MiB is 1000, H + H / 1000 x 999 falls short of 8 MiB).
 // lag_headroom_permille: lag growth, a page at a time here, only while reserved bytes stay within that many
 // thousandths above the highest allocated bytes H = 4 MiB (bound H + H / 1000 x permille: 1001 admits both pages of
 // a second 4 MiB block, 501 one, 0 none); past the bound the allocator waits for the mark instead.
