@@ -65,6 +65,17 @@ Held out a sixth time (2026-11-28, sixteenth session):
   longctx_chunked_prefill documents of 4k-32k tokens prefilled in chunks of 2,048 into a KV cache sized per
                        document (GB tensors of a new size every document), then a short answer decoded
   mae_pretrain         masked-autoencoder pretraining (ViT-B/16 encoder on 25% of patches, a small decoder), fixed
+Held out a seventh time (2026-11-28, seventeenth session):
+  token_budget_train   GPT-2-shaped training with batches cut by a token budget: length and batch change each step
+  stochastic_depth_train a ViT-S-shaped classifier whose blocks are skipped at random per step (stochastic depth)
+  zero_offload_train   ZeRO-Offload-style: gradients copied to pinned host memory on a side stream, parameters
+                       replaced by new GPU tensors after a host AdamW step
+  rag_two_model_serve  a BERT embedder and a GPT-2 generator taking turns per request batch
+Held out an eighth time (2026-11-28, eighteenth session):
+  graphed_decode_serve LLM decode replayed from CUDA graphs (one per batch bucket, one shared private pool) around
+                       eager prefills of varying batch and prompt
+  model_swap_serve     four models on a server with room for two: weights moved in and out by demand (LRU)
+  ckpt_longseq_train   LLaMA-style training with checkpointing on every layer, 1k-8k tokens per sequence per step
 
 With --unrecorded, each workload runs a second time with the same draws and the same number of calls (every
 ctx.fits() answered as in the recorded run) without recording, and its wall time goes to the JSON as
@@ -2171,6 +2182,211 @@ def w_rag_two_model_serve(ctx, p):
     torch.cuda.synchronize()
 
 
+def w_graphed_decode_serve(ctx, p):
+    """LLM serving with CUDA graphs, as vLLM and TensorRT-LLM-style servers run decode: a LLaMA-shaped decoder
+    (written here: 8 layers, hidden 1024, 16 heads of 64, SwiGLU 2816, vocab 32000, bf16, random weights) with a
+    static KV cache for 32 sequences of 1,024 tokens allocated once; one decode step captured per batch bucket
+    (32, 16, 8, 4, 2, 1: largest first) with torch.cuda.graph into one shared private pool (graph_pool_handle).
+    Then per request batch: an eager prefill of batch U[1,32] x prompt U[32,512] (causal SDPA, K/V written into the
+    cache), then U[16,64] decode steps by replaying the smallest bucket's graph that holds the batch (inputs copied
+    into its static tensors, the next tokens taken by argmax outside the graph). The graphs' memory sits in the
+    private pool; the prefill's activations and the loop's small tensors churn in the main pool around it."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+    L, D, H, HD, FF, V, B, T = 8, 1024, 16, 64, 2816, 32000, 32, 1024
+    bf = torch.bfloat16
+
+    class Layer(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.n1, self.n2 = nn.Parameter(torch.ones(D)), nn.Parameter(torch.ones(D))
+            self.qkv, self.o = nn.Linear(D, 3 * D, bias=False), nn.Linear(D, D, bias=False)
+            self.gu, self.down = nn.Linear(D, 2 * FF, bias=False), nn.Linear(FF, D, bias=False)
+
+        def mlp(self, x):
+            g, u = self.gu(rms_norm(x, self.n2)).chunk(2, dim=-1)
+            return x + self.down(F.silu(g) * u)
+
+    layers = nn.ModuleList(Layer() for _ in range(L)).to("cuda", bf)
+    emb, pos_emb = nn.Embedding(V, D).to("cuda", bf), nn.Embedding(T, D).to("cuda", bf)
+    norm, head = nn.Parameter(torch.ones(D, device="cuda", dtype=bf)), nn.Linear(D, V, bias=False).to("cuda", bf)
+    kc = [torch.zeros(B, H, T, HD, device="cuda", dtype=bf) for _ in range(L)]
+    vc = [torch.zeros(B, H, T, HD, device="cuda", dtype=bf) for _ in range(L)]
+    slots = torch.arange(B, device="cuda")
+    steps_of = torch.arange(T, device="cuda")
+
+    def prefill(ids):
+        b, t = ids.shape
+        x = emb(ids) + pos_emb(steps_of[:t])
+        for i, ly in enumerate(layers):
+            q, k, v = ly.qkv(rms_norm(x, ly.n1)).view(b, t, 3, H, HD).permute(2, 0, 3, 1, 4)
+            kc[i][:b, :, :t].copy_(k)
+            vc[i][:b, :, :t].copy_(v)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, D)
+            x = ly.mlp(x + ly.o(a))
+        return head(rms_norm(x[:, -1], norm)).argmax(-1)
+
+    def decode(tok, pos):
+        b = tok.shape[0]
+        x = emb(tok) + pos_emb(pos)
+        mask = (steps_of[None, :] <= pos[:, None]).view(b, 1, 1, T)
+        for i, ly in enumerate(layers):
+            q, k, v = ly.qkv(rms_norm(x, ly.n1)).view(b, 3, H, HD).unbind(1)
+            kc[i][slots[:b], :, pos] = k
+            vc[i][slots[:b], :, pos] = v
+            a = F.scaled_dot_product_attention(q.unsqueeze(2), kc[i][:b], vc[i][:b], attn_mask=mask)
+            x = ly.mlp(x + ly.o(a.reshape(b, D)))
+        return head(rms_norm(x, norm))
+
+    pool = torch.cuda.graph_pool_handle()
+    graphs = {}
+    with torch.no_grad():
+        for nb in (32, 16, 8, 4, 2, 1):
+            tok = torch.zeros(nb, dtype=torch.long, device="cuda")
+            pos = torch.zeros(nb, dtype=torch.long, device="cuda")
+            side = torch.cuda.Stream()
+            side.wait_stream(torch.cuda.current_stream())
+            with torch.cuda.stream(side):
+                for _ in range(2):
+                    decode(tok, pos)
+            torch.cuda.current_stream().wait_stream(side)
+            g = torch.cuda.CUDAGraph()
+            with torch.cuda.graph(g, pool=pool):
+                out = decode(tok, pos)
+            graphs[nb] = (g, tok, pos, out)
+    p.update(model="LLaMA-shaped decoder written here: 8 x 1024, 16 heads of 64, SwiGLU 2816, vocab 32000, bf16",
+             kv_cache="static, 32 sequences x 1024 tokens", graphs="decode per batch bucket 32/16/8/4/2/1, one "
+             "graph_pool_handle pool", draws="batch U[1,32], prompt U[32,512], new tokens U[16,64]", calls=[],
+             max_calls=p.get("max_calls", 120))
+    for _ in range(p["max_calls"]):
+        b, t, n = rng.randint(1, 32), rng.randint(32, 512), rng.randint(16, 64)
+        if not ctx.fits(est_allocs=L * 30 + 6 * n + 50):
+            break
+        nb = next(s for s in (1, 2, 4, 8, 16, 32) if s >= b)
+        g, tok, pos, out = graphs[nb]
+        with torch.no_grad():
+            ids = torch.randint(0, V, (b, t), device="cuda")
+            nxt = prefill(ids)
+            made = [nxt]
+            for i in range(n):
+                tok[:b].copy_(nxt)
+                pos.fill_(t + i)
+                g.replay()
+                nxt = out[:b].argmax(-1)
+                made.append(nxt)
+            text = torch.stack(made, dim=1)
+            del ids, nxt, made, text
+        p["calls"].append([b, t, n])
+    torch.cuda.synchronize()
+    del graphs
+
+
+_SWAP_MODELS = {}  # model_swap_serve's four models, on the host between runs
+
+
+def w_model_swap_serve(ctx, p):
+    """A multi-model inference server with room for two models on the GPU (as TorchServe or Triton hosts several
+    models and swaps them in and out by demand): four models built once on the host in bf16 with random weights,
+    GPT-2 small (GPT2LMHeadModel), BERT-large (BertModel, 24 x 1024), torchvision ResNet-50 and ViT-B/16. Each
+    request picks a model (weights 0.35 / 0.25 / 0.2 / 0.2); one not on the GPU is moved there (module.to), the
+    least recently used of the two resident ones moved back to the host first. Requests: GPT-2 generate (greedy, KV
+    cache) of batch U[1,4], prompt U[16,128], U[8,24] new tokens; BERT-large over batch U[1,32] x length U[32,256];
+    the two image models over batch U[1,32] at 224 px. Weights of hundreds of MB come and go between requests whose
+    activations differ in shape."""
+    import torchvision
+    from transformers import BertConfig, BertModel, GPT2Config, GPT2LMHeadModel
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    bf = torch.bfloat16
+    gcfg = GPT2Config(activation_function="gelu_pytorch_tanh")
+    bcfg = BertConfig(hidden_size=1024, num_hidden_layers=24, num_attention_heads=16, intermediate_size=4096)
+    if not _SWAP_MODELS:  # built on the host once per process: a later run (unrecorded, an A/B pair) reuses them
+        _SWAP_MODELS.update(gpt2=GPT2LMHeadModel(gcfg).eval().to(bf),
+                            bert_large=BertModel(bcfg, add_pooling_layer=False).eval().to(bf),
+                            resnet50=torchvision.models.resnet50().eval().to(bf),
+                            vit_b_16=torchvision.models.vit_b_16().eval().to(bf))
+    models = _SWAP_MODELS
+    names, weights = list(models), [0.35, 0.25, 0.2, 0.2]
+    resident = []  # least recently used first
+    p.update(models="GPT2LMHeadModel(GPT2Config()), BertModel(24 x 1024), torchvision resnet50, vit_b_16; bf16",
+             resident_models=2, draws="model by weights 0.35/0.25/0.2/0.2; gpt2 generate batch U[1,4] prompt "
+             "U[16,128] new U[8,24]; bert_large batch U[1,32] length U[32,256]; images batch U[1,32] at 224",
+             calls=[], max_calls=p.get("max_calls", 120))
+    for _ in range(p["max_calls"]):
+        name = rng.choices(names, weights)[0]
+        b = rng.randint(1, 4) if name == "gpt2" else rng.randint(1, 32)
+        t = rng.randint(16, 128) if name == "gpt2" else rng.randint(32, 256)
+        n = rng.randint(8, 24)
+        est = 200 * (n + 2) if name == "gpt2" else 500
+        if not ctx.fits(est_allocs=est + 600):
+            break
+        swapped = None
+        if name in resident:
+            resident.remove(name)
+        else:
+            if len(resident) == 2:
+                swapped = resident.pop(0)
+                models[swapped].to("cpu")
+            models[name].to("cuda")
+        resident.append(name)
+        m = models[name]
+        with torch.no_grad():
+            if name == "gpt2":
+                ids = torch.randint(0, gcfg.vocab_size, (b, t), device="cuda")
+                out = m.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False,
+                                 max_new_tokens=n, min_new_tokens=n, pad_token_id=gcfg.eos_token_id, use_cache=True)
+                del ids
+            elif name == "bert_large":
+                ids = torch.randint(1, bcfg.vocab_size, (b, t), device="cuda")
+                out = m(input_ids=ids).last_hidden_state.mean(1)
+                del ids
+            else:
+                x = torch.randn(b, 3, 224, 224, device="cuda", dtype=bf)
+                out = m(x).argmax(-1)
+                del x
+            del out
+        p["calls"].append([name, b, t if name in ("gpt2", "bert_large") else 224, n if name == "gpt2" else 0,
+                           swapped])
+    torch.cuda.synchronize()
+    for name in resident:
+        models[name].to("cpu")
+
+
+def w_ckpt_longseq_train(ctx, p):
+    """Long-context training with activation checkpointing, as long-sequence fine-tuning runs it: a LLaMA-style model
+    (transformers LlamaForCausalLM, hidden 1024, intermediate 2816, 8 layers, 16 heads, 4 KV heads, 8,192 positions,
+    attention as transformers picks it; random weights) with gradient checkpointing on every layer (non-reentrant), bf16 autocast over
+    fp32 parameters, AdamW. Each step draws a length 1024 x 2^U[0,3] rounded to 256 (1,024..8,192) and a batch of
+    16,384 // length: the checkpoints are small, the recomputed layer and the logits (16k tokens x 32k vocab) large,
+    and both change shape every step."""
+    from transformers import LlamaConfig, LlamaForCausalLM
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                      num_key_value_heads=4, max_position_embeddings=8192, vocab_size=32000)
+    model = LlamaForCausalLM(cfg).cuda().train()
+    model.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+    model.config.use_cache = False
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    p.update(model="LlamaForCausalLM(hidden 1024, intermediate 2816, 8 layers, 16/4 heads, 8192 positions)",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW", checkpointing="every layer, use_reentrant=False",
+             token_budget=16384, draws="length 1024 x 2^U[0,3] rounded to 256, batch 16384 // length", steps=[],
+             max_steps=p.get("max_steps", 200))
+    for _ in range(p["max_steps"]):
+        t = min(8192, max(1024, int(round(1024 * 2 ** rng.uniform(0, 3) / 256)) * 256))
+        b = max(1, 16384 // t)
+        if not ctx.fits(est_allocs=2500):
+            break
+        ids = torch.randint(0, cfg.vocab_size, (b, t), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        optimizer_step(loss, opt)
+        del ids, loss
+        p["steps"].append([b, t])
+    torch.cuda.synchronize()
+
+
 WORKLOADS = {
     "gpt2_generate": (w_gpt2_generate, 60),
     "llm_offload_streams": (w_llm_offload_streams, 60),
@@ -2220,6 +2436,9 @@ WORKLOADS = {
     "stochastic_depth_train": (w_stochastic_depth_train, 40),
     "zero_offload_train": (w_zero_offload_train, 50),
     "rag_two_model_serve": (w_rag_two_model_serve, 50),
+    "graphed_decode_serve": (w_graphed_decode_serve, 45),
+    "model_swap_serve": (w_model_swap_serve, 50),
+    "ckpt_longseq_train": (w_ckpt_longseq_train, 50),
 }
 
 

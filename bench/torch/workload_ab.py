@@ -17,7 +17,8 @@ whole (every step its recorded run made: the call count from its provenance JSON
   allocators can slow gmlake: gan_train 1.083 in one process, 0.971 per process, one machine; docs/benchmarks.md,
   run 110.)
 - `--alone A`: this process uses allocator A (native or gmlake) alone: one untimed run, then `--runs` timed.
-  Prints one JSON object with each run's seconds. With PERF_CTL set (the control fifo of `perf record
+  Prints one JSON object with each run's seconds, and per run measured_run's figures (gmlake's VMM time, calls,
+  fence waits; zeros under native). With PERF_CTL set (the control fifo of `perf record
   --control`), writes "enable" to it before the timed runs and "disable" after, so that a profile holds them alone.
 """
 import argparse
@@ -151,9 +152,10 @@ def main():
                     f.write(word + "\n")
 
         tell("enable")
-        times = [round(run_once(w, native), 4) for _ in range(args.runs)]
+        runs = [measured_run(w, native) for _ in range(args.runs)]
         tell("disable")
-        print(json.dumps({"workload": args.workload, "allocator": args.alone, "conf": args.conf, "runs_s": times,
+        print(json.dumps({"workload": args.workload, "allocator": args.alone, "conf": args.conf,
+                          "runs_s": [r["wall_s"] for r in runs], "runs": runs,
                           "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}))
         return
 
