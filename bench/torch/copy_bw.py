@@ -8,7 +8,9 @@ state (each allocator's first tensor of the size), then timed: host -> device an
 pageable and from pinned host tensors (Tensor.copy_, as Module.to and offloading code copy), device -> device,
 and an in-place add of two blocks (a memory-bound kernel). Median of --reps copies each, synchronized around each copy, the two allocators alternating per rep.
 Prints one JSON object: per size and direction the GB/s of each and time_ratio, gmlake's median copy time over
-native's (above 1: the copy into or out of gmlake's block took longer).
+native's (above 1: the copy into or out of gmlake's block took longer), and each allocator's median host time in
+the call itself (<allocator>_call_us: until Tensor.copy_ returned, before the synchronize), which tells a
+driver that splits a copy on the host from a copy that runs slower on the device.
 """
 import argparse
 import json
@@ -54,6 +56,7 @@ def main():
         row = {"mib": mib}
         for case, fn in cases.items():
             times = {"native": [], "gmlake": []}
+            queued = {"native": [], "gmlake": []}  # the host's time in the call alone (until it returned)
             for a in ("native", "gmlake"):
                 fn(*devs[a])  # warm
             for rep in range(args.reps):
@@ -61,11 +64,13 @@ def main():
                     torch.cuda.synchronize()
                     t0 = time.perf_counter()
                     fn(*devs[a])
+                    queued[a].append(time.perf_counter() - t0)
                     torch.cuda.synchronize()
                     times[a].append(time.perf_counter() - t0)
             med = {a: statistics.median(v) for a, v in times.items()}
             row[case] = {"native_gbs": round(n / med["native"] / 1e9, 2), "gmlake_gbs": round(n / med["gmlake"] / 1e9, 2),
-                         "time_ratio": round(med["gmlake"] / med["native"], 4)}
+                         "time_ratio": round(med["gmlake"] / med["native"], 4),
+                         **{f"{a}_call_us": round(statistics.median(v) * 1e6, 1) for a, v in queued.items()}}
         out["sizes"].append(row)
         del dev_gmlake, other_gmlake, dev_native, other_native, host
     print(json.dumps(out))
