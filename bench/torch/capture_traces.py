@@ -2030,6 +2030,26 @@ def w_mae_pretrain(ctx, p):
     torch.cuda.synchronize()
 
 
+def token_budget_steps(ctx, p, rng, model, opt, vocab, shortest, longest, round_to, est_allocs, budget=16384):
+    """The steps of the token-budget training workloads (token_budget_train, ckpt_longseq_train): each draws a
+    length shortest x 2^U[0, log2(longest / shortest)] rounded to round_to (kept within [shortest, longest]) and a
+    batch of budget // length, then trains a causal LM (`model(input_ids, labels)`, transformers' form) on random
+    ids under bf16 autocast and ends with optimizer_step; each step's [batch, length] goes to p["steps"]."""
+    octaves = math.log2(longest / shortest)
+    for _ in range(p["max_steps"]):
+        t = min(longest, max(shortest, int(round(shortest * 2 ** rng.uniform(0, octaves) / round_to)) * round_to))
+        b = max(1, budget // t)
+        if not ctx.fits(est_allocs=est_allocs):
+            break
+        ids = torch.randint(0, vocab, (b, t), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=ids).loss
+        optimizer_step(loss, opt)
+        del ids, loss
+        p["steps"].append([b, t])
+    torch.cuda.synchronize()
+
+
 def w_token_budget_train(ctx, p):
     """GPT-2-shaped training (GPT2Config n_layer 8, n_embd 768, n_head 12, n_positions 2048; random weights) with
     batches cut by a token budget, as packing-free trainers do: each step draws a sequence length 128 x 2^U[0,4]
@@ -2046,18 +2066,7 @@ def w_token_budget_train(ctx, p):
              dtype="fp32 params, bf16 autocast", optimizer="AdamW", token_budget=16384,
              draws="length 128 x 2^U[0,4] rounded to 64, batch 16384 // length", steps=[],
              max_steps=p.get("max_steps", 200))
-    for step in range(p["max_steps"]):
-        t = min(2048, max(128, int(round(128 * 2 ** rng.uniform(0, 4) / 64)) * 64))
-        b = max(1, 16384 // t)
-        if not ctx.fits(est_allocs=1200):
-            break
-        ids = torch.randint(0, cfg.vocab_size, (b, t), device="cuda")
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
-        optimizer_step(loss, opt)
-        del ids, loss
-        p["steps"].append([b, t])
-    torch.cuda.synchronize()
+    token_budget_steps(ctx, p, rng, model, opt, cfg.vocab_size, 128, 2048, 64, est_allocs=1200)
 
 
 def w_stochastic_depth_train(ctx, p):
@@ -2373,18 +2382,7 @@ def w_ckpt_longseq_train(ctx, p):
              dtype="fp32 params, bf16 autocast", optimizer="AdamW", checkpointing="every layer, use_reentrant=False",
              token_budget=16384, draws="length 1024 x 2^U[0,3] rounded to 256, batch 16384 // length", steps=[],
              max_steps=p.get("max_steps", 200))
-    for _ in range(p["max_steps"]):
-        t = min(8192, max(1024, int(round(1024 * 2 ** rng.uniform(0, 3) / 256)) * 256))
-        b = max(1, 16384 // t)
-        if not ctx.fits(est_allocs=2500):
-            break
-        ids = torch.randint(0, cfg.vocab_size, (b, t), device="cuda")
-        with torch.autocast("cuda", dtype=torch.bfloat16):
-            loss = model(input_ids=ids, labels=ids).loss
-        optimizer_step(loss, opt)
-        del ids, loss
-        p["steps"].append([b, t])
-    torch.cuda.synchronize()
+    token_budget_steps(ctx, p, rng, model, opt, cfg.vocab_size, 1024, 8192, 256, est_allocs=2500)
 
 
 WORKLOADS = {
