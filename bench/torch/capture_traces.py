@@ -2365,10 +2365,10 @@ def w_model_swap_serve(ctx, p):
 def w_ckpt_longseq_train(ctx, p):
     """Long-context training with activation checkpointing, as long-sequence fine-tuning runs it: a LLaMA-style model
     (transformers LlamaForCausalLM, hidden 1024, intermediate 2816, 8 layers, 16 heads, 4 KV heads, 8,192 positions,
-    attention as transformers picks it; random weights) with gradient checkpointing on every layer (non-reentrant), bf16 autocast over
-    fp32 parameters, AdamW. Each step draws a length 1024 x 2^U[0,3] rounded to 256 (1,024..8,192) and a batch of
-    16,384 // length: the checkpoints are small, the recomputed layer and the logits (16k tokens x 32k vocab) large,
-    and both change shape every step."""
+    attention as transformers picks it; random weights) with gradient checkpointing on every layer (non-reentrant),
+    bf16 autocast over fp32 parameters, AdamW. Each step draws a length 1024 x 2^U[0,3] rounded to 256
+    (1,024..8,192) and a batch of 16,384 // length: the checkpoints are small, the recomputed layer and the logits
+    (16k tokens x 32k vocab) large, and both change shape every step."""
     from transformers import LlamaConfig, LlamaForCausalLM
     rng = random.Random(SEED)
     torch.manual_seed(SEED)

@@ -1,12 +1,13 @@
-"""Host <-> device copy bandwidth into blocks of gmlake's pool against blocks of PyTorch's own allocator, in one
-process (gmlake's extension enabled; PyTorch's allocator reached inside gmlake.torch.native()).
+"""Copy bandwidth into and out of blocks of gmlake's pool against blocks of PyTorch's own allocator, in one process
+(gmlake's extension enabled; PyTorch's allocator reached inside gmlake.torch.native()).
 
-    python3 bench/torch/copy_bw.py [--conf GMLAKE_CONF] [--reps 10] > out.json
+    python3 bench/torch/copy_bw.py [--conf GMLAKE_CONF] [--reps 10] [--sizes 4,64,256,1024] > out.json
 
-For each size (4 MiB .. 1 GiB) and each allocator, a device tensor of that many bytes is made in a fresh pool
+For each size (MiB, --sizes) and each allocator, a device tensor of that many bytes is made in a fresh pool
 state (each allocator's first tensor of the size), then timed: host -> device and device -> host copies from
 pageable and from pinned host tensors (Tensor.copy_, as Module.to and offloading code copy), device -> device,
-and an in-place add of two blocks (a memory-bound kernel). Median of --reps copies each, synchronized around each copy, the two allocators alternating per rep.
+and an in-place add of two blocks (a memory-bound kernel). Median of --reps copies each, synchronized around
+each copy, the two allocators alternating per rep.
 Prints one JSON object: per size and direction the GB/s of each and time_ratio, gmlake's median copy time over
 native's (above 1: the copy into or out of gmlake's block took longer), and each allocator's median host time in
 the call itself (<allocator>_call_us: until Tensor.copy_ returned, before the synchronize), which tells a
@@ -68,7 +69,8 @@ def main():
                     torch.cuda.synchronize()
                     times[a].append(time.perf_counter() - t0)
             med = {a: statistics.median(v) for a, v in times.items()}
-            row[case] = {"native_gbs": round(n / med["native"] / 1e9, 2), "gmlake_gbs": round(n / med["gmlake"] / 1e9, 2),
+            row[case] = {"native_gbs": round(n / med["native"] / 1e9, 2),
+                         "gmlake_gbs": round(n / med["gmlake"] / 1e9, 2),
                          "time_ratio": round(med["gmlake"] / med["native"], 4),
                          **{f"{a}_call_us": round(statistics.median(v) * 1e6, 1) for a, v in queued.items()}}
         out["sizes"].append(row)

@@ -16,9 +16,7 @@ for w in ${WORKLOADS:-}; do
     tag=${tc%%=*}; c=${tc#*=}
     echo "##### $w $tag '$c'"
     timeout ${LIMIT:-200} python3 bench/torch/workload_ab.py $w --runs ${RUNS:-3} --conf "$c" > $OUT/run$run-$tag-$w.json 2> /tmp/r.log || tail -3 /tmp/r.log
-    python3 -c "
-import json; r=json.load(open('$OUT/run$run-$tag-$w.json')); print('median', round(r['median_ratio'],4), 'total', round(r['total_ratio'],4), 'peaks GB', round(r['gmlake_peak_reserved']/1e9,3), round(r['native_peak_reserved']/1e9,3))
-for p in r['pairs']: print(round(p['ratio'],4), p['gmlake_vmm_ms'], p['gmlake_backend_calls'], p['gmlake_fence_waits'], p.get('gmlake_fence_wait_ms'))"
+    python3 bench/torch/ab_summary.py $OUT/run$run-$tag-$w.json
   done
 done
 if [ -n "${MODELS:-}" ]; then

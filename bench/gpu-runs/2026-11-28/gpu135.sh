@@ -13,14 +13,10 @@ case ${PART:-procs} in
   procs)
     timeout ${LIMIT:-420} python3 bench/torch/workload_ab.py token_budget_train --processes --runs ${RUNS:-3} \
       --runs-per-process ${RPP:-2} > $OUT/run$run-procs-token_budget_train.json 2> /tmp/r.log || tail -5 /tmp/r.log
-    python3 -c "
-import json; r=json.load(open('$OUT/run$run-procs-token_budget_train.json')); print('median', round(r['median_ratio'],4), 'total', round(r['total_ratio'],4))
-for p in r['processes']: print(p['allocator'], p['runs_s'])" ;;
+    python3 bench/torch/ab_summary.py $OUT/run$run-procs-token_budget_train.json ;;
   checks)
     scripts/gpu-checks-carried.sh $OUT/checks; echo "checks rc $?"
     timeout ${LIMIT:-330} python3 bench/torch/workload_ab.py zero_offload_train --runs ${RUNS:-3} \
       > $OUT/run$run-default-zero_offload_train.json 2> /tmp/r.log || tail -5 /tmp/r.log
-    python3 -c "
-import json; r=json.load(open('$OUT/run$run-default-zero_offload_train.json')); print('median', round(r['median_ratio'],4), 'total', round(r['total_ratio'],4), 'peaks GB', round(r['gmlake_peak_reserved']/1e9,3), round(r['native_peak_reserved']/1e9,3))
-for p in r['pairs']: print(round(p['ratio'],4), p['gmlake_vmm_ms'], p['gmlake_backend_calls'], p['gmlake_fence_waits'], p.get('gmlake_fence_wait_ms'))" ;;
+    python3 bench/torch/ab_summary.py $OUT/run$run-default-zero_offload_train.json ;;
 esac

@@ -24,8 +24,6 @@ case ${PART:-capture} in
     for w in ${WORKLOADS:-graphed_decode_serve model_swap_serve}; do
       echo "##### $w"
       timeout ${LIMIT:-240} python3 bench/torch/workload_ab.py $w --runs ${RUNS:-3} > $OUT/run$run-default-$w.json 2> /tmp/r.log || tail -5 /tmp/r.log
-      python3 -c "
-import json; r=json.load(open('$OUT/run$run-default-$w.json')); print('median', round(r['median_ratio'],4), 'total', round(r['total_ratio'],4), 'peaks GB', round(r['gmlake_peak_reserved']/1e9,3), round(r['native_peak_reserved']/1e9,3))
-for p in r['pairs']: print(round(p['ratio'],4), p['gmlake_vmm_ms'], p['gmlake_backend_calls'], p['gmlake_fence_waits'], p.get('gmlake_fence_wait_ms'))"
+      python3 bench/torch/ab_summary.py $OUT/run$run-default-$w.json
     done ;;
 esac

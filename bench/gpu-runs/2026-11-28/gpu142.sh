@@ -14,6 +14,4 @@ import json; r=json.load(open('$OUT/run$run-copy_bw_default.json'))
 for s in r['sizes']: print(s['mib'], {k: (v['time_ratio'], v['native_call_us'], v['gmlake_call_us']) for k, v in s.items() if k != 'mib'})"
 timeout ${LIMIT:-420} python3 bench/torch/workload_ab.py model_swap_serve --processes --runs ${RUNS:-4} --runs-per-process 2 \
   > $OUT/run$run-procs-model_swap_serve.json 2>/tmp/r.log || tail -3 /tmp/r.log
-python3 -c "
-import json; r=json.load(open('$OUT/run$run-procs-model_swap_serve.json')); print('median', round(r['median_ratio'],4), 'total', round(r['total_ratio'],4))
-for p in r['processes']: print(p['allocator'], [(x['wall_s'], x['vmm_ms'], x['backend_calls'], x['fence_waits'], x['evictions']) for x in p['runs']])"
+python3 bench/torch/ab_summary.py $OUT/run$run-procs-model_swap_serve.json

@@ -8,12 +8,16 @@
 //   - waiting (waiting_headroom_permille, 0 = off): the same bound, larger, while the device waits for the host
 //     (a move would be on the critical path); it applies only where it is larger than plain and plain is on;
 //   - move (move_headroom_permille, 50): while a move budget refuses (move_budget.h), the pool grows within this
-//     bound instead; past it, memory first.
+//     bound instead; past it, memory first;
+//   - lag (lag_headroom_permille, 1000000 = no bound): growth where the device lags (a chunk created rather than a
+//     wait for its stream's mark: stream_fence.h, ChunkSource) only within this bound; within() saturates, so a
+//     permille whose H / 1000 x permille overflows is no bound.
 // H follows the allocated bytes (note_allocated) and never falls: a peak reset leaves it (PyTorch's
 // reset_peak_memory_stats resets what users read, not what the pool has learnt the job needs).
 // Once a create for time (within an allowance) finds the device full, the allowances are spent until the device
-// has room again (empty_cache: device_has_room): plain_allows and waiting_applies say no; move_allows does not
-// look, decide() reads device_found_full for growth for time itself (obtain_decision.h).
+// has room again (empty_cache: device_has_room): plain_allows and waiting_applies say no; move_allows and
+// lag_allows do not look (decide() reads device_found_full for growth for time itself, obtain_decision.h; a refused
+// lag create is remembered for the call, ObtainState::lag_refused).
 // The cap (cap_bytes) is ChunkSource's: these bounds are checked with it, not instead of it.
 // Invariant (check_invariants): allocated_high_bytes >= the allocated bytes now (it follows their maximum).
 // Thread safety: none (the policy's lock).

@@ -1,0 +1,44 @@
+"""Prints the lines the GPU run scripts show of a workload_ab.py JSON, either form:
+
+    python3 bench/torch/ab_summary.py OUT.json [...]
+
+- both allocators in one process: "median M total T peaks GB G N", then per pair its ratio, gmlake's VMM ms,
+  backend calls, fence waits and the ms blocked in them;
+- --processes: "median M total T", then per process its allocator and, per run, (seconds, VMM ms, backend calls,
+  fence waits, evictions) where the JSON has them (workload_ab.py's --alone counters), else its seconds.
+A file that does not hold a JSON object (a run that passed its time limit) is named as such and skipped.
+"""
+import json
+import sys
+
+
+def summary(r):
+    """The lines for one workload_ab.py result `r` (a dict)."""
+    if r.get("mode") == "processes":
+        lines = [f"median {round(r['median_ratio'], 4)} total {round(r['total_ratio'], 4)}"]
+        for p in r["processes"]:
+            runs = [(x["wall_s"], x["vmm_ms"], x["backend_calls"], x["fence_waits"], x["evictions"])
+                    for x in p["runs"]] if "runs" in p else p["runs_s"]
+            lines.append(f"{p['allocator']} {runs}")
+        return lines
+    lines = [f"median {round(r['median_ratio'], 4)} total {round(r['total_ratio'], 4)} peaks GB "
+             f"{round(r['gmlake_peak_reserved'] / 1e9, 3)} {round(r['native_peak_reserved'] / 1e9, 3)}"]
+    for p in r["pairs"]:
+        lines.append(f"{round(p['ratio'], 4)} {p['gmlake_vmm_ms']} {p['gmlake_backend_calls']} "
+                     f"{p['gmlake_fence_waits']} {p.get('gmlake_fence_wait_ms')}")
+    return lines
+
+
+def main():
+    for path in sys.argv[1:]:
+        try:
+            with open(path) as f:
+                r = json.load(f)
+        except (OSError, ValueError) as e:
+            print(f"{path}: no result ({e})")
+            continue
+        print("\n".join(summary(r)))
+
+
+if __name__ == "__main__":
+    main()
