@@ -2,10 +2,12 @@
 
     python3 bench/torch/ab_summary.py OUT.json [...]
 
-- both allocators in one process: "median M total T peaks GB G N", then per pair its ratio, gmlake's VMM ms,
-  backend calls, fence waits and the ms blocked in them;
-- --processes: "median M total T", then per process its allocator and, per run, (seconds, VMM ms, backend calls,
-  fence waits, evictions) where the JSON has them (workload_ab.py's --alone counters), else its seconds.
+- both allocators in one process: "median M total T peaks GB G N", with --per-call a line of the ratio per
+  kind of call, then per pair its ratio, gmlake's VMM ms, backend calls, fence waits, the ms blocked in them
+  and, where reported, the stream event calls;
+- --processes: "median M total T" (and how many processes ran, where a time limit stopped it), then per process
+  its allocator and, per run, (seconds, VMM ms, backend calls, fence waits, evictions, and the stream event
+  calls where reported) where the JSON has them (workload_ab.py's --alone counters), else its seconds.
 A file that does not hold a JSON object (a run that passed its time limit) is named as such and skipped.
 """
 import json
@@ -15,17 +17,24 @@ import sys
 def summary(r):
     """The lines for one workload_ab.py result `r` (a dict)."""
     if r.get("mode") == "processes":
-        lines = [f"median {round(r['median_ratio'], 4)} total {round(r['total_ratio'], 4)}"]
+        rnd = lambda x: None if x is None else round(x, 4)  # noqa: E731 (None: one allocator has no run yet)
+        lines = [f"median {rnd(r['median_ratio'])} total {rnd(r['total_ratio'])}"
+                 + ("" if r.get("complete", True) else f" (stopped after {len(r['processes'])} processes)")]
         for p in r["processes"]:
             runs = [(x["wall_s"], x["vmm_ms"], x["backend_calls"], x["fence_waits"], x["evictions"])
+                    + ((x["stream_event_calls"],) if "stream_event_calls" in x else ())
                     for x in p["runs"]] if "runs" in p else p["runs_s"]
             lines.append(f"{p['allocator']} {runs}")
         return lines
     lines = [f"median {round(r['median_ratio'], 4)} total {round(r['total_ratio'], 4)} peaks GB "
              f"{round(r['gmlake_peak_reserved'] / 1e9, 3)} {round(r['native_peak_reserved'] / 1e9, 3)}"]
+    if "per_kind_ratio" in r:
+        lines.append("per kind (gmlake / native host s, calls a run): "
+                     + ", ".join(f"{k} {v[0]} {v[1]}" for k, v in r["per_kind_ratio"].items()))
     for p in r["pairs"]:
         lines.append(f"{round(p['ratio'], 4)} {p['gmlake_vmm_ms']} {p['gmlake_backend_calls']} "
-                     f"{p['gmlake_fence_waits']} {p.get('gmlake_fence_wait_ms')}")
+                     f"{p['gmlake_fence_waits']} {p.get('gmlake_fence_wait_ms')}"
+                     + (f" {p['gmlake_stream_event_calls']}" if "gmlake_stream_event_calls" in p else ""))
     return lines
 
 

@@ -1,6 +1,6 @@
 """A/B of one capture_traces.py workload: gmlake against PyTorch's native allocator, whole runs.
 
-    python3 bench/torch/workload_ab.py fsdp_like_train [--runs 6] [--conf GMLAKE_CONF]
+    python3 bench/torch/workload_ab.py fsdp_like_train [--runs 6] [--conf GMLAKE_CONF] [--per-call]
     python3 bench/torch/workload_ab.py gan_train --processes [--runs 5] [--runs-per-process 3] [--conf C]
     python3 bench/torch/workload_ab.py gan_train --alone gmlake [--runs 3] [--conf C]
 
@@ -10,12 +10,14 @@ whole (every step its recorded run made: the call count from its provenance JSON
   swapped each pair, after one untimed run of each. Prints one JSON object: each pair's wall seconds and ratio
   gmlake / native, their median and the total ratio, gmlake's backend (VMM) time, calls and fence waits (the host
   blocked until the device passed a mark; those that drained the stream, and the time blocked) per run, and each
-  allocator's peak reserved bytes.
+  allocator's peak reserved bytes. With `--per-call`, also each run's host seconds by kind of call (StampCtx) and,
+  per kind, gmlake's total over native's: which calls a gap is in.
 - `--processes`: as a user runs it, one allocator per process: `--runs` pairs of processes, each `--alone`, the
   order swapped each pair. Prints one JSON object: each process's runs, per allocator the median and total of
   all its runs, and the ratios gmlake / native of both. (Where the host sets the pace, one process with both
   allocators can slow gmlake: gan_train 1.083 in one process, 0.971 per process, one machine; docs/benchmarks.md,
-  run 110.)
+  run 110.) Each finished process is named on stderr; on SIGTERM (a `timeout` around it) the processes that
+  finished are still printed, with "complete": false.
 - `--alone A`: this process uses allocator A (native or gmlake) alone: one untimed run, then `--runs` timed.
   Prints one JSON object with each run's seconds, and per run measured_run's figures (gmlake's VMM time, calls,
   fence waits; zeros under native). With PERF_CTL set (the control fifo of `perf record
@@ -25,6 +27,7 @@ import argparse
 import json
 import os
 import random
+import signal
 import statistics
 import subprocess
 import sys
@@ -58,40 +61,101 @@ def load(name, conf=""):
     return Workload(name, ct, ct.WORKLOADS[name][0], calls)
 
 
-def run_once(w, native, ctx=None):
+def run_once(w, native, ctx=None, p=None):
     """One whole run of Workload `w` (load()), seeded as the recorded run, under PyTorch's allocator when `native`,
     else under gmlake's extension; its wall seconds, from a synchronized device to a synchronized device. `ctx`:
     the workload's context (a capture_traces.ReplayCtx of w.calls calls, or one derived from it, e.g. one that
-    stamps each step); a new ReplayCtx when None."""
+    stamps each step); a new ReplayCtx when None. `p`: the dict the workload fills with what it did (its "calls");
+    a new one when None."""
     import torch
     import gmlake.torch
     torch.manual_seed(w.ct.SEED)
     random.seed(w.ct.SEED)
     ctx = ctx if ctx is not None else w.ct.ReplayCtx(w.calls)
+    p = p if p is not None else {}
     torch.cuda.synchronize()
     t0 = time.perf_counter()
     if native:
         with gmlake.torch.native():
-            w.fn(ctx, {})
+            w.fn(ctx, p)
     else:
-        w.fn(ctx, {})
+        w.fn(ctx, p)
     torch.cuda.synchronize()
-    return time.perf_counter() - t0
+    t1 = time.perf_counter()
+    if isinstance(ctx, StampCtx):
+        ctx.stamps_s.append(t1)
+    return t1 - t0
 
 
-def measured_run(w, native, ctx=None):
+class StampCtx:
+    """A workload context (capture_traces.ReplayCtx) that also stamps the host's clock (perf_counter seconds) at the
+    start of each call it lets run; run_once adds the end of the run (after a device synchronize) as the last
+    stamp. A call's host time is then the next stamp less its own: it holds device time only where the workload
+    waits for the device within the call (a generate loop does, an asynchronous forward may leave its kernels to
+    the next call)."""
+
+    def __init__(self, inner):
+        self.inner, self.stamps_s = inner, []
+
+    def fits(self, *args, **kwargs):
+        ok = self.inner.fits(*args, **kwargs)
+        if ok:
+            self.stamps_s.append(time.perf_counter())
+        return ok
+
+    def __getattr__(self, name):
+        return getattr(self.inner, name)
+
+
+def per_kind(stamps_s, calls):
+    """{kind: [seconds, calls]} from a StampCtx's stamps (one per call, then the run's end) and the workload's
+    "calls" record: a call's kind is its record's first field where that is a string (model_swap_serve: the
+    model), else "call"; "+swap" added where the record has five fields and the fifth is a string
+    (model_swap_serve: the model moved to the host to make room)."""
+    out = {}
+    for i in range(len(stamps_s) - 1):
+        c = calls[i] if i < len(calls) else None
+        kind = c[0] if isinstance(c, (list, tuple)) and c and isinstance(c[0], str) else "call"
+        if kind != "call" and len(c) == 5 and isinstance(c[4], str):
+            kind += "+swap"
+        k = out.setdefault(kind, [0.0, 0])
+        k[0] += stamps_s[i + 1] - stamps_s[i]
+        k[1] += 1
+    return {k: [round(v[0], 4), v[1]] for k, v in out.items()}
+
+
+def kind_ratios(pairs):
+    """{kind: [gmlake's host seconds / native's over all pairs, calls of that kind in a run]} from --per-call
+    pairs ("gmlake_per_kind", "native_per_kind")."""
+    out = {}
+    for kind in pairs[0]["native_per_kind"]:
+        g = sum(x["gmlake_per_kind"].get(kind, [0.0])[0] for x in pairs)
+        n = sum(x["native_per_kind"][kind][0] for x in pairs)
+        out[kind] = [round(g / n, 4) if n else None, pairs[0]["native_per_kind"][kind][1]]
+    return out
+
+
+def measured_run(w, native, ctx=None, per_call=False):
     """run_once(w, native, ctx) with what gmlake's pool did meanwhile: {"wall_s", "vmm_ms" (backend time),
     "backend_calls", "fence_waits", "fence_drains", "fence_wait_ms" (the host blocked in them), "chunks_created",
-    "chunks_released", "evictions", "arena_handovers"}; gmlake's figures are 0 for a native run."""
+    "chunks_released", "evictions", "arena_handovers", "stream_event_calls" (event records and queries)}; gmlake's
+    figures are 0 for a native run. With `per_call`,
+    also "per_kind": the host seconds and count of its calls by kind (per_kind(), StampCtx)."""
     import gmlake.torch
     counts = ("backend_calls", "fence_waits", "fence_drains", "chunks_created", "chunks_released", "evictions",
-              "arena_handovers")
+              "arena_handovers", "stream_event_calls")
+    p = {}
+    if per_call:
+        ctx = StampCtx(ctx if ctx is not None else w.ct.ReplayCtx(w.calls))
     before = gmlake.torch.memory_stats()
-    wall = run_once(w, native, ctx)
+    wall = run_once(w, native, ctx, p)
     after = gmlake.torch.memory_stats()
     d = {k: after["gmlake." + k] - before["gmlake." + k] for k in counts + ("backend_time_ns", "fence_wait_ns")}
-    return {"wall_s": round(wall, 4), "vmm_ms": round(d["backend_time_ns"] / 1e6, 2),
-            "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2), **{k: d[k] for k in counts}}
+    out = {"wall_s": round(wall, 4), "vmm_ms": round(d["backend_time_ns"] / 1e6, 2),
+           "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2), **{k: d[k] for k in counts}}
+    if per_call:
+        out["per_kind"] = per_kind(ctx.stamps_s, p.get("calls", []))
+    return out
 
 
 def alternate(run, pairs):
@@ -108,22 +172,53 @@ def alternate(run, pairs):
     return out
 
 
-def by_processes(args):
-    """The --processes A/B: pairs of processes of run --alone, native and gmlake in turn."""
-    rows = []
+def alone_command(args, allocator):
+    """The command line of one --processes process: this script --alone `allocator`."""
+    return [sys.executable, os.path.abspath(__file__), args.workload, "--alone", allocator,
+            "--runs", str(args.runs_per_process), "--conf", args.conf]
+
+
+def by_processes(args, command=alone_command):
+    """The --processes A/B: pairs of processes of `command(args, allocator)` (run --alone), native and gmlake in
+    turn. On SIGTERM the process running is stopped and the result holds the processes that finished, with
+    "complete": false."""
+    rows, state = [], {"child": None, "stopped": False}
+
+    def stop(signum, frame):  # a flag, not an exception: a Popen cut short could leave its child running
+        state["stopped"] = True
+        if state["child"] is not None and state["child"].poll() is None:
+            state["child"].kill()
+
+    signal.signal(signal.SIGTERM, stop)
     for i in range(args.runs):
         for allocator in (("native", "gmlake") if i % 2 == 0 else ("gmlake", "native")):
-            cmd = [sys.executable, os.path.abspath(__file__), args.workload, "--alone", allocator,
-                   "--runs", str(args.runs_per_process), "--conf", args.conf]
-            out = subprocess.run(cmd, check=True, stdout=subprocess.PIPE, text=True).stdout
+            if state["stopped"]:
+                break
+            cmd = command(args, allocator)
+            state["child"] = child = subprocess.Popen(cmd, stdout=subprocess.PIPE, text=True)
+            if state["stopped"]:  # the signal came while the child started
+                child.kill()
+            out = child.communicate()[0]
+            if state["stopped"]:
+                break
+            if child.returncode != 0:
+                raise subprocess.CalledProcessError(child.returncode, cmd)
             rows.append(json.loads(out.strip().splitlines()[-1]))
+            print(f"process {len(rows)}: {allocator} {rows[-1]['runs_s']}", file=sys.stderr, flush=True)
+    complete = not state["stopped"]
+    print(json.dumps(processes_result(args.workload, args.conf, rows, complete)))
+
+
+def processes_result(workload, conf, rows, complete=True):
+    """The --processes JSON object from the --alone results `rows`: per allocator the median and total of all its
+    runs and the ratios gmlake / native of both (None while an allocator has no run)."""
     runs = {a: [x for r in rows if r["allocator"] == a for x in r["runs_s"]] for a in ("native", "gmlake")}
-    out = {"workload": args.workload, "conf": args.conf, "mode": "processes", "processes": rows,
-           "median_s": {a: statistics.median(v) for a, v in runs.items()},
-           "total_s": {a: round(sum(v), 4) for a, v in runs.items()},
-           "median_ratio": statistics.median(runs["gmlake"]) / statistics.median(runs["native"]),
-           "total_ratio": sum(runs["gmlake"]) / sum(runs["native"])}
-    print(json.dumps(out))
+    both = all(runs.values())
+    return {"workload": workload, "conf": conf, "mode": "processes", "complete": complete, "processes": rows,
+            "median_s": {a: statistics.median(v) if v else None for a, v in runs.items()},
+            "total_s": {a: round(sum(v), 4) for a, v in runs.items()},
+            "median_ratio": statistics.median(runs["gmlake"]) / statistics.median(runs["native"]) if both else None,
+            "total_ratio": sum(runs["gmlake"]) / sum(runs["native"]) if both else None}
 
 
 def main():
@@ -134,6 +229,8 @@ def main():
     ap.add_argument("--processes", action="store_true", help="one allocator per process (see above)")
     ap.add_argument("--runs-per-process", type=int, default=3, help="--processes: timed runs in each process")
     ap.add_argument("--alone", choices=("native", "gmlake"), help="one allocator alone in this process")
+    ap.add_argument("--per-call", action="store_true",
+                    help="in one process: each run's host seconds by kind of call (StampCtx), and their ratios")
     args = ap.parse_args()
     if args.processes:
         return by_processes(args)
@@ -160,16 +257,21 @@ def main():
         return
 
     # Per pair: both walls, their ratio, and each of measured_run's figures of gmlake's run as "gmlake_<name>".
+    # With --per-call, also native's "native_per_kind".
+    runs = alternate(lambda native: measured_run(w, native, per_call=args.per_call), args.runs)
     pairs = [{"native_s": r[True]["wall_s"], "gmlake_s": r[False]["wall_s"],
               "ratio": round(r[False]["wall_s"] / r[True]["wall_s"], 4),
               **{f"gmlake_{k}": v for k, v in r[False].items() if k != "wall_s"},
-              "gmlake_first": r["gmlake_first"]} for r in alternate(lambda native: measured_run(w, native), args.runs)]
+              **({"native_per_kind": r[True]["per_kind"]} if args.per_call else {}),
+              "gmlake_first": r["gmlake_first"]} for r in runs]
     out = {"workload": args.workload, "calls": w.calls, "conf": args.conf, "pairs": pairs,
            "median_ratio": statistics.median(x["ratio"] for x in pairs),
            "total_ratio": sum(x["gmlake_s"] for x in pairs) / sum(x["native_s"] for x in pairs),
            "gmlake_peak_reserved": gmlake.torch.memory_stats()["reserved_bytes.all.peak"],
            "native_peak_reserved": gmlake.torch.native_memory_stats()["reserved_bytes.all.peak"],
            "gpu": torch.cuda.get_device_name(0), "torch": torch.__version__}
+    if args.per_call:
+        out["per_kind_ratio"] = kind_ratios(pairs)
     print(json.dumps(out))
 
 

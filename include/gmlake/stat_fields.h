@@ -43,6 +43,10 @@
  *   waiting_growths    growth chunks made while the device waited for the host (the stream had no queued work,
  *                      or assume_device_waits without stream events): sized by waiting_growth_chunk_share (gmlake)
  *   deferred_frees     frees that waited for the work of streams recorded with record_stream (StreamUses)
+ *   stream_event_calls driver calls the pool made to learn where streams stand (GPU: cuEventRecord,
+ *                      cuEventQuery, cuStreamQuery, cuEventSynchronize, cuCtxSynchronize; gmlake's StreamFence,
+ *                      and StreamUses for record_stream under every policy): host time outside backend_calls,
+ *                      on the allocating thread
  *   lake_refusals      lenders that refused this process's uid (gmlake's lake: lake_socket; the lender's
  *                      lake_allowed_uids does not name it): nothing is borrowed, the pool uses its own device
  *                      only (said once on stderr too)
@@ -77,6 +81,7 @@
   X(chunks_released, "num_device_free")                     \
   X(waiting_growths, "")                                    \
   X(deferred_frees, "")                                     \
+  X(stream_event_calls, "")                                 \
   X(lake_refusals, "")
 
 #endif /* GMLAKE_STAT_FIELDS_H_ */

@@ -62,7 +62,10 @@ void StreamUses::deallocate_recorded(void* ptr) {
   absl::InlinedVector<StreamEvents::Token, 2> tokens;
   tokens.reserve(streams.size());
   try {
-    for (StreamId stream : streams) tokens.push_back(events_->record(stream));
+    for (StreamId stream : streams) {
+      ++event_calls_;
+      tokens.push_back(events_->record(stream));
+    }
     allocator_->begin_deferred_free(ptr);
   } catch (...) {
     for (StreamEvents::Token token : tokens) events_->release(token);
@@ -78,6 +81,7 @@ void StreamUses::complete(bool wait) {
   for (auto it = marks_.begin(); it != marks_.end();) {
     std::deque<Mark>& marks = it->second;
     while (!marks.empty()) {
+      ++event_calls_;
       if (wait) {
         events_->wait(marks.front().token);
       } else if (!events_->done(marks.front().token)) {
@@ -111,6 +115,7 @@ void StreamUses::empty_cache() {
 Stats StreamUses::stats() const {
   Stats stats = allocator_->stats();
   stats.deferred_frees = deferred_frees_;
+  stats.stream_event_calls += event_calls_;  // the wrapped allocator's own (its StreamFence) and these
   return stats;
 }
 

@@ -126,6 +126,7 @@ class StreamUses final : public Allocator {
   absl::flat_hash_map<StreamId, std::deque<Mark>> marks_;        // per stream, oldest first
   absl::flat_hash_map<std::uintptr_t, std::uint32_t> pending_;  // freed blocks -> their marks not yet finished
   std::uint64_t deferred_frees_ = 0;
+  std::uint64_t event_calls_ = 0;  // records, queries and waits: Stats::stream_event_calls
 };
 
 }  // namespace gmlake

@@ -117,6 +117,7 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"device_lag_us", r.device_lag_us},
         {"device_waits", r.device_waits},
         {"device_wait_ns", r.device_wait_ns},
+        {"stream_event_calls", r.stats.stream_event_calls},
     });
   }
   return array.dump(1) + "\n";

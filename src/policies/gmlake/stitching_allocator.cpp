@@ -373,6 +373,7 @@ Stats StitchingAllocator::stats() const {
   Stats s = stats_;
   s.backend_calls = backend_.counters();
   s.lake_refusals = peers_->refusals();
+  s.stream_event_calls = fence_.driver_calls();
   return s;
 }
 

@@ -17,7 +17,7 @@ StreamFence::~StreamFence() {
 }
 
 void StreamFence::poll(Stream& s) {
-  while (!s.marks.empty() && events_->done(s.marks.front().token)) {
+  while (!s.marks.empty() && (++driver_calls_, events_->done(s.marks.front().token))) {
     s.safe_tick = s.marks.front().tick;
     events_->release(s.marks.front().token);
     s.marks.pop_front();
@@ -35,6 +35,7 @@ void StreamFence::note_idle(StreamId stream, std::uint64_t tick) {
 }
 
 void StreamFence::record_mark(Stream& s, StreamId stream, std::uint64_t tick) {
+  ++driver_calls_;
   s.marks.push_back({tick, events_->record(stream)});  // record throws: nothing changed
   s.marked = true;
   s.last_mark_tick = tick;
@@ -58,6 +59,7 @@ bool StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t n
   // Marks finish in stream order: waiting for the first one that covers `tick` is enough.
   for (const Mark& m : s.marks) {
     if (m.tick >= tick) {
+      ++driver_calls_;
       events_->wait(m.token);
       break;
     }
@@ -73,6 +75,7 @@ void StreamFence::cover(StreamId stream, std::uint64_t tick, std::uint64_t now_t
 
 void StreamFence::wait_all(std::uint64_t now_tick) {
   if (!events_) return;
+  ++driver_calls_;
   events_->synchronize_all();
   for (auto& [id, s] : streams_) {
     for (const Mark& m : s.marks) events_->release(m.token);

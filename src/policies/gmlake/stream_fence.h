@@ -52,7 +52,10 @@ class StreamFence {
   bool safe(StreamId stream, std::uint64_t tick) { return readiness(stream, tick) == Readiness::kSafe; }
   // True when all work queued on `stream` has finished: the device waits for the host there (StreamEvents::idle,
   // cuStreamQuery). Only with StreamEvents (asynchronous()). Never blocks; throws BackendError.
-  bool stream_idle(StreamId stream) { return events_->idle(stream); }
+  bool stream_idle(StreamId stream) {
+    ++driver_calls_;
+    return events_->idle(stream);
+  }
   // Blocks until safe(stream, tick); `now_tick` (>= tick) labels a mark recorded now if none covers tick. True when
   // it had to record that mark (tick was uncovered: waiting for it drains the stream's whole queue), false when it
   // waited for an earlier mark or tick was already safe.
@@ -64,6 +67,10 @@ class StreamFence {
   void cover(StreamId stream, std::uint64_t tick, std::uint64_t now_tick);
   // Blocks until all work queued so far on every stream has finished: every tick up to `now_tick` is safe.
   void wait_all(std::uint64_t now_tick);
+
+  // The StreamEvents calls made so far that ask the driver (record, done, idle, wait, synchronize_all; release
+  // returns an event to its pool and is not counted): Stats::stream_event_calls.
+  std::uint64_t driver_calls() const { return driver_calls_; }
 
   // Checks the invariants above; throws std::logic_error (engine_checks.h). O(streams + marks); asks the
   // driver nothing.
@@ -87,6 +94,7 @@ class StreamFence {
 
   StreamEvents* events_;
   absl::flat_hash_map<StreamId, Stream> streams_;
+  std::uint64_t driver_calls_ = 0;
 };
 
 }  // namespace gmlake::engine

@@ -1,0 +1,98 @@
+"""bench/torch/workload_ab.py's --processes A/B reports the processes that finished when a `timeout` stops it
+(SIGTERM), and its ratios from all runs of both allocators; --per-call's stamps and sums by kind; no GPU or PyTorch: each process is a stand-in that
+prints what `--alone` prints.
+
+    python3 tests/workload_ab_test.py REPO_ROOT
+
+Run by ctest (label cpu); standard library only."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import textwrap
+
+# The stand-in --alone process: the first two print their runs, the third sleeps until it is killed.
+ALONE = textwrap.dedent("""
+    import json, os, sys, time
+    n = int(open(sys.argv[2]).read() or 0) if os.path.exists(sys.argv[2]) else 0
+    open(sys.argv[2], "w").write(str(n + 1))
+    if n >= 2:
+        time.sleep(600)
+    print(json.dumps({"allocator": sys.argv[1], "runs_s": [[4.0, 5.0], [6.0, 7.0]][n]}))
+""")
+
+# Runs by_processes with the stand-in, 2 pairs: prints its JSON on stdout.
+PARENT = textwrap.dedent("""
+    import argparse, sys
+    sys.path.insert(0, sys.argv[1])
+    import workload_ab
+    args = argparse.Namespace(workload="w", conf="", runs=2, runs_per_process=2)
+    workload_ab.by_processes(args, lambda a, allocator: [sys.executable, "-c", sys.argv[2], allocator, sys.argv[3]])
+""")
+
+
+def main():
+    root = sys.argv[1]
+    sys.path.insert(0, os.path.join(root, "bench", "torch"))
+    import workload_ab
+
+    failures = []
+    whole = workload_ab.processes_result("w", "", [{"allocator": "native", "runs_s": [4.0, 5.0]},
+                                                   {"allocator": "gmlake", "runs_s": [6.0, 7.0]},
+                                                   {"allocator": "gmlake", "runs_s": [5.0]},
+                                                   {"allocator": "native", "runs_s": [3.0]}])
+    if (whole["median_ratio"], whole["total_ratio"], whole["complete"]) != (6.0 / 4.0, 18.0 / 12.0, True):
+        failures.append(f"ratios of four processes: {whole}")
+    half = workload_ab.processes_result("w", "", [{"allocator": "native", "runs_s": [4.0]}], complete=False)
+    if half["median_ratio"] is not None or half["total_ratio"] is not None or half["median_s"]["gmlake"] is not None:
+        failures.append(f"one allocator only should have no ratio: {half}")
+
+    # --per-call: a StampCtx stamps only the calls its inner context lets run; per_kind sums them by kind.
+    class Inner:
+        left = 2
+
+        def fits(self, est_allocs=0):
+            self.left -= 1
+            return self.left >= 0
+
+    ctx = workload_ab.StampCtx(Inner())
+    verdicts = [ctx.fits(est_allocs=5) for _ in range(3)]
+    if verdicts != [True, True, False] or len(ctx.stamps_s) != 2 or ctx.left != -1:
+        failures.append(f"StampCtx: verdicts {verdicts}, {len(ctx.stamps_s)} stamps, left {ctx.left}")
+    kinds = workload_ab.per_kind([0.0, 1.0, 3.0, 6.0, 10.0], [["gpt2", 1], ["bert", 2, 0, 0, "vit"], ["gpt2", 3, 0, 0, None], [4]])
+    if kinds != {"gpt2": [4.0, 2], "bert+swap": [2.0, 1], "call": [4.0, 1]}:
+        failures.append(f"per_kind: {kinds}")
+    ratios = workload_ab.kind_ratios([{"native_per_kind": {"a": [2.0, 1], "b": [4.0, 2]},
+                                       "gmlake_per_kind": {"a": [3.0, 1], "b": [4.0, 2]}},
+                                      {"native_per_kind": {"a": [2.0, 1], "b": [4.0, 2]},
+                                       "gmlake_per_kind": {"a": [1.0, 1]}}])
+    if ratios != {"a": [1.0, 1], "b": [0.5, 2]}:
+        failures.append(f"kind_ratios: {ratios}")
+
+    import tempfile
+    with tempfile.TemporaryDirectory() as tmp:
+        count = os.path.join(tmp, "count")
+        parent = subprocess.Popen([sys.executable, "-c", PARENT, os.path.join(root, "bench", "torch"), ALONE, count],
+                                  stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        seen = [parent.stderr.readline() for _ in range(2)]  # "process 1: ...", "process 2: ..."
+        parent.send_signal(signal.SIGTERM)  # the third process is asleep
+        out, err = parent.communicate(timeout=60)
+        if parent.returncode != 0:
+            failures.append(f"stopped A/B exited {parent.returncode}: {err}")
+        else:
+            r = json.loads(out.strip().splitlines()[-1])
+            if r["complete"] or len(r["processes"]) != 2 or r["total_ratio"] != 13.0 / 9.0:
+                failures.append(f"stopped A/B after 2 processes: {r}")
+        if not all(line.startswith("process ") for line in seen):
+            failures.append(f"progress lines: {seen}")
+    for f in failures:
+        print("workload_ab_test:", f)
+    if not failures:
+        print("workload_ab_test: ratios, one-allocator results, per-call stamps and a SIGTERM-stopped A/B as documented")
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
