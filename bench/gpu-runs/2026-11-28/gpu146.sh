@@ -7,12 +7,22 @@
 #   PART=conf: the same --per-call A/B with gmlake's extension over the `caching` policy: is the gap the extension
 #              and c10 path (it stays) or the gmlake policy (it goes)? Both report stream_event_calls now.
 #   PART=perf: perf samples of each allocator alone (gpu103.sh's method): which shared object takes the time.
+#   PART=weights: bench/torch/weights_ab.py: GPT-2 generate with the same weights held by gmlake or by native, the
+#              activations from one allocator for both (train.py's generate A/B, 1.000, shares weights moved in
+#              once; model_swap_serve moves them in under each run's allocator).
 set -uo pipefail
 source .dev/gpu_env.sh
 export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
 run=${RUN:-146}
 W=model_swap_serve
-if [ "${PART:-conf}" = conf ]; then
+if [ "${PART:-conf}" = weights ]; then
+  timeout ${LIMIT:-200} python3 bench/torch/weights_ab.py --calls 20 --pairs 6 > $OUT/run$run-weights_ab.json \
+    2>/tmp/w.log || tail -3 /tmp/w.log
+  python3 -c "
+import json; r=json.load(open('$OUT/run$run-weights_ab.json'))
+for a, v in r['activations'].items(): print('activations', a, round(v['total_ratio'], 4), [(p['native_weights_s'], p['gmlake_weights_s']) for p in v['pairs']])
+print('wte gemv', r['wte_gemv'])"
+elif [ "${PART:-conf}" = conf ]; then
   for conf in "" "policy:caching"; do
     tag=${conf:-default}; tag=${tag//:/-}
     timeout ${LIMIT:-170} python3 bench/torch/workload_ab.py $W --runs ${RUNS:-6} --per-call --conf "$conf" \
