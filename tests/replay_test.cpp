@@ -76,9 +76,11 @@ TEST(DeviceLagTest, ALaggingDeviceMakesTheFenceGrowWaitOrMoveInStreamOrderAndKee
   const ReplayResult free_to_move = replay(t, t.devices.at(0), options);
   EXPECT_EQ(free_to_move.device_lag_us, 0u);
   EXPECT_EQ(free_to_move.device_waits, 0u);
+  EXPECT_EQ(free_to_move.stats.stream_event_calls, 0u) << "no device modelled: no stream to ask";
   options.device_lag_us = 2000;
   const ReplayResult lagging = replay(t, t.devices.at(0), options);
   EXPECT_EQ(lagging.device_lag_us, 2000u);
+  EXPECT_GT(lagging.stats.stream_event_calls, 0u) << "the fence records and polls marks on the modelled device";
   EXPECT_EQ(lagging.stats.in_order_evictions, 0u) << "off by default";
   EXPECT_GT(lagging.peak_reserved_bytes, free_to_move.peak_reserved_bytes) << "lag growth";
   EXPECT_EQ(lagging.ooms, 0u);

@@ -67,9 +67,10 @@ TEST(ReportTest, TheTableHasOneHeaderPerTraceAndDeviceAndOneRowPerPolicy) {
   lagging.device_waits = 7;
   lagging.device_wait_ns = 12'500'000;
   lagging.stats.in_order_evictions = 3;
+  lagging.stats.stream_event_calls = 41;
   const std::string lag_table = format_table({lagging});
   EXPECT_NE(lag_table.find("on a device 2000 µs behind the host (--device-lag-us): 7 waits for it, 12.5 ms blocked, "
-                           "3 moves in stream order"),
+                           "3 moves in stream order, 41 event records and queries"),
             std::string::npos)
       << lag_table;
   EXPECT_EQ(lag_table.find("assumes"), std::string::npos) << lag_table;

@@ -139,8 +139,8 @@ def measured_run(w, native, ctx=None, per_call=False):
     """run_once(w, native, ctx) with what gmlake's pool did meanwhile: {"wall_s", "vmm_ms" (backend time),
     "backend_calls", "fence_waits", "fence_drains", "fence_wait_ms" (the host blocked in them), "chunks_created",
     "chunks_released", "evictions", "arena_handovers", "stream_event_calls" (event records and queries)}; gmlake's
-    figures are 0 for a native run. With `per_call`,
-    also "per_kind": the host seconds and count of its calls by kind (per_kind(), StampCtx)."""
+    figures are 0 for a native run. With `per_call`, also "per_kind": the host seconds and count of its calls by
+    kind (per_kind(), StampCtx)."""
     import gmlake.torch
     counts = ("backend_calls", "fence_waits", "fence_drains", "chunks_created", "chunks_released", "evictions",
               "arena_handovers", "stream_event_calls")

@@ -53,9 +53,9 @@ std::string format_table(const std::vector<ReplayResult>& results) {
                        r.stats.evictions, r.ns_per_op, vmm_ns_per_op(r), vmm_us_per_stitch_text(r));
     if (r.policy == Policy::kGmlake && r.device_lag_us != 0) {
       out += fmt::format("  {:<11} on a device {} µs behind the host (--device-lag-us): {} waits for it, {:.1f} ms "
-                         "blocked, {} moves in stream order\n",
+                         "blocked, {} moves in stream order, {} event records and queries\n",
                          "", r.device_lag_us, r.device_waits, static_cast<double>(r.device_wait_ns) / 1e6,
-                         r.stats.in_order_evictions);
+                         r.stats.in_order_evictions, r.stats.stream_event_calls);
     } else if (r.policy == Policy::kGmlake) {
       out += fmt::format("  {:<11} assumes the device {} wherever the pool grows or moves (a replay has no stream to ask: "
                          "assume_device_waits:{})\n",

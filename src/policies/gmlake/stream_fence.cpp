@@ -17,7 +17,9 @@ StreamFence::~StreamFence() {
 }
 
 void StreamFence::poll(Stream& s) {
-  while (!s.marks.empty() && (++driver_calls_, events_->done(s.marks.front().token))) {
+  while (!s.marks.empty()) {
+    ++driver_calls_;
+    if (!events_->done(s.marks.front().token)) break;
     s.safe_tick = s.marks.front().tick;
     events_->release(s.marks.front().token);
     s.marks.pop_front();
