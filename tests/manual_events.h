@@ -2,6 +2,7 @@
 // when waited on; record() on a stream in failing_streams throws BackendError, as a failing cuEventRecord.
 #pragma once
 
+#include <cstdint>
 #include <map>
 #include <set>
 
@@ -58,6 +59,11 @@ class ManualEvents final : public StreamEvents {
   }
   // Events recorded so far.
   int recorded() const { return static_cast<int>(next_); }
+  // Calls that would reach the driver (records that succeeded, done, idle, wait, synchronize_all; not release):
+  // what Stats::stream_event_calls counts.
+  std::uint64_t driver_calls() const {
+    return static_cast<std::uint64_t>(recorded() + queries + idle_queries + waits + synchronizations);
+  }
   // Events recorded and not yet released.
   int outstanding() const { return static_cast<int>(next_) - released; }
 

@@ -1,6 +1,6 @@
 """bench/torch/workload_ab.py's --processes A/B reports the processes that finished when a `timeout` stops it
-(SIGTERM), and its ratios from all runs of both allocators; --per-call's stamps and sums by kind; no GPU or PyTorch: each process is a stand-in that
-prints what `--alone` prints.
+(SIGTERM), and its ratios from all runs of both allocators; --per-call's stamps and sums by kind. No GPU or
+PyTorch: each process is a stand-in that prints what `--alone` prints.
 
     python3 tests/workload_ab_test.py REPO_ROOT
 
@@ -11,6 +11,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 
 # The stand-in --alone process: the first two print their runs, the third sleeps until it is killed.
@@ -61,7 +62,8 @@ def main():
     verdicts = [ctx.fits(est_allocs=5) for _ in range(3)]
     if verdicts != [True, True, False] or len(ctx.stamps_s) != 2 or ctx.left != -1:
         failures.append(f"StampCtx: verdicts {verdicts}, {len(ctx.stamps_s)} stamps, left {ctx.left}")
-    kinds = workload_ab.per_kind([0.0, 1.0, 3.0, 6.0, 10.0], [["gpt2", 1], ["bert", 2, 0, 0, "vit"], ["gpt2", 3, 0, 0, None], [4]])
+    kinds = workload_ab.per_kind([0.0, 1.0, 3.0, 6.0, 10.0],
+                                 [["gpt2", 1], ["bert", 2, 0, 0, "vit"], ["gpt2", 3, 0, 0, None], [4]])
     if kinds != {"gpt2": [4.0, 2], "bert+swap": [2.0, 1], "call": [4.0, 1]}:
         failures.append(f"per_kind: {kinds}")
     ratios = workload_ab.kind_ratios([{"native_per_kind": {"a": [2.0, 1], "b": [4.0, 2]},
@@ -71,7 +73,6 @@ def main():
     if ratios != {"a": [1.0, 1], "b": [0.5, 2]}:
         failures.append(f"kind_ratios: {ratios}")
 
-    import tempfile
     with tempfile.TemporaryDirectory() as tmp:
         count = os.path.join(tmp, "count")
         parent = subprocess.Popen([sys.executable, "-c", PARENT, os.path.join(root, "bench", "torch"), ALONE, count],
@@ -90,7 +91,8 @@ def main():
     for f in failures:
         print("workload_ab_test:", f)
     if not failures:
-        print("workload_ab_test: ratios, one-allocator results, per-call stamps and a SIGTERM-stopped A/B as documented")
+        print("workload_ab_test: ratios, one-allocator results, per-call stamps and a SIGTERM-stopped A/B as "
+              "documented")
     return 1 if failures else 0
 
 

@@ -15,6 +15,7 @@ Prints one JSON object: per activation allocator, each pair's seconds and the to
 native-held weights; per holder the GEMV's µs, the embedding's bytes and its address modulo 2 MiB.
 """
 import argparse
+import contextlib
 import copy
 import json
 import os
@@ -39,7 +40,6 @@ def main():
     ap.add_argument("--pairs", type=int, default=6)
     args = ap.parse_args()
     sys.path.insert(0, os.path.join(ROOT, "python"))
-    import contextlib
     import torch
     import gmlake.torch
     gmlake.torch.enable(conf=args.conf or None, extension=True)
