@@ -27,6 +27,7 @@ import argparse
 import json
 import os
 import random
+import resource
 import signal
 import statistics
 import subprocess
@@ -138,8 +139,9 @@ def kind_ratios(pairs):
 def measured_run(w, native, ctx=None, per_call=False):
     """run_once(w, native, ctx) with what gmlake's pool did meanwhile: {"wall_s", "vmm_ms" (backend time),
     "backend_calls", "fence_waits", "fence_drains", "fence_wait_ms" (the host blocked in them), "chunks_created",
-    "chunks_released", "evictions", "arena_handovers", "stream_event_calls" (event records and queries)}; gmlake's
-    figures are 0 for a native run. With `per_call`, also "per_kind": the host seconds and count of its calls by
+    "chunks_released", "evictions", "arena_handovers", "stream_event_calls" (event records and queries), "minflt"
+    (minor page faults of the whole process: first touches of host pages, as a copy into a new host tensor makes)};
+    gmlake's figures are 0 for a native run. With `per_call`, also "per_kind": the host seconds and count of its calls by
     kind (per_kind(), StampCtx)."""
     import gmlake.torch
     counts = ("backend_calls", "fence_waits", "fence_drains", "chunks_created", "chunks_released", "evictions",
@@ -148,11 +150,13 @@ def measured_run(w, native, ctx=None, per_call=False):
     if per_call:
         ctx = StampCtx(ctx if ctx is not None else w.ct.ReplayCtx(w.calls))
     before = gmlake.torch.memory_stats()
+    minflt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     wall = run_once(w, native, ctx, p)
+    minflt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - minflt
     after = gmlake.torch.memory_stats()
     d = {k: after["gmlake." + k] - before["gmlake." + k] for k in counts + ("backend_time_ns", "fence_wait_ns")}
     out = {"wall_s": round(wall, 4), "vmm_ms": round(d["backend_time_ns"] / 1e6, 2),
-           "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2), **{k: d[k] for k in counts}}
+           "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2), **{k: d[k] for k in counts}, "minflt": minflt}
     if per_call:
         out["per_kind"] = per_kind(ctx.stamps_s, p.get("calls", []))
     return out
