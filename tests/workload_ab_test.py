@@ -6,6 +6,7 @@ PyTorch: each process is a stand-in that prints what `--alone` prints.
 
 Run by ctest (label cpu); standard library only."""
 
+import ctypes
 import json
 import os
 import signal
@@ -73,6 +74,21 @@ def main():
     if ratios != {"a": [1.0, 1], "b": [0.5, 2]}:
         failures.append(f"kind_ratios: {ratios}")
 
+    # heap_state: a 64 MiB malloc is past glibc's mmap threshold (32 MiB at most): mmapped_bytes holds it until free.
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    before = workload_ab.heap_state()
+    block = libc.malloc(64 << 20)
+    during = workload_ab.heap_state()
+    libc.free(block)
+    after = workload_ab.heap_state()
+    if set(before) != {"heap_bytes", "heap_free_bytes", "mmapped_bytes"} or before["heap_bytes"] <= 0:
+        failures.append(f"heap_state: {before}")
+    elif (during["mmapped_bytes"] - before["mmapped_bytes"] < 64 << 20
+          or after["mmapped_bytes"] != before["mmapped_bytes"]):
+        failures.append(f"heap_state around a 64 MiB malloc: {before}, {during}, {after}")
+
     with tempfile.TemporaryDirectory() as tmp:
         count = os.path.join(tmp, "count")
         parent = subprocess.Popen([sys.executable, "-c", PARENT, os.path.join(root, "bench", "torch"), ALONE, count],
@@ -91,8 +107,8 @@ def main():
     for f in failures:
         print("workload_ab_test:", f)
     if not failures:
-        print("workload_ab_test: ratios, one-allocator results, per-call stamps and a SIGTERM-stopped A/B as "
-              "documented")
+        print("workload_ab_test: ratios, one-allocator results, per-call stamps, heap_state and a SIGTERM-stopped A/B "
+              "as documented")
     return 1 if failures else 0
 
 

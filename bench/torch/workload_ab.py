@@ -136,13 +136,32 @@ def kind_ratios(pairs):
     return out
 
 
+def heap_state():
+    """glibc's malloc state of the process (mallinfo2, glibc 2.33+): {"heap_bytes": the main heap's size from brk
+    plus the other arenas', "heap_free_bytes": free bytes inside them, "mmapped_bytes": bytes in blocks malloc gave
+    their own mmap}; {} where mallinfo2 is missing. A freed host tensor at the top of the heap is given back to the
+    kernel when the free top passes glibc's trim threshold, and the next tensor there faults its pages in again."""
+    import ctypes
+
+    class MallInfo2(ctypes.Structure):
+        _fields_ = [(name, ctypes.c_size_t) for name in ("arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks",
+                                                         "fsmblks", "uordblks", "fordblks", "keepcost")]
+    try:
+        f = ctypes.CDLL(None).mallinfo2
+    except (AttributeError, OSError):
+        return {}
+    f.restype = MallInfo2
+    m = f()
+    return {"heap_bytes": m.arena, "heap_free_bytes": m.fordblks, "mmapped_bytes": m.hblkhd}
+
+
 def measured_run(w, native, ctx=None, per_call=False):
     """run_once(w, native, ctx) with what gmlake's pool did meanwhile: {"wall_s", "vmm_ms" (backend time),
     "backend_calls", "fence_waits", "fence_drains", "fence_wait_ms" (the host blocked in them), "chunks_created",
     "chunks_released", "evictions", "arena_handovers", "stream_event_calls" (event records and queries), "minflt"
-    (minor page faults of the whole process: first touches of host pages, as a copy into a new host tensor makes)};
-    gmlake's figures are 0 for a native run. With `per_call`, also "per_kind": the host seconds and count of its calls by
-    kind (per_kind(), StampCtx)."""
+    (minor page faults of the whole process: first touches of host pages, as a copy into a new host tensor makes),
+    and heap_state() after the run}; gmlake's figures are 0 for a native run. With `per_call`, also "per_kind": the
+    host seconds and count of its calls by kind (per_kind(), StampCtx)."""
     import gmlake.torch
     counts = ("backend_calls", "fence_waits", "fence_drains", "chunks_created", "chunks_released", "evictions",
               "arena_handovers", "stream_event_calls")
@@ -156,7 +175,8 @@ def measured_run(w, native, ctx=None, per_call=False):
     after = gmlake.torch.memory_stats()
     d = {k: after["gmlake." + k] - before["gmlake." + k] for k in counts + ("backend_time_ns", "fence_wait_ns")}
     out = {"wall_s": round(wall, 4), "vmm_ms": round(d["backend_time_ns"] / 1e6, 2),
-           "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2), **{k: d[k] for k in counts}, "minflt": minflt}
+           "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2), **{k: d[k] for k in counts}, "minflt": minflt,
+           **heap_state()}
     if per_call:
         out["per_kind"] = per_kind(ctx.stamps_s, p.get("calls", []))
     return out
@@ -261,11 +281,12 @@ def main():
         return
 
     # Per pair: both walls, their ratio, and each of measured_run's figures of gmlake's run as "gmlake_<name>".
-    # With --per-call, also native's "native_per_kind".
+    # Also native's "native_minflt" and, with --per-call, its "native_per_kind".
     runs = alternate(lambda native: measured_run(w, native, per_call=args.per_call), args.runs)
     pairs = [{"native_s": r[True]["wall_s"], "gmlake_s": r[False]["wall_s"],
               "ratio": round(r[False]["wall_s"] / r[True]["wall_s"], 4),
               **{f"gmlake_{k}": v for k, v in r[False].items() if k != "wall_s"},
+              "native_minflt": r[True]["minflt"],
               **({"native_per_kind": r[True]["per_kind"]} if args.per_call else {}),
               "gmlake_first": r["gmlake_first"]} for r in runs]
     out = {"workload": args.workload, "calls": w.calls, "conf": args.conf, "pairs": pairs,

@@ -1,0 +1,36 @@
+#!/usr/bin/env bash
+# Next session's first calls (written in the twentieth, not run: its device time was spent). Run 149: one allocator
+# per process, gmlake's runs of model_swap_serve fault 641,943 host pages each (every run alike), native's 244k-337k,
+# all in cuMemcpyDtoHAsync (run 147: Module.to("cpu") writing new host tensors), and gmlake's runs take 1.17x.
+# A copy into a new host tensor faults alike from either allocator (run 148), so the lead is glibc's heap: where
+# freed host tensors are given back to the kernel (trimmed, or each in its own mmap) in gmlake's process and reused
+# in native's. workload_ab now reports each run's minflt and glibc's heap (heap_bytes, heap_free_bytes,
+# mmapped_bytes, mallinfo2).
+#   PART=procs:    the per-process A/B again, with the heap figures (about 240 s).
+#   PART=tunables: the same with glibc's thresholds fixed for both allocators (tensors up to 32 MiB from the heap,
+#                  no trim below 1 GiB free): if gmlake's faults and time fall to native's, the heap is the cause.
+#   PART=inproc:   both allocators in one process (one heap): do gmlake's runs still fault more? (about 120 s)
+# Each part is one call: PART=procs, then PART=tunables, then PART=inproc.
+set -uo pipefail
+source .dev/gpu_env.sh
+export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+run=${RUN:-150}
+W=model_swap_serve
+show='
+import json, sys; r = json.load(open(sys.argv[1]))
+for p in r.get("processes", []):
+    print(p["allocator"], [(x["wall_s"], x["minflt"], x.get("heap_bytes"), x.get("heap_free_bytes"), x.get("mmapped_bytes")) for x in p["runs"]])
+for p in r.get("pairs", []):
+    print(p["ratio"], "minflt native", p["native_minflt"], "gmlake", p["gmlake_minflt"], "gmlake heap", p.get("gmlake_heap_bytes"), p.get("gmlake_mmapped_bytes"))
+print("total_ratio", r["total_ratio"], "median_ratio", r["median_ratio"])'
+case ${PART:?PART=procs, tunables or inproc} in
+  procs|tunables)
+    [ $PART = tunables ] && export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
+    timeout ${LIMIT:-275} python3 bench/torch/workload_ab.py $W --processes --runs ${RUNS:-2} --runs-per-process 2 \
+      > $OUT/run$run-$PART-$W.json 2>/tmp/a.log || tail -3 /tmp/a.log
+    python3 -c "$show" $OUT/run$run-$PART-$W.json ;;
+  inproc)
+    timeout ${LIMIT:-200} python3 bench/torch/workload_ab.py $W --runs ${RUNS:-6} > $OUT/run$run-inproc-$W.json \
+      2>/tmp/a.log || tail -3 /tmp/a.log
+    python3 -c "$show" $OUT/run$run-inproc-$W.json ;;
+esac
