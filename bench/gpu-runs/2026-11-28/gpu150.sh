@@ -6,7 +6,8 @@
 # freed host tensors are given back to the kernel (trimmed, or each in its own mmap) in gmlake's process and reused
 # in native's. workload_ab now reports each run's minflt and glibc's heap (heap_bytes, heap_free_bytes,
 # mmapped_bytes, mallinfo2).
-#   PART=procs:    the per-process A/B again, with the heap figures (about 240 s).
+#   PART=procs:    whether libcuda or libc10 import mallopt; copy_bw's d2h_new out of blocks of 2 MiB chunks; then
+#                  the per-process A/B again, with the heap figures (about 330 s).
 #   PART=tunables: the same with glibc's thresholds fixed for both allocators (tensors up to 32 MiB from the heap,
 #                  no trim below 1 GiB free): if gmlake's faults and time fall to native's, the heap is the cause.
 #   PART=inproc:   both allocators in one process (one heap): do gmlake's runs still fault more? (about 120 s)
@@ -25,6 +26,20 @@ for p in r.get("pairs", []):
 print("total_ratio", r["total_ratio"], "median_ratio", r["median_ratio"])'
 case ${PART:?PART=procs, tunables or inproc} in
   procs|tunables)
+    if [ $PART = procs ]; then  # does the driver or PyTorch set glibc's malloc parameters (mallopt)? THP mode?
+      for lib in $(ldconfig -p | awk '/libcuda.so.1 /{print $NF}' | head -1) \
+                 $(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libc10.so'))"); do
+        echo "$lib imports mallopt: $(objdump -T "$lib" 2>/dev/null | grep -c -w mallopt)"
+      done
+      cat /sys/kernel/mm/transparent_hugepage/enabled
+      # A copy into a new host tensor out of a block made of many 2 MiB chunks (run 148's blocks may have been one
+      # chunk each): does the driver's pageable path over many chunks fault more pages than the copy's own?
+      timeout 120 python3 bench/torch/copy_bw.py --conf max_chunk_bytes:2M,chunks_per_block:0 --sizes 8,74 --reps 6 \
+        > $OUT/run$run-copy_bw_chunk2M.json 2>/tmp/e.log || tail -3 /tmp/e.log
+      python3 -c "
+import json; r = json.load(open('$OUT/run$run-copy_bw_chunk2M.json'))
+for s in r['sizes']: print(s['mib'], 'd2h_new', s['d2h_new'])"
+    fi
     [ $PART = tunables ] && export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
     timeout ${LIMIT:-275} python3 bench/torch/workload_ab.py $W --processes --runs ${RUNS:-2} --runs-per-process 2 \
       > $OUT/run$run-$PART-$W.json 2>/tmp/a.log || tail -3 /tmp/a.log
