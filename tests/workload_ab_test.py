@@ -9,6 +9,7 @@ Run by ctest (label cpu); standard library only."""
 import ctypes
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -33,6 +34,44 @@ PARENT = textwrap.dedent("""
     args = argparse.Namespace(workload="w", conf="", runs=2, runs_per_process=2)
     workload_ab.by_processes(args, lambda a, allocator: [sys.executable, "-c", sys.argv[2], allocator, sys.argv[3]])
 """)
+
+
+# Under bench/torch/malloc_count.c (preloaded): malloc_counts before and after a 40 MiB malloc through ctypes.
+COUNTED = textwrap.dedent("""
+    import ctypes, json, sys
+    sys.path.insert(0, sys.argv[1])
+    import workload_ab
+    libc = ctypes.CDLL(None)
+    libc.malloc.restype, libc.malloc.argtypes = ctypes.c_void_p, [ctypes.c_size_t]
+    libc.free.argtypes = [ctypes.c_void_p]
+    before = workload_ab.malloc_counts()
+    libc.free(libc.malloc(40 << 20))
+    print(json.dumps(workload_ab.counts_delta(before, workload_ab.malloc_counts())))
+""")
+
+
+def malloc_count_failures(root, tmp):
+    """Builds malloc_count.c and checks what malloc_counts/counts_delta report of one 40 MiB malloc."""
+    cc = shutil.which("cc") or shutil.which("gcc")
+    if cc is None:
+        return ["no C compiler (cc, gcc) on PATH to build bench/torch/malloc_count.c"]
+    lib = os.path.join(tmp, "malloc_count.so")
+    build = subprocess.run([cc, "-O2", "-shared", "-fPIC", "-o", lib,
+                            os.path.join(root, "bench", "torch", "malloc_count.c"), "-ldl"],
+                           capture_output=True, text=True)
+    if build.returncode != 0:
+        return [f"malloc_count.c did not build: {build.stderr}"]
+    env = {k: v for k, v in os.environ.items() if k != "LD_PRELOAD"}
+    env["LD_PRELOAD"] = lib
+    r = subprocess.run([sys.executable, "-c", COUNTED, os.path.join(root, "bench", "torch")], env=env,
+                       capture_output=True, text=True, timeout=60)
+    if r.returncode != 0:
+        return [f"counted process exited {r.returncode}: {r.stderr}"]
+    d = json.loads(r.stdout.strip().splitlines()[-1])
+    big = [name for name, (requests, size) in d.get("large_mallocs_by_object", {}).items() if size >= 40 << 20]
+    if d.get("huge_mallocs") != 1 or d.get("huge_malloc_bytes") != 40 << 20 or d.get("frees", 0) < 1 or not big:
+        return [f"malloc_counts around one 40 MiB malloc: {d}"]
+    return []
 
 
 def main():
@@ -90,6 +129,7 @@ def main():
         failures.append(f"heap_state around a 64 MiB malloc: {before}, {during}, {after}")
 
     with tempfile.TemporaryDirectory() as tmp:
+        failures += malloc_count_failures(root, tmp)
         count = os.path.join(tmp, "count")
         parent = subprocess.Popen([sys.executable, "-c", PARENT, os.path.join(root, "bench", "torch"), ALONE, count],
                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
@@ -107,8 +147,8 @@ def main():
     for f in failures:
         print("workload_ab_test:", f)
     if not failures:
-        print("workload_ab_test: ratios, one-allocator results, per-call stamps, heap_state and a SIGTERM-stopped A/B "
-              "as documented")
+        print("workload_ab_test: ratios, one-allocator results, per-call stamps, heap_state, malloc_count.c's "
+              "counts and a SIGTERM-stopped A/B as documented")
     return 1 if failures else 0
 
 

@@ -155,12 +155,48 @@ def heap_state():
     return {"heap_bytes": m.arena, "heap_free_bytes": m.fordblks, "mmapped_bytes": m.hblkhd}
 
 
+MALLOC_COUNT_FIELDS = ("mallocs", "frees", "large_mallocs", "large_malloc_bytes", "huge_mallocs", "huge_malloc_bytes")
+
+
+def malloc_counts():
+    """The counters of bench/torch/malloc_count.c where it is preloaded (LD_PRELOAD), by MALLOC_COUNT_FIELDS (large:
+    128 KiB or more, huge: 32 MiB or more), and "large_mallocs_by_object": {shared object: [requests, bytes]} of
+    the large ones; {} where it is not loaded."""
+    import ctypes
+    lib = ctypes.CDLL(None)
+    if not hasattr(lib, "malloc_count_snapshot"):
+        return {}
+    values = (ctypes.c_long * len(MALLOC_COUNT_FIELDS))()
+    lib.malloc_count_snapshot(values)
+    buf = ctypes.create_string_buffer(16384)
+    lib.malloc_count_by_object(buf, ctypes.c_size_t(len(buf)))
+    by_object = {}
+    for line in buf.value.decode(errors="replace").splitlines():
+        name, requests, size = line.rsplit(" ", 2)
+        by_object[os.path.basename(name)] = [int(requests), int(size)]
+    return {**dict(zip(MALLOC_COUNT_FIELDS, values)), "large_mallocs_by_object": by_object}
+
+
+def counts_delta(before, after):
+    """after - before of two malloc_counts(), field by field and per shared object."""
+    if not before:
+        return {}
+    out = {k: after[k] - before[k] for k in MALLOC_COUNT_FIELDS}
+    out["large_mallocs_by_object"] = {
+        name: [r - before["large_mallocs_by_object"].get(name, [0, 0])[0],
+               b - before["large_mallocs_by_object"].get(name, [0, 0])[1]]
+        for name, (r, b) in after["large_mallocs_by_object"].items()
+        if [r, b] != before["large_mallocs_by_object"].get(name)}
+    return out
+
+
 def measured_run(w, native, ctx=None, per_call=False):
     """run_once(w, native, ctx) with what gmlake's pool did meanwhile: {"wall_s", "vmm_ms" (backend time),
     "backend_calls", "fence_waits", "fence_drains", "fence_wait_ms" (the host blocked in them), "chunks_created",
     "chunks_released", "evictions", "arena_handovers", "stream_event_calls" (event records and queries), "minflt"
     (minor page faults of the whole process: first touches of host pages, as a copy into a new host tensor makes),
-    and heap_state() after the run}; gmlake's figures are 0 for a native run. With `per_call`, also "per_kind": the
+    heap_state() after the run, and the run's counts_delta of malloc_counts() where malloc_count.c is preloaded};
+    gmlake's figures are 0 for a native run. With `per_call`, also "per_kind": the
     host seconds and count of its calls by kind (per_kind(), StampCtx)."""
     import gmlake.torch
     counts = ("backend_calls", "fence_waits", "fence_drains", "chunks_created", "chunks_released", "evictions",
@@ -169,14 +205,16 @@ def measured_run(w, native, ctx=None, per_call=False):
     if per_call:
         ctx = StampCtx(ctx if ctx is not None else w.ct.ReplayCtx(w.calls))
     before = gmlake.torch.memory_stats()
+    mallocs = malloc_counts()
     minflt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
     wall = run_once(w, native, ctx, p)
     minflt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - minflt
+    mallocs = counts_delta(mallocs, malloc_counts())
     after = gmlake.torch.memory_stats()
     d = {k: after["gmlake." + k] - before["gmlake." + k] for k in counts + ("backend_time_ns", "fence_wait_ns")}
     out = {"wall_s": round(wall, 4), "vmm_ms": round(d["backend_time_ns"] / 1e6, 2),
            "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2), **{k: d[k] for k in counts}, "minflt": minflt,
-           **heap_state()}
+           **heap_state(), **mallocs}
     if per_call:
         out["per_kind"] = per_kind(ctx.stamps_s, p.get("calls", []))
     return out
@@ -281,12 +319,13 @@ def main():
         return
 
     # Per pair: both walls, their ratio, and each of measured_run's figures of gmlake's run as "gmlake_<name>".
-    # Also native's "native_minflt" and, with --per-call, its "native_per_kind".
+    # Also native's "native_minflt" (and malloc counts where counted) and, with --per-call, its "native_per_kind".
     runs = alternate(lambda native: measured_run(w, native, per_call=args.per_call), args.runs)
     pairs = [{"native_s": r[True]["wall_s"], "gmlake_s": r[False]["wall_s"],
               "ratio": round(r[False]["wall_s"] / r[True]["wall_s"], 4),
               **{f"gmlake_{k}": v for k, v in r[False].items() if k != "wall_s"},
-              "native_minflt": r[True]["minflt"],
+              **{f"native_{k}": r[True][k] for k in ("minflt", *MALLOC_COUNT_FIELDS, "large_mallocs_by_object")
+                 if k in r[True]},
               **({"native_per_kind": r[True]["per_kind"]} if args.per_call else {}),
               "gmlake_first": r["gmlake_first"]} for r in runs]
     out = {"workload": args.workload, "calls": w.calls, "conf": args.conf, "pairs": pairs,

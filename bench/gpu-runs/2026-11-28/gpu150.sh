@@ -7,7 +7,9 @@
 # in native's. workload_ab now reports each run's minflt and glibc's heap (heap_bytes, heap_free_bytes,
 # mmapped_bytes, mallinfo2).
 #   PART=procs:    whether libcuda or libc10 import mallopt; copy_bw's d2h_new out of blocks of 2 MiB chunks; then
-#                  the per-process A/B again, with the heap figures (about 330 s).
+#                  the per-process A/B again, with the heap figures and, under bench/torch/malloc_count.c, each
+#                  run's host mallocs (about 330 s). Before carrying: gcc -O2 -shared -fPIC -o
+#                  .dev/malloc_count.so bench/torch/malloc_count.c -ldl (built there if missing).
 #   PART=tunables: the same with glibc's thresholds fixed for both allocators (tensors up to 32 MiB from the heap,
 #                  no trim below 1 GiB free): if gmlake's faults and time fall to native's, the heap is the cause.
 #   PART=inproc:   both allocators in one process (one heap): do gmlake's runs still fault more? (about 120 s)
@@ -21,6 +23,10 @@ show='
 import json, sys; r = json.load(open(sys.argv[1]))
 for p in r.get("processes", []):
     print(p["allocator"], [(x["wall_s"], x["minflt"], x.get("heap_bytes"), x.get("heap_free_bytes"), x.get("mmapped_bytes")) for x in p["runs"]])
+    for x in p["runs"]:
+        if "mallocs" in x:
+            print("  mallocs", x["mallocs"], "large", x["large_mallocs"], x["large_malloc_bytes"], "huge", x["huge_mallocs"],
+                  sorted(x["large_mallocs_by_object"].items(), key=lambda kv: -kv[1][1])[:6])
 for p in r.get("pairs", []):
     print(p["ratio"], "minflt native", p["native_minflt"], "gmlake", p["gmlake_minflt"], "gmlake heap", p.get("gmlake_heap_bytes"), p.get("gmlake_mmapped_bytes"))
 print("total_ratio", r["total_ratio"], "median_ratio", r["median_ratio"])'
@@ -41,6 +47,12 @@ import json; r = json.load(open('$OUT/run$run-copy_bw_chunk2M.json'))
 for s in r['sizes']: print(s['mib'], 'd2h_new', s['d2h_new'])"
     fi
     [ $PART = tunables ] && export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
+    # PART=procs: every process under bench/torch/malloc_count.c (built here, carried in .dev/): each run's host
+    # mallocs, those of 128 KiB or more by the shared object that asked.
+    if [ $PART = procs ]; then
+      [ -f .dev/malloc_count.so ] || gcc -O2 -shared -fPIC -o .dev/malloc_count.so bench/torch/malloc_count.c -ldl
+      export LD_PRELOAD=$PWD/.dev/malloc_count.so
+    fi
     timeout ${LIMIT:-275} python3 bench/torch/workload_ab.py $W --processes --runs ${RUNS:-2} --runs-per-process 2 \
       > $OUT/run$run-$PART-$W.json 2>/tmp/a.log || tail -3 /tmp/a.log
     python3 -c "$show" $OUT/run$run-$PART-$W.json ;;
