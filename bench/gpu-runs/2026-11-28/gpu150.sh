@@ -12,7 +12,8 @@
 #                  .dev/malloc_count.so bench/torch/malloc_count.c -ldl (built there if missing).
 #   PART=tunables: the same with glibc's thresholds fixed for both allocators (tensors up to 32 MiB from the heap,
 #                  no trim below 1 GiB free): if gmlake's faults and time fall to native's, the heap is the cause.
-#   PART=inproc:   both allocators in one process (one heap): do gmlake's runs still fault more? (about 120 s)
+#   PART=inproc:   both allocators in one process (one heap), under malloc_count.c: do gmlake's runs still fault
+#                  more, and does anything (libcuda?) make more large mallocs in gmlake's runs? (about 120 s)
 # Each part is one call: PART=procs, then PART=tunables, then PART=inproc.
 set -uo pipefail
 source .dev/gpu_env.sh
@@ -29,6 +30,10 @@ for p in r.get("processes", []):
                   sorted(x["large_mallocs_by_object"].items(), key=lambda kv: -kv[1][1])[:6])
 for p in r.get("pairs", []):
     print(p["ratio"], "minflt native", p["native_minflt"], "gmlake", p["gmlake_minflt"], "gmlake heap", p.get("gmlake_heap_bytes"), p.get("gmlake_mmapped_bytes"))
+    for a in ("native", "gmlake"):
+        if a + "_mallocs" in p:
+            print("  ", a, "mallocs", p[a + "_mallocs"], "large", p[a + "_large_mallocs"], "huge", p[a + "_huge_mallocs"],
+                  sorted(p[a + "_large_mallocs_by_object"].items(), key=lambda kv: -kv[1][1])[:6])
 print("total_ratio", r["total_ratio"], "median_ratio", r["median_ratio"])'
 case ${PART:?PART=procs, tunables or inproc} in
   procs|tunables)
@@ -57,6 +62,8 @@ for s in r['sizes']: print(s['mib'], 'd2h_new', s['d2h_new'])"
       > $OUT/run$run-$PART-$W.json 2>/tmp/a.log || tail -3 /tmp/a.log
     python3 -c "$show" $OUT/run$run-$PART-$W.json ;;
   inproc)
+    [ -f .dev/malloc_count.so ] || gcc -O2 -shared -fPIC -o .dev/malloc_count.so bench/torch/malloc_count.c -ldl
+    export LD_PRELOAD=$PWD/.dev/malloc_count.so  # each arm's host mallocs, in one process
     timeout ${LIMIT:-200} python3 bench/torch/workload_ab.py $W --runs ${RUNS:-6} > $OUT/run$run-inproc-$W.json \
       2>/tmp/a.log || tail -3 /tmp/a.log
     python3 -c "$show" $OUT/run$run-inproc-$W.json ;;
