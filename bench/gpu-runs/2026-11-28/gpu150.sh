@@ -13,7 +13,8 @@
 #   PART=tunables: the same with glibc's thresholds fixed for both allocators (tensors up to 32 MiB from the heap,
 #                  no trim below 1 GiB free): if gmlake's faults and time fall to native's, the heap is the cause.
 #   PART=inproc:   both allocators in one process (one heap), under malloc_count.c: do gmlake's runs still fault
-#                  more, and does anything (libcuda?) make more large mallocs in gmlake's runs? (about 120 s)
+#                  more, and does anything (libcuda?) make more large mallocs in gmlake's runs? Then gmlake alone
+#                  with one chunk per block: the chunked layout or the rest of the policy? (about 220 s)
 # Each part is one call: PART=procs, then PART=tunables, then PART=inproc.
 set -uo pipefail
 source .dev/gpu_env.sh
@@ -66,5 +67,12 @@ for s in r['sizes']: print(s['mib'], 'd2h_new', s['d2h_new'])"
     export LD_PRELOAD=$PWD/.dev/malloc_count.so  # each arm's host mallocs, in one process
     timeout ${LIMIT:-200} python3 bench/torch/workload_ab.py $W --runs ${RUNS:-6} > $OUT/run$run-inproc-$W.json \
       2>/tmp/a.log || tail -3 /tmp/a.log
-    python3 -c "$show" $OUT/run$run-inproc-$W.json ;;
+    python3 -c "$show" $OUT/run$run-inproc-$W.json
+    # gmlake alone with one chunk per block (no block spans chunks; the stream fence as at the default): do its
+    # runs fault as the default's (the fence, or something else of the policy) or as native's (the chunked layout)?
+    timeout 100 python3 bench/torch/workload_ab.py $W --alone gmlake --conf max_chunk_bytes:1G,chunks_per_block:0 \
+      --runs 2 > $OUT/run$run-onechunk-$W.json 2>/tmp/o.log || tail -3 /tmp/o.log
+    python3 -c "
+import json; r = json.load(open('$OUT/run$run-onechunk-$W.json'))
+print('one chunk per block', [(x['wall_s'], x['minflt'], x['stream_event_calls'], x.get('heap_bytes')) for x in r['runs']])" ;;
 esac
