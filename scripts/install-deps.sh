@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
-# Installs what gmlake needs to build and test, from Debian 12 packages. Skips apt when all are present.
+# Installs what gmlake needs to build and test, from Debian 12 packages (gcc: the WorkloadAb test builds
+# bench/torch/malloc_count.c). Skips apt when all are present.
 # --sanitizers also installs clang 14 with its sanitizer and libFuzzer runtimes (scripts/ci-sanitizers.sh,
 # scripts/ci-fuzz.sh); --chromium installs Debian's chromium (headless), for the `--plot` render test.
 set -euo pipefail
-pkgs=(cmake g++ make libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev libabsl-dev liblzma-dev zlib1g-dev xz-utils python3)
+pkgs=(cmake gcc g++ make libgtest-dev libbenchmark-dev libcli11-dev nlohmann-json3-dev libfmt-dev libabsl-dev liblzma-dev zlib1g-dev xz-utils python3)
 if [ "${1:-}" = "--sanitizers" ]; then pkgs+=(clang-14 libclang-rt-14-dev llvm-14); fi
 if [ "${1:-}" = "--chromium" ]; then pkgs=(chromium); fi
 missing=()
