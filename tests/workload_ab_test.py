@@ -6,6 +6,7 @@ PyTorch: each process is a stand-in that prints what `--alone` prints.
 
 Run by ctest (label cpu); standard library only."""
 
+import argparse
 import ctypes
 import json
 import os
@@ -106,6 +107,13 @@ def main():
                                  [["gpt2", 1], ["bert", 2, 0, 0, "vit"], ["gpt2", 3, 0, 0, None], [4]])
     if kinds != {"gpt2": [4.0, 2], "bert+swap": [2.0, 1], "call": [4.0, 1]}:
         failures.append(f"per_kind: {kinds}")
+    moved = workload_ab.faults_by_swapped([100, 150, 400, 420, 1000],
+                                          [["gpt2", 1, 0, 0, None], ["vit", 2, 0, 0, "gpt2"], ["gpt2", 3], [4]])
+    if moved != {"-": 20 + 50 + 580, "gpt2": 250}:
+        failures.append(f"faults_by_swapped: {moved}")
+    args = argparse.Namespace(workload="w", conf="", runs_per_process=2, per_call=True)
+    if workload_ab.alone_command(args, "gmlake")[-1] != "--per-call":
+        failures.append(f"alone_command drops --per-call: {workload_ab.alone_command(args, 'gmlake')}")
     ratios = workload_ab.kind_ratios([{"native_per_kind": {"a": [2.0, 1], "b": [4.0, 2]},
                                        "gmlake_per_kind": {"a": [3.0, 1], "b": [4.0, 2]}},
                                       {"native_per_kind": {"a": [2.0, 1], "b": [4.0, 2]},

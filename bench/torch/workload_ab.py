@@ -11,7 +11,8 @@ whole (every step its recorded run made: the call count from its provenance JSON
   gmlake / native, their median and the total ratio, gmlake's backend (VMM) time, calls and fence waits (the host
   blocked until the device passed a mark; those that drained the stream, and the time blocked) per run, and each
   allocator's peak reserved bytes. With `--per-call`, also each run's host seconds by kind of call (StampCtx) and,
-  per kind, gmlake's total over native's: which calls a gap is in.
+  per kind, gmlake's total over native's: which calls a gap is in; and each run's minor page faults by the model
+  its calls moved to the host (faults_by_swapped; with --processes and --alone too).
 - `--processes`: as a user runs it, one allocator per process: `--runs` pairs of processes, each `--alone`, the
   order swapped each pair. Prints one JSON object: each process's runs, per allocator the median and total of
   all its runs, and the ratios gmlake / native of both. (Where the host sets the pace, one process with both
@@ -84,7 +85,7 @@ def run_once(w, native, ctx=None, p=None):
     torch.cuda.synchronize()
     t1 = time.perf_counter()
     if isinstance(ctx, StampCtx):
-        ctx.stamps_s.append(t1)
+        ctx.stamp(t1)
     return t1 - t0
 
 
@@ -93,15 +94,19 @@ class StampCtx:
     start of each call it lets run; run_once adds the end of the run (after a device synchronize) as the last
     stamp. A call's host time is then the next stamp less its own: it holds device time only where the workload
     waits for the device within the call (a generate loop does, an asynchronous forward may leave its kernels to
-    the next call)."""
+    the next call). With each stamp also the process's minor page faults so far (faults)."""
 
     def __init__(self, inner):
-        self.inner, self.stamps_s = inner, []
+        self.inner, self.stamps_s, self.faults = inner, [], []
+
+    def stamp(self, now_s):
+        self.stamps_s.append(now_s)
+        self.faults.append(resource.getrusage(resource.RUSAGE_SELF).ru_minflt)
 
     def fits(self, *args, **kwargs):
         ok = self.inner.fits(*args, **kwargs)
         if ok:
-            self.stamps_s.append(time.perf_counter())
+            self.stamp(time.perf_counter())
         return ok
 
     def __getattr__(self, name):
@@ -123,6 +128,18 @@ def per_kind(stamps_s, calls):
         k[0] += stamps_s[i + 1] - stamps_s[i]
         k[1] += 1
     return {k: [round(v[0], 4), v[1]] for k, v in out.items()}
+
+
+def faults_by_swapped(faults, calls):
+    """{model: minor page faults} from a StampCtx's fault stamps (one per call, then the run's end) and the
+    workload's "calls" record, summed by the model a call moved to the host (a record's fifth field,
+    model_swap_serve), "-" for calls that moved none: which moves out to new host tensors fault."""
+    out = {}
+    for i in range(len(faults) - 1):
+        c = calls[i] if i < len(calls) else None
+        moved = c[4] if isinstance(c, (list, tuple)) and len(c) == 5 and isinstance(c[4], str) else "-"
+        out[moved] = out.get(moved, 0) + faults[i + 1] - faults[i]
+    return out
 
 
 def kind_ratios(pairs):
@@ -196,8 +213,8 @@ def measured_run(w, native, ctx=None, per_call=False):
     "chunks_released", "evictions", "arena_handovers", "stream_event_calls" (event records and queries), "minflt"
     (minor page faults of the whole process: first touches of host pages, as a copy into a new host tensor makes),
     heap_state() after the run, and the run's counts_delta of malloc_counts() where malloc_count.c is preloaded};
-    gmlake's figures are 0 for a native run. With `per_call`, also "per_kind": the
-    host seconds and count of its calls by kind (per_kind(), StampCtx)."""
+    gmlake's figures are 0 for a native run. With `per_call`, also "per_kind": the host seconds and count of its
+    calls by kind (per_kind(), StampCtx), and "faults_by_swapped" (faults_by_swapped())."""
     import gmlake.torch
     counts = ("backend_calls", "fence_waits", "fence_drains", "chunks_created", "chunks_released", "evictions",
               "arena_handovers", "stream_event_calls")
@@ -217,6 +234,7 @@ def measured_run(w, native, ctx=None, per_call=False):
            **heap_state(), **mallocs}
     if per_call:
         out["per_kind"] = per_kind(ctx.stamps_s, p.get("calls", []))
+        out["faults_by_swapped"] = faults_by_swapped(ctx.faults, p.get("calls", []))
     return out
 
 
@@ -235,9 +253,9 @@ def alternate(run, pairs):
 
 
 def alone_command(args, allocator):
-    """The command line of one --processes process: this script --alone `allocator`."""
+    """The command line of one --processes process: this script --alone `allocator` (--per-call passed on)."""
     return [sys.executable, os.path.abspath(__file__), args.workload, "--alone", allocator,
-            "--runs", str(args.runs_per_process), "--conf", args.conf]
+            "--runs", str(args.runs_per_process), "--conf", args.conf] + (["--per-call"] if args.per_call else [])
 
 
 def by_processes(args, command=alone_command):
@@ -292,7 +310,8 @@ def main():
     ap.add_argument("--runs-per-process", type=int, default=3, help="--processes: timed runs in each process")
     ap.add_argument("--alone", choices=("native", "gmlake"), help="one allocator alone in this process")
     ap.add_argument("--per-call", action="store_true",
-                    help="in one process: each run's host seconds by kind of call (StampCtx), and their ratios")
+                    help="each run's host seconds by kind of call (StampCtx), their ratios (in one process), and "
+                         "its page faults by the model moved out")
     args = ap.parse_args()
     if args.processes:
         return by_processes(args)
@@ -311,7 +330,7 @@ def main():
                     f.write(word + "\n")
 
         tell("enable")
-        runs = [measured_run(w, native) for _ in range(args.runs)]
+        runs = [measured_run(w, native, per_call=args.per_call) for _ in range(args.runs)]
         tell("disable")
         print(json.dumps({"workload": args.workload, "allocator": args.alone, "conf": args.conf,
                           "runs_s": [r["wall_s"] for r in runs], "runs": runs,
@@ -319,14 +338,16 @@ def main():
         return
 
     # Per pair: both walls, their ratio, and each of measured_run's figures of gmlake's run as "gmlake_<name>".
-    # Also native's "native_minflt" (and malloc counts where counted) and, with --per-call, its "native_per_kind".
+    # Also native's "native_minflt" (and malloc counts where counted) and, with --per-call, its "native_per_kind"
+    # and "native_faults_by_swapped".
     runs = alternate(lambda native: measured_run(w, native, per_call=args.per_call), args.runs)
     pairs = [{"native_s": r[True]["wall_s"], "gmlake_s": r[False]["wall_s"],
               "ratio": round(r[False]["wall_s"] / r[True]["wall_s"], 4),
               **{f"gmlake_{k}": v for k, v in r[False].items() if k != "wall_s"},
               **{f"native_{k}": r[True][k] for k in ("minflt", *MALLOC_COUNT_FIELDS, "large_mallocs_by_object")
                  if k in r[True]},
-              **({"native_per_kind": r[True]["per_kind"]} if args.per_call else {}),
+              **({"native_per_kind": r[True]["per_kind"], "native_faults_by_swapped": r[True]["faults_by_swapped"]}
+                 if args.per_call else {}),
               "gmlake_first": r["gmlake_first"]} for r in runs]
     out = {"workload": args.workload, "calls": w.calls, "conf": args.conf, "pairs": pairs,
            "median_ratio": statistics.median(x["ratio"] for x in pairs),

@@ -5,7 +5,10 @@
 # A copy into a new host tensor faults alike from either allocator (run 148), so the lead is glibc's heap: where
 # freed host tensors are given back to the kernel (trimmed, or each in its own mmap) in gmlake's process and reused
 # in native's. workload_ab now reports each run's minflt and glibc's heap (heap_bytes, heap_free_bytes,
-# mmapped_bytes, mallinfo2).
+# mmapped_bytes, mallinfo2), and with --per-call the faults by the model each call moved out. Arithmetic on run 149
+# (docs/benchmarks.md, twentieth): native's faults are about the pages of the two embeddings over glibc's 32 MiB
+# mmap ceiling (GPT-2's 77 MB x 9 moves out, BERT's 62.5 MB x 5), gmlake's about those plus every page of every ViT
+# and ResNet-50 move out (7 x 173 MB, 8 x 51 MB): faults_by_swapped says whether that is so.
 #   PART=procs:    whether libcuda or libc10 import mallopt; copy_bw's d2h_new out of blocks of 2 MiB chunks; then
 #                  the per-process A/B again, with the heap figures and, under bench/torch/malloc_count.c, each
 #                  run's host mallocs (about 330 s). Before carrying: gcc -O2 -shared -fPIC -o
@@ -26,11 +29,13 @@ import json, sys; r = json.load(open(sys.argv[1]))
 for p in r.get("processes", []):
     print(p["allocator"], [(x["wall_s"], x["minflt"], x.get("heap_bytes"), x.get("heap_free_bytes"), x.get("mmapped_bytes")) for x in p["runs"]])
     for x in p["runs"]:
+        print("  faults by model moved out", x.get("faults_by_swapped"))
         if "mallocs" in x:
             print("  mallocs", x["mallocs"], "large", x["large_mallocs"], x["large_malloc_bytes"], "huge", x["huge_mallocs"],
                   sorted(x["large_mallocs_by_object"].items(), key=lambda kv: -kv[1][1])[:6])
 for p in r.get("pairs", []):
     print(p["ratio"], "minflt native", p["native_minflt"], "gmlake", p["gmlake_minflt"], "gmlake heap", p.get("gmlake_heap_bytes"), p.get("gmlake_mmapped_bytes"))
+    print("  faults by model moved out: native", p.get("native_faults_by_swapped"), "gmlake", p.get("gmlake_faults_by_swapped"))
     for a in ("native", "gmlake"):
         if a + "_mallocs" in p:
             print("  ", a, "mallocs", p[a + "_mallocs"], "large", p[a + "_large_mallocs"], "huge", p[a + "_huge_mallocs"],
@@ -59,20 +64,20 @@ for s in r['sizes']: print(s['mib'], 'd2h_new', s['d2h_new'])"
       [ -f .dev/malloc_count.so ] || gcc -O2 -shared -fPIC -o .dev/malloc_count.so bench/torch/malloc_count.c -ldl
       export LD_PRELOAD=$PWD/.dev/malloc_count.so
     fi
-    timeout ${LIMIT:-275} python3 bench/torch/workload_ab.py $W --processes --runs ${RUNS:-2} --runs-per-process 2 \
+    timeout ${LIMIT:-275} python3 bench/torch/workload_ab.py $W --processes --runs ${RUNS:-2} --runs-per-process 2 --per-call \
       > $OUT/run$run-$PART-$W.json 2>/tmp/a.log || tail -3 /tmp/a.log
     python3 -c "$show" $OUT/run$run-$PART-$W.json ;;
   inproc)
     [ -f .dev/malloc_count.so ] || gcc -O2 -shared -fPIC -o .dev/malloc_count.so bench/torch/malloc_count.c -ldl
     export LD_PRELOAD=$PWD/.dev/malloc_count.so  # each arm's host mallocs, in one process
-    timeout ${LIMIT:-200} python3 bench/torch/workload_ab.py $W --runs ${RUNS:-6} > $OUT/run$run-inproc-$W.json \
+    timeout ${LIMIT:-200} python3 bench/torch/workload_ab.py $W --runs ${RUNS:-6} --per-call > $OUT/run$run-inproc-$W.json \
       2>/tmp/a.log || tail -3 /tmp/a.log
     python3 -c "$show" $OUT/run$run-inproc-$W.json
     # gmlake alone with one chunk per block (no block spans chunks; the stream fence as at the default): do its
     # runs fault as the default's (the fence, or something else of the policy) or as native's (the chunked layout)?
     timeout 100 python3 bench/torch/workload_ab.py $W --alone gmlake --conf max_chunk_bytes:1G,chunks_per_block:0 \
-      --runs 2 > $OUT/run$run-onechunk-$W.json 2>/tmp/o.log || tail -3 /tmp/o.log
+      --runs 2 --per-call > $OUT/run$run-onechunk-$W.json 2>/tmp/o.log || tail -3 /tmp/o.log
     python3 -c "
 import json; r = json.load(open('$OUT/run$run-onechunk-$W.json'))
-print('one chunk per block', [(x['wall_s'], x['minflt'], x['stream_event_calls'], x.get('heap_bytes')) for x in r['runs']])" ;;
+print('one chunk per block', [(x['wall_s'], x['minflt'], x['stream_event_calls'], x.get('heap_bytes'), x.get('faults_by_swapped')) for x in r['runs']])" ;;
 esac
