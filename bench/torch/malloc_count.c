@@ -49,9 +49,9 @@ static void count(size_t n, void* caller) {
   const char* name = dladdr(caller, &info) && info.dli_fname ? info.dli_fname : "?";
   while (atomic_flag_test_and_set(&objects_lock)) {
   }
-  for (int i = 0; i < kObjects; ++i) {
+  for (int i = 0; i < kObjects; ++i) {  // the last row, once reached, sums every object without a row of its own
     if (objects[i].name == NULL || strcmp(objects[i].name, name) == 0 || i == kObjects - 1) {
-      if (objects[i].name == NULL) objects[i].name = name;
+      if (objects[i].name == NULL) objects[i].name = i == kObjects - 1 ? "(other objects)" : name;
       objects[i].requests += 1;
       objects[i].bytes += (long)n;
       break;
