@@ -46,7 +46,11 @@ case ${PART:?PART=procs, tunables or inproc} in
     if [ $PART = procs ]; then  # does the driver or PyTorch set glibc's malloc parameters (mallopt)? THP mode?
       for lib in $(ldconfig -p | awk '/libcuda.so.1 /{print $NF}' | head -1) \
                  $(python3 -c "import torch, os; print(os.path.join(os.path.dirname(torch.__file__), 'lib', 'libc10.so'))"); do
-        echo "$lib imports mallopt: $(objdump -T "$lib" 2>/dev/null | grep -c -w mallopt)"
+        if command -v objdump > /dev/null; then
+          echo "$lib imports mallopt: $(objdump -T "$lib" | grep -c -w mallopt)"
+        else  # no binutils: the name in the file's strings (its dynamic string table holds the imports' names)
+          echo "$lib holds the string mallopt: $(grep -a -c mallopt "$lib")"
+        fi
       done
       cat /sys/kernel/mm/transparent_hugepage/enabled
       # A copy into a new host tensor out of a block made of many 2 MiB chunks (run 148's blocks may have been one
