@@ -4,10 +4,11 @@
 
 - both allocators in one process: "median M total T peaks GB G N", with --per-call a line of the ratio per
   kind of call, then per pair its ratio, gmlake's VMM ms, backend calls, fence waits, the ms blocked in them
-  and, where reported, the stream event calls;
+  and, where reported, the stream event calls and "faults N G" (native's and gmlake's minor page faults);
 - --processes: "median M total T" (and how many processes ran, where a time limit stopped it), then per process
   its allocator and, per run, (seconds, VMM ms, backend calls, fence waits, evictions, and the stream event
-  calls where reported) where the JSON has them (workload_ab.py's --alone counters), else its seconds.
+  calls and minor page faults where reported) where the JSON has them (workload_ab.py's --alone counters), else
+  its seconds.
 A file that does not hold a JSON object (a run that passed its time limit) is named as such and skipped.
 """
 import json
@@ -22,7 +23,7 @@ def summary(r):
                  + ("" if r.get("complete", True) else f" (stopped after {len(r['processes'])} processes)")]
         for p in r["processes"]:
             runs = [(x["wall_s"], x["vmm_ms"], x["backend_calls"], x["fence_waits"], x["evictions"])
-                    + ((x["stream_event_calls"],) if "stream_event_calls" in x else ())
+                    + tuple(x[k] for k in ("stream_event_calls", "minflt") if k in x)
                     for x in p["runs"]] if "runs" in p else p["runs_s"]
             lines.append(f"{p['allocator']} {runs}")
         return lines
@@ -34,7 +35,8 @@ def summary(r):
     for p in r["pairs"]:
         lines.append(f"{round(p['ratio'], 4)} {p['gmlake_vmm_ms']} {p['gmlake_backend_calls']} "
                      f"{p['gmlake_fence_waits']} {p.get('gmlake_fence_wait_ms')}"
-                     + (f" {p['gmlake_stream_event_calls']}" if "gmlake_stream_event_calls" in p else ""))
+                     + (f" {p['gmlake_stream_event_calls']}" if "gmlake_stream_event_calls" in p else "")
+                     + (f" faults {p['native_minflt']} {p['gmlake_minflt']}" if "gmlake_minflt" in p else ""))
     return lines
 
 
