@@ -7,12 +7,12 @@ For each size (MiB, --sizes) and each allocator, a device tensor of that many by
 state (each allocator's first tensor of the size), then timed: host -> device and device -> host copies from
 pageable and from pinned host tensors (Tensor.copy_, as Module.to and offloading code copy), device -> device,
 a device -> host copy into a new pageable tensor (Tensor.to("cpu"), as Module.to("cpu") moves weights out: the
-driver's copy touches fresh host pages), and an in-place add of two blocks (a memory-bound kernel). Median of --reps copies each, synchronized around
-each copy, the two allocators alternating per rep.
+driver's copy touches fresh host pages), and an in-place add of two blocks (a memory-bound kernel). Median of
+--reps copies each, synchronized around each copy, the two allocators alternating per rep.
 Prints one JSON object: per size and direction the GB/s of each and time_ratio, gmlake's median copy time over
 native's (above 1: the copy into or out of gmlake's block took longer), and each allocator's median host time in
 the call itself (<allocator>_call_us: until Tensor.copy_ returned, before the synchronize), which tells a
-driver that splits a copy on the host from a copy that runs slower on the device), and each allocator's median
+driver that splits a copy on the host from a copy that runs slower on the device, and each allocator's median
 minor page faults of the process during one copy (<allocator>_minflt, getrusage).
 """
 import argparse

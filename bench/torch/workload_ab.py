@@ -113,16 +113,21 @@ class StampCtx:
         return getattr(self.inner, name)
 
 
+def moved_out(record):
+    """The model a call moved to the host to make room, from its "calls" record (model_swap_serve: a record of
+    five fields whose fifth is a string), else None."""
+    return record[4] if isinstance(record, (list, tuple)) and len(record) == 5 and isinstance(record[4], str) else None
+
+
 def per_kind(stamps_s, calls):
     """{kind: [seconds, calls]} from a StampCtx's stamps (one per call, then the run's end) and the workload's
     "calls" record: a call's kind is its record's first field where that is a string (model_swap_serve: the
-    model), else "call"; "+swap" added where the record has five fields and the fifth is a string
-    (model_swap_serve: the model moved to the host to make room)."""
+    model), else "call"; "+swap" added where the call moved a model out (moved_out())."""
     out = {}
     for i in range(len(stamps_s) - 1):
         c = calls[i] if i < len(calls) else None
         kind = c[0] if isinstance(c, (list, tuple)) and c and isinstance(c[0], str) else "call"
-        if kind != "call" and len(c) == 5 and isinstance(c[4], str):
+        if kind != "call" and moved_out(c):
             kind += "+swap"
         k = out.setdefault(kind, [0.0, 0])
         k[0] += stamps_s[i + 1] - stamps_s[i]
@@ -132,12 +137,11 @@ def per_kind(stamps_s, calls):
 
 def faults_by_swapped(faults, calls):
     """{model: minor page faults} from a StampCtx's fault stamps (one per call, then the run's end) and the
-    workload's "calls" record, summed by the model a call moved to the host (a record's fifth field,
-    model_swap_serve), "-" for calls that moved none: which moves out to new host tensors fault."""
+    workload's "calls" record, summed by the model a call moved to the host (moved_out()), "-" for calls that moved
+    none: which moves out to new host tensors fault."""
     out = {}
     for i in range(len(faults) - 1):
-        c = calls[i] if i < len(calls) else None
-        moved = c[4] if isinstance(c, (list, tuple)) and len(c) == 5 and isinstance(c[4], str) else "-"
+        moved = moved_out(calls[i] if i < len(calls) else None) or "-"
         out[moved] = out.get(moved, 0) + faults[i + 1] - faults[i]
     return out
 
