@@ -14,6 +14,12 @@ for f in gmlake gmlake_gpu_tests gmlake_bench device_pool_gpu_tests device_pool_
   [ -f "build/$f" ] && cp "build/$f" .dev/bin/
 done
 cp build/libgmlake_c.so .dev/lib/
+# The environment the GPU machine's scripts source (scripts/gpu-checks-carried.sh, bench/gpu-runs/*): written here
+# so that a fresh checkout has it too.
+cat > .dev/gpu_env.sh <<'ENV'
+export LD_LIBRARY_PATH=$PWD/.dev/lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
+export GMLAKE_LIBRARY=$PWD/.dev/lib/libgmlake_c.so
+ENV
 ldd .dev/bin/* .dev/lib/libgmlake_c.so | awk '/=> \// {print $3}' | sort -u |
   grep -Ev '/(libc|libm|libgcc_s|libstdc\+\+|ld-linux[^/]*|libpthread|libdl|librt)\.so' |
   while read -r lib; do cp -L "$lib" .dev/lib/; done
