@@ -107,6 +107,10 @@ def main():
                                  [["gpt2", 1], ["bert", 2, 0, 0, "vit"], ["gpt2", 3, 0, 0, None], [4]])
     if kinds != {"gpt2": [4.0, 2], "bert+swap": [2.0, 1], "call": [4.0, 1]}:
         failures.append(f"per_kind: {kinds}")
+    times = workload_ab.call_times([0.0, 1.0, 3.0, 6.0, 10.0],
+                                   [["gpt2", 1], ["bert", 2, 0, 0, "vit"], ["gpt2", 3, 0, 0, None], [4]])
+    if times != [["gpt2", 1.0], ["bert+swap", 2.0], ["gpt2", 3.0], ["call", 4.0]]:
+        failures.append(f"call_times: {times}")
     moved = workload_ab.faults_by_swapped([100, 150, 400, 420, 1000],
                                           [["gpt2", 1, 0, 0, None], ["vit", 2, 0, 0, "gpt2"], ["gpt2", 3], [4]])
     if moved != {"-": 20 + 50 + 580, "gpt2": 250}:

@@ -119,18 +119,27 @@ def moved_out(record):
     return record[4] if isinstance(record, (list, tuple)) and len(record) == 5 and isinstance(record[4], str) else None
 
 
-def per_kind(stamps_s, calls):
-    """{kind: [seconds, calls]} from a StampCtx's stamps (one per call, then the run's end) and the workload's
-    "calls" record: a call's kind is its record's first field where that is a string (model_swap_serve: the
-    model), else "call"; "+swap" added where the call moved a model out (moved_out())."""
-    out = {}
+def call_times(stamps_s, calls):
+    """[[kind, seconds], ...], one per call in the order they ran, from a StampCtx's stamps (one per call, then the
+    run's end) and the workload's "calls" record: a call's kind is its record's first field where that is a string
+    (model_swap_serve: the model), else "call"; "+swap" added where the call moved a model out (moved_out()). Shows
+    whether one kind is slower call by call or in a few calls."""
+    out = []
     for i in range(len(stamps_s) - 1):
         c = calls[i] if i < len(calls) else None
         kind = c[0] if isinstance(c, (list, tuple)) and c and isinstance(c[0], str) else "call"
         if kind != "call" and moved_out(c):
             kind += "+swap"
+        out.append([kind, stamps_s[i + 1] - stamps_s[i]])
+    return out
+
+
+def per_kind(stamps_s, calls):
+    """{kind: [seconds, calls]}: call_times() summed by kind."""
+    out = {}
+    for kind, seconds in call_times(stamps_s, calls):
         k = out.setdefault(kind, [0.0, 0])
-        k[0] += stamps_s[i + 1] - stamps_s[i]
+        k[0] += seconds
         k[1] += 1
     return {k: [round(v[0], 4), v[1]] for k, v in out.items()}
 
@@ -218,7 +227,8 @@ def measured_run(w, native, ctx=None, per_call=False):
     (minor page faults of the whole process: first touches of host pages, as a copy into a new host tensor makes),
     heap_state() after the run, and the run's counts_delta of malloc_counts() where malloc_count.c is preloaded};
     gmlake's figures are 0 for a native run. With `per_call`, also "per_kind": the host seconds and count of its
-    calls by kind (per_kind(), StampCtx), and "faults_by_swapped" (faults_by_swapped())."""
+    calls by kind (per_kind(), StampCtx), each call's ("call_times", call_times()) and "faults_by_swapped"
+    (faults_by_swapped())."""
     import gmlake.torch
     counts = ("backend_calls", "fence_waits", "fence_drains", "chunks_created", "chunks_released", "evictions",
               "arena_handovers", "stream_event_calls")
@@ -238,6 +248,7 @@ def measured_run(w, native, ctx=None, per_call=False):
            **heap_state(), **mallocs}
     if per_call:
         out["per_kind"] = per_kind(ctx.stamps_s, p.get("calls", []))
+        out["call_times"] = [[k, round(t, 5)] for k, t in call_times(ctx.stamps_s, p.get("calls", []))]
         out["faults_by_swapped"] = faults_by_swapped(ctx.faults, p.get("calls", []))
     return out
 
@@ -342,15 +353,15 @@ def main():
         return
 
     # Per pair: both walls, their ratio, and each of measured_run's figures of gmlake's run as "gmlake_<name>".
-    # Also native's "native_minflt" (and malloc counts where counted) and, with --per-call, its "native_per_kind"
-    # and "native_faults_by_swapped".
+    # Also native's "native_minflt" (and malloc counts where counted) and, with --per-call, its "native_per_kind",
+    # "native_call_times" and "native_faults_by_swapped".
     runs = alternate(lambda native: measured_run(w, native, per_call=args.per_call), args.runs)
     pairs = [{"native_s": r[True]["wall_s"], "gmlake_s": r[False]["wall_s"],
               "ratio": round(r[False]["wall_s"] / r[True]["wall_s"], 4),
               **{f"gmlake_{k}": v for k, v in r[False].items() if k != "wall_s"},
               **{f"native_{k}": r[True][k] for k in ("minflt", *MALLOC_COUNT_FIELDS, "large_mallocs_by_object")
                  if k in r[True]},
-              **({"native_per_kind": r[True]["per_kind"], "native_faults_by_swapped": r[True]["faults_by_swapped"]}
+              **({f"native_{k}": r[True][k] for k in ("per_kind", "call_times", "faults_by_swapped")}
                  if args.per_call else {}),
               "gmlake_first": r["gmlake_first"]} for r in runs]
     out = {"workload": args.workload, "calls": w.calls, "conf": args.conf, "pairs": pairs,

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Written in the twenty-first session for the next (its device time was spent). model_swap_serve one allocator per
+# process, 4 pairs of processes x 2 runs (about 420 s a part): is there a gap once the host heap is held for both
+# (run 150: 1.003; run 154: 1.265 with even faults, gmlake's resident GPT-2 generate calls slower), and does it sit
+# in every generate call or in a few? Each run now records every call's host time (call_times, --per-call).
+#   PART=held:    GLIBC_TUNABLES mmap threshold 32 MiB, trim threshold 1 GiB, for both allocators.
+#   PART=default: glibc's defaults (the user's case).
+set -uo pipefail
+source .dev/gpu_env.sh
+export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
+W=model_swap_serve
+case ${PART:?PART=held or default} in
+  held) export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824 ;;
+  default) ;;
+  *) echo "PART=held or default"; exit 2 ;;
+esac
+timeout ${LIMIT:-560} python3 bench/torch/workload_ab.py $W --processes --runs ${RUNS:-4} --runs-per-process 2 --per-call \
+  > $OUT/run${RUN:-155}-$PART-$W.json 2>/tmp/a.log || tail -3 /tmp/a.log
+python3 bench/torch/ab_summary.py $OUT/run${RUN:-155}-$PART-$W.json | head -12
+python3 -c "
+import json, statistics, sys; r = json.load(open(sys.argv[1]))
+for p in r['processes']:
+    for x in p['runs']:
+        g = sorted(t for k, t in x.get('call_times', []) if k.startswith('gpt2'))
+        print(p['allocator'], x['wall_s'], x['minflt'], 'gpt2 calls s: median', round(statistics.median(g), 4) if g else None,
+              'max', round(g[-1], 4) if g else None, 'all', [round(t, 3) for t in g])" $OUT/run${RUN:-155}-$PART-$W.json
