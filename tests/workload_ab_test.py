@@ -118,6 +118,9 @@ def main():
     args = argparse.Namespace(workload="w", conf="", runs_per_process=2, per_call=True)
     if workload_ab.alone_command(args, "gmlake")[-1] != "--per-call":
         failures.append(f"alone_command drops --per-call: {workload_ab.alone_command(args, 'gmlake')}")
+    args.device_time = True
+    if workload_ab.alone_command(args, "native")[-2:] != ["--per-call", "--device-time"]:
+        failures.append(f"alone_command drops --device-time: {workload_ab.alone_command(args, 'native')}")
     ratios = workload_ab.kind_ratios([{"native_per_kind": {"a": [2.0, 1], "b": [4.0, 2]},
                                        "gmlake_per_kind": {"a": [3.0, 1], "b": [4.0, 2]}},
                                       {"native_per_kind": {"a": [2.0, 1], "b": [4.0, 2]},

@@ -1,6 +1,6 @@
 """A/B of one capture_traces.py workload: gmlake against PyTorch's native allocator, whole runs.
 
-    python3 bench/torch/workload_ab.py fsdp_like_train [--runs 6] [--conf GMLAKE_CONF] [--per-call]
+    python3 bench/torch/workload_ab.py fsdp_like_train [--runs 6] [--conf GMLAKE_CONF] [--per-call] [--device-time]
     python3 bench/torch/workload_ab.py gan_train --processes [--runs 5] [--runs-per-process 3] [--conf C]
     python3 bench/torch/workload_ab.py gan_train --alone gmlake [--runs 3] [--conf C]
 
@@ -12,7 +12,9 @@ whole (every step its recorded run made: the call count from its provenance JSON
   blocked until the device passed a mark; those that drained the stream, and the time blocked) per run, and each
   allocator's peak reserved bytes. With `--per-call`, also each run's host seconds by kind of call (StampCtx) and,
   per kind, gmlake's total over native's: which calls a gap is in; and each run's minor page faults by the model
-  its calls moved to the host (faults_by_swapped; with --processes and --alone too).
+  its calls moved to the host (faults_by_swapped; with --processes and --alone too). With `--device-time`, each
+  timed run is profiled (CUDA activity, bench/torch/device_time.py) and reports its kernel, copy and memset
+  seconds: whether a slower run lost its time on the device or on the host.
 - `--processes`: as a user runs it, one allocator per process: `--runs` pairs of processes, each `--alone`, the
   order swapped each pair. Prints one JSON object: each process's runs, per allocator the median and total of
   all its runs, and the ratios gmlake / native of both. (Where the host sets the pace, one process with both
@@ -220,7 +222,7 @@ def counts_delta(before, after):
     return out
 
 
-def measured_run(w, native, ctx=None, per_call=False):
+def measured_run(w, native, ctx=None, per_call=False, device_time=False):
     """run_once(w, native, ctx) with what gmlake's pool did meanwhile: {"wall_s", "vmm_ms" (backend time),
     "backend_calls", "fence_waits", "fence_drains", "fence_wait_ms" (the host blocked in them), "chunks_created",
     "chunks_released", "evictions", "arena_handovers", "stream_event_calls" (event records and queries), "minflt"
@@ -228,7 +230,8 @@ def measured_run(w, native, ctx=None, per_call=False):
     heap_state() after the run, and the run's counts_delta of malloc_counts() where malloc_count.c is preloaded};
     gmlake's figures are 0 for a native run. With `per_call`, also "per_kind": the host seconds and count of its
     calls by kind (per_kind(), StampCtx), each call's ("call_times", call_times()) and "faults_by_swapped"
-    (faults_by_swapped())."""
+    (faults_by_swapped()). With `device_time`, the run is profiled (CUDA activity only, bench/torch/device_time.py)
+    and its device time added: "kernel_s", "memcpy_s", "memset_s", "kernels"."""
     import gmlake.torch
     counts = ("backend_calls", "fence_waits", "fence_drains", "chunks_created", "chunks_released", "evictions",
               "arena_handovers", "stream_event_calls")
@@ -238,7 +241,12 @@ def measured_run(w, native, ctx=None, per_call=False):
     before = gmlake.torch.memory_stats()
     mallocs = malloc_counts()
     minflt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    wall = run_once(w, native, ctx, p)
+    if device_time:
+        import device_time as dt
+        with dt.Recorder() as rec:
+            wall = run_once(w, native, ctx, p)
+    else:
+        wall = run_once(w, native, ctx, p)
     minflt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - minflt
     mallocs = counts_delta(mallocs, malloc_counts())
     after = gmlake.torch.memory_stats()
@@ -246,6 +254,8 @@ def measured_run(w, native, ctx=None, per_call=False):
     out = {"wall_s": round(wall, 4), "vmm_ms": round(d["backend_time_ns"] / 1e6, 2),
            "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2), **{k: d[k] for k in counts}, "minflt": minflt,
            **heap_state(), **mallocs}
+    if device_time:
+        out.update(rec.result)
     if per_call:
         out["per_kind"] = per_kind(ctx.stamps_s, p.get("calls", []))
         out["call_times"] = [[k, round(t, 5)] for k, t in call_times(ctx.stamps_s, p.get("calls", []))]
@@ -268,9 +278,11 @@ def alternate(run, pairs):
 
 
 def alone_command(args, allocator):
-    """The command line of one --processes process: this script --alone `allocator` (--per-call passed on)."""
+    """The command line of one --processes process: this script --alone `allocator` (--per-call and --device-time
+    passed on)."""
     return [sys.executable, os.path.abspath(__file__), args.workload, "--alone", allocator,
-            "--runs", str(args.runs_per_process), "--conf", args.conf] + (["--per-call"] if args.per_call else [])
+            "--runs", str(args.runs_per_process), "--conf", args.conf] + (["--per-call"] if args.per_call else []) \
+        + (["--device-time"] if getattr(args, "device_time", False) else [])
 
 
 def by_processes(args, command=alone_command):
@@ -327,6 +339,9 @@ def main():
     ap.add_argument("--per-call", action="store_true",
                     help="each run's host seconds by kind of call (StampCtx), their ratios (in one process), and "
                          "its page faults by the model moved out")
+    ap.add_argument("--device-time", action="store_true",
+                    help="profile each timed run's CUDA activity (torch.profiler) and report its kernel, copy and "
+                         "memset seconds: device time against host time (the profiler slows launches alike)")
     args = ap.parse_args()
     if args.processes:
         return by_processes(args)
@@ -345,7 +360,8 @@ def main():
                     f.write(word + "\n")
 
         tell("enable")
-        runs = [measured_run(w, native, per_call=args.per_call) for _ in range(args.runs)]
+        runs = [measured_run(w, native, per_call=args.per_call, device_time=args.device_time)
+                for _ in range(args.runs)]
         tell("disable")
         print(json.dumps({"workload": args.workload, "allocator": args.alone, "conf": args.conf,
                           "runs_s": [r["wall_s"] for r in runs], "runs": runs,
@@ -355,12 +371,13 @@ def main():
     # Per pair: both walls, their ratio, and each of measured_run's figures of gmlake's run as "gmlake_<name>".
     # Also native's "native_minflt" (and malloc counts where counted) and, with --per-call, its "native_per_kind",
     # "native_call_times" and "native_faults_by_swapped".
-    runs = alternate(lambda native: measured_run(w, native, per_call=args.per_call), args.runs)
+    runs = alternate(lambda native: measured_run(w, native, per_call=args.per_call, device_time=args.device_time),
+                     args.runs)
     pairs = [{"native_s": r[True]["wall_s"], "gmlake_s": r[False]["wall_s"],
               "ratio": round(r[False]["wall_s"] / r[True]["wall_s"], 4),
               **{f"gmlake_{k}": v for k, v in r[False].items() if k != "wall_s"},
-              **{f"native_{k}": r[True][k] for k in ("minflt", *MALLOC_COUNT_FIELDS, "large_mallocs_by_object")
-                 if k in r[True]},
+              **{f"native_{k}": r[True][k] for k in ("minflt", *MALLOC_COUNT_FIELDS, "large_mallocs_by_object",
+                                                      "kernel_s", "memcpy_s", "memset_s", "kernels") if k in r[True]},
               **({f"native_{k}": r[True][k] for k in ("per_kind", "call_times", "faults_by_swapped")}
                  if args.per_call else {}),
               "gmlake_first": r["gmlake_first"]} for r in runs]

@@ -5,22 +5,29 @@
 # in every generate call or in a few? Each run now records every call's host time (call_times, --per-call).
 #   PART=held:    GLIBC_TUNABLES mmap threshold 32 MiB, trim threshold 1 GiB, for both allocators.
 #   PART=default: glibc's defaults (the user's case).
+#   PART=device:  the heap held, 2 pairs, each timed run profiled (--device-time: kernel, copy and memset seconds
+#                 from torch.profiler's CUDA activity): does a slow gmlake run spend more on the device or the host?
 set -uo pipefail
 source .dev/gpu_env.sh
 export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
 W=model_swap_serve
-case ${PART:?PART=held or default} in
+extra=()
+case ${PART:?PART=held, default or device} in
   held) export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824 ;;
   default) ;;
-  *) echo "PART=held or default"; exit 2 ;;
+  device) export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
+          extra=(--device-time); RUNS=${RUNS:-2} ;;
+  *) echo "PART=held, default or device"; exit 2 ;;
 esac
 timeout ${LIMIT:-560} python3 bench/torch/workload_ab.py $W --processes --runs ${RUNS:-4} --runs-per-process 2 --per-call \
-  > $OUT/run${RUN:-155}-$PART-$W.json 2>/tmp/a.log || tail -3 /tmp/a.log
+  "${extra[@]}" > $OUT/run${RUN:-155}-$PART-$W.json 2>/tmp/a.log || tail -3 /tmp/a.log
 python3 bench/torch/ab_summary.py $OUT/run${RUN:-155}-$PART-$W.json | head -12
 python3 -c "
 import json, statistics, sys; r = json.load(open(sys.argv[1]))
 for p in r['processes']:
     for x in p['runs']:
         g = sorted(t for k, t in x.get('call_times', []) if k.startswith('gpt2'))
+        if 'kernel_s' in x:
+            print(p['allocator'], x['wall_s'], 'device: kernels', x['kernel_s'], x['kernels'], 'memcpy', x['memcpy_s'], 'memset', x['memset_s'])
         print(p['allocator'], x['wall_s'], x['minflt'], 'gpt2 calls s: median', round(statistics.median(g), 4) if g else None,
               'max', round(g[-1], 4) if g else None, 'all', [round(t, 3) for t in g])" $OUT/run${RUN:-155}-$PART-$W.json
