@@ -7,12 +7,24 @@
 #   PART=default: glibc's defaults (the user's case).
 #   PART=device:  the heap held, 2 pairs, each timed run profiled (--device-time: kernel, copy and memset seconds
 #                 from torch.profiler's CUDA activity): does a slow gmlake run spend more on the device or the host?
+#   PART=chunks:  bench/torch/weights_ab.py with gmlake's blocks made of 2 MiB chunks (max_chunk_bytes:2M,
+#                 chunks_per_block:0): are GPT-2's generate and its GEMV slower over weights spread over many chunks
+#                 (run 146, at the default: no)? About 120 s.
 set -uo pipefail
 source .dev/gpu_env.sh
 export PYTHONPATH=$PWD/python PYTHONUNBUFFERED=1
 W=model_swap_serve
 extra=()
-case ${PART:?PART=held, default or device} in
+if [ "${PART:-}" = chunks ]; then
+  timeout ${LIMIT:-150} python3 bench/torch/weights_ab.py --conf max_chunk_bytes:2M,chunks_per_block:0 --calls 12 \
+    --pairs 4 > $OUT/run${RUN:-155}-chunks-weights_ab.json 2>/tmp/w.log || tail -3 /tmp/w.log
+  python3 -c "
+import json, sys; r = json.load(open(sys.argv[1]))
+for a, v in r['activations'].items(): print('activations', a, round(v['total_ratio'], 4))
+print('wte gemv', r['wte_gemv'])" $OUT/run${RUN:-155}-chunks-weights_ab.json
+  exit 0
+fi
+case ${PART:?PART=held, default, device or chunks} in
   held) export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824 ;;
   default) ;;
   device) export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
