@@ -12,13 +12,14 @@ figures between allocators, not with runs timed without the profiler. Standard l
 torch is imported when a Recorder starts."""
 
 MEMCPY_PREFIX, MEMSET_PREFIX = "Memcpy", "Memset"  # the names CUPTI gives copies and memsets in torch.profiler
+FIELDS = ("kernel_s", "memcpy_s", "memset_s", "kernels")  # summed()'s keys
 
 
 def summed(activities):
     """{"kernel_s", "memcpy_s", "memset_s", "kernels"} (seconds, to 0.1 µs) from (name, on_device, duration_us)
     triples: the durations of device activities (on_device true) summed into copies ("Memcpy ..."), memsets
     ("Memset ...") and kernels (the rest, counted too); host activities (CUDA runtime calls) left out."""
-    out = {"kernel_s": 0.0, "memcpy_s": 0.0, "memset_s": 0.0, "kernels": 0}
+    out = dict.fromkeys(FIELDS, 0.0) | {"kernels": 0}
     for name, on_device, duration_us in activities:
         if not on_device:
             continue

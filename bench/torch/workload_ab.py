@@ -37,6 +37,8 @@ import subprocess
 import sys
 import time
 
+import device_time  # standard library only until a Recorder starts
+
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
@@ -222,7 +224,7 @@ def counts_delta(before, after):
     return out
 
 
-def measured_run(w, native, ctx=None, per_call=False, device_time=False):
+def measured_run(w, native, ctx=None, per_call=False, profile=False):
     """run_once(w, native, ctx) with what gmlake's pool did meanwhile: {"wall_s", "vmm_ms" (backend time),
     "backend_calls", "fence_waits", "fence_drains", "fence_wait_ms" (the host blocked in them), "chunks_created",
     "chunks_released", "evictions", "arena_handovers", "stream_event_calls" (event records and queries), "minflt"
@@ -230,8 +232,8 @@ def measured_run(w, native, ctx=None, per_call=False, device_time=False):
     heap_state() after the run, and the run's counts_delta of malloc_counts() where malloc_count.c is preloaded};
     gmlake's figures are 0 for a native run. With `per_call`, also "per_kind": the host seconds and count of its
     calls by kind (per_kind(), StampCtx), each call's ("call_times", call_times()) and "faults_by_swapped"
-    (faults_by_swapped()). With `device_time`, the run is profiled (CUDA activity only, bench/torch/device_time.py)
-    and its device time added: "kernel_s", "memcpy_s", "memset_s", "kernels"."""
+    (faults_by_swapped()). With `profile`, the run is profiled (CUDA activity only, bench/torch/device_time.py)
+    and its device time added (device_time.FIELDS: "kernel_s", "memcpy_s", "memset_s", "kernels")."""
     import gmlake.torch
     counts = ("backend_calls", "fence_waits", "fence_drains", "chunks_created", "chunks_released", "evictions",
               "arena_handovers", "stream_event_calls")
@@ -241,9 +243,8 @@ def measured_run(w, native, ctx=None, per_call=False, device_time=False):
     before = gmlake.torch.memory_stats()
     mallocs = malloc_counts()
     minflt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    if device_time:
-        import device_time as dt
-        with dt.Recorder() as rec:
+    if profile:
+        with device_time.Recorder() as rec:
             wall = run_once(w, native, ctx, p)
     else:
         wall = run_once(w, native, ctx, p)
@@ -254,7 +255,7 @@ def measured_run(w, native, ctx=None, per_call=False, device_time=False):
     out = {"wall_s": round(wall, 4), "vmm_ms": round(d["backend_time_ns"] / 1e6, 2),
            "fence_wait_ms": round(d["fence_wait_ns"] / 1e6, 2), **{k: d[k] for k in counts}, "minflt": minflt,
            **heap_state(), **mallocs}
-    if device_time:
+    if profile:
         out.update(rec.result)
     if per_call:
         out["per_kind"] = per_kind(ctx.stamps_s, p.get("calls", []))
@@ -360,7 +361,7 @@ def main():
                     f.write(word + "\n")
 
         tell("enable")
-        runs = [measured_run(w, native, per_call=args.per_call, device_time=args.device_time)
+        runs = [measured_run(w, native, per_call=args.per_call, profile=args.device_time)
                 for _ in range(args.runs)]
         tell("disable")
         print(json.dumps({"workload": args.workload, "allocator": args.alone, "conf": args.conf,
@@ -371,13 +372,13 @@ def main():
     # Per pair: both walls, their ratio, and each of measured_run's figures of gmlake's run as "gmlake_<name>".
     # Also native's "native_minflt" (and malloc counts where counted) and, with --per-call, its "native_per_kind",
     # "native_call_times" and "native_faults_by_swapped".
-    runs = alternate(lambda native: measured_run(w, native, per_call=args.per_call, device_time=args.device_time),
+    runs = alternate(lambda native: measured_run(w, native, per_call=args.per_call, profile=args.device_time),
                      args.runs)
     pairs = [{"native_s": r[True]["wall_s"], "gmlake_s": r[False]["wall_s"],
               "ratio": round(r[False]["wall_s"] / r[True]["wall_s"], 4),
               **{f"gmlake_{k}": v for k, v in r[False].items() if k != "wall_s"},
               **{f"native_{k}": r[True][k] for k in ("minflt", *MALLOC_COUNT_FIELDS, "large_mallocs_by_object",
-                                                      "kernel_s", "memcpy_s", "memset_s", "kernels") if k in r[True]},
+                                                      *device_time.FIELDS) if k in r[True]},
               **({f"native_{k}": r[True][k] for k in ("per_kind", "call_times", "faults_by_swapped")}
                  if args.per_call else {}),
               "gmlake_first": r["gmlake_first"]} for r in runs]
