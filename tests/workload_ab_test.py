@@ -103,14 +103,13 @@ def main():
     verdicts = [ctx.fits(est_allocs=5) for _ in range(3)]
     if verdicts != [True, True, False] or len(ctx.stamps_s) != 2 or ctx.left != -1:
         failures.append(f"StampCtx: verdicts {verdicts}, {len(ctx.stamps_s)} stamps, left {ctx.left}")
-    kinds = workload_ab.per_kind([0.0, 1.0, 3.0, 6.0, 10.0],
-                                 [["gpt2", 1], ["bert", 2, 0, 0, "vit"], ["gpt2", 3, 0, 0, None], [4]])
-    if kinds != {"gpt2": [4.0, 2], "bert+swap": [2.0, 1], "call": [4.0, 1]}:
-        failures.append(f"per_kind: {kinds}")
     times = workload_ab.call_times([0.0, 1.0, 3.0, 6.0, 10.0],
                                    [["gpt2", 1], ["bert", 2, 0, 0, "vit"], ["gpt2", 3, 0, 0, None], [4]])
     if times != [["gpt2", 1.0], ["bert+swap", 2.0], ["gpt2", 3.0], ["call", 4.0]]:
         failures.append(f"call_times: {times}")
+    kinds = workload_ab.per_kind(times)
+    if kinds != {"gpt2": [4.0, 2], "bert+swap": [2.0, 1], "call": [4.0, 1]}:
+        failures.append(f"per_kind: {kinds}")
     moved = workload_ab.faults_by_swapped([100, 150, 400, 420, 1000],
                                           [["gpt2", 1, 0, 0, None], ["vit", 2, 0, 0, "gpt2"], ["gpt2", 3], [4]])
     if moved != {"-": 20 + 50 + 580, "gpt2": 250}:

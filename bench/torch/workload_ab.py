@@ -27,6 +27,7 @@ whole (every step its recorded run made: the call count from its provenance JSON
   --control`), writes "enable" to it before the timed runs and "disable" after, so that a profile holds them alone.
 """
 import argparse
+import contextlib
 import json
 import os
 import random
@@ -138,10 +139,10 @@ def call_times(stamps_s, calls):
     return out
 
 
-def per_kind(stamps_s, calls):
-    """{kind: [seconds, calls]}: call_times() summed by kind."""
+def per_kind(times):
+    """{kind: [seconds, calls]}: call_times()' list `times` summed by kind."""
     out = {}
-    for kind, seconds in call_times(stamps_s, calls):
+    for kind, seconds in times:
         k = out.setdefault(kind, [0.0, 0])
         k[0] += seconds
         k[1] += 1
@@ -243,10 +244,7 @@ def measured_run(w, native, ctx=None, per_call=False, profile=False):
     before = gmlake.torch.memory_stats()
     mallocs = malloc_counts()
     minflt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt
-    if profile:
-        with device_time.Recorder() as rec:
-            wall = run_once(w, native, ctx, p)
-    else:
+    with device_time.Recorder() if profile else contextlib.nullcontext() as rec:
         wall = run_once(w, native, ctx, p)
     minflt = resource.getrusage(resource.RUSAGE_SELF).ru_minflt - minflt
     mallocs = counts_delta(mallocs, malloc_counts())
@@ -258,8 +256,9 @@ def measured_run(w, native, ctx=None, per_call=False, profile=False):
     if profile:
         out.update(rec.result)
     if per_call:
-        out["per_kind"] = per_kind(ctx.stamps_s, p.get("calls", []))
-        out["call_times"] = [[k, round(t, 5)] for k, t in call_times(ctx.stamps_s, p.get("calls", []))]
+        times = call_times(ctx.stamps_s, p.get("calls", []))
+        out["per_kind"] = per_kind(times)
+        out["call_times"] = [[k, round(t, 5)] for k, t in times]
         out["faults_by_swapped"] = faults_by_swapped(ctx.faults, p.get("calls", []))
     return out
 

@@ -24,12 +24,12 @@ for a, v in r['activations'].items(): print('activations', a, round(v['total_rat
 print('wte gemv', r['wte_gemv'])" $OUT/run${RUN:-155}-chunks-weights_ab.json
   exit 0
 fi
+held=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824  # freed host heap kept up to 1 GiB
 case ${PART:?PART=held, default, device or chunks} in
-  held) export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824 ;;
+  held) export GLIBC_TUNABLES=$held ;;
   default) ;;
-  device) export GLIBC_TUNABLES=glibc.malloc.mmap_threshold=33554432:glibc.malloc.trim_threshold=1073741824
-          extra=(--device-time); RUNS=${RUNS:-2} ;;
-  *) echo "PART=held, default or device"; exit 2 ;;
+  device) export GLIBC_TUNABLES=$held; extra=(--device-time); RUNS=${RUNS:-2} ;;
+  *) echo "PART=held, default, device or chunks"; exit 2 ;;
 esac
 timeout ${LIMIT:-560} python3 bench/torch/workload_ab.py $W --processes --runs ${RUNS:-4} --runs-per-process 2 --per-call \
   "${extra[@]}" > $OUT/run${RUN:-155}-$PART-$W.json 2>/tmp/a.log || tail -3 /tmp/a.log
