@@ -48,6 +48,14 @@ COUNTED = textwrap.dedent("""
     before = workload_ab.malloc_counts()
     libc.free(libc.malloc(40 << 20))
     print(json.dumps(workload_ab.counts_delta(before, workload_ab.malloc_counts())))
+    # glibc's mmap threshold fixed at 1 MiB (M_MMAP_THRESHOLD, -3): a 2 MiB request gets a mapping of its own, a
+    # 512 KiB one comes from the heap
+    if libc.mallopt(-3, 1 << 20) != 1:
+        raise SystemExit("mallopt(M_MMAP_THRESHOLD) refused")
+    before = workload_ab.malloc_counts()
+    for size in (2 << 20, 512 << 10):
+        libc.free(libc.malloc(size))
+    print(json.dumps(workload_ab.counts_delta(before, workload_ab.malloc_counts())))
 """)
 
 
@@ -68,11 +76,17 @@ def malloc_count_failures(root, tmp):
                        capture_output=True, text=True, timeout=60)
     if r.returncode != 0:
         return [f"counted process exited {r.returncode}: {r.stderr}"]
-    d = json.loads(r.stdout.strip().splitlines()[-1])
+    lines = r.stdout.strip().splitlines()
+    d, m = json.loads(lines[-2]), json.loads(lines[-1])
     big = [name for name, (requests, size) in d.get("large_mallocs_by_object", {}).items() if size >= 40 << 20]
+    out = []
     if d.get("huge_mallocs") != 1 or d.get("huge_malloc_bytes") != 40 << 20 or d.get("frees", 0) < 1 or not big:
-        return [f"malloc_counts around one 40 MiB malloc: {d}"]
-    return []
+        out.append(f"malloc_counts around one 40 MiB malloc: {d}")
+    if d.get("large_mmapped") != 0:
+        out.append(f"a 40 MiB malloc counted among the mapped ones below 32 MiB: {d}")
+    if m.get("large_mmapped") != 1 or m.get("large_mmapped_bytes") != 2 << 20 or m.get("large_mallocs") != 2:
+        out.append(f"mmap threshold 1 MiB, mallocs of 2 MiB and 512 KiB: not exactly the 2 MiB one mapped: {m}")
+    return out
 
 
 def main():

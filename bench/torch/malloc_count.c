@@ -8,7 +8,10 @@
 //   LD_PRELOAD=$PWD/malloc_count.so python3 ...   (workload_ab.py's heap_state() reads it when it is loaded)
 //
 // malloc_count_snapshot(long out[MALLOC_COUNT_FIELDS]) copies the counters (the order of the enum below) for a
-// caller to difference; malloc_count_by_object(char* buf, size_t n) writes "object requests bytes" lines, the
+// caller to difference (kLargeMmapped, kLargeMmappedBytes: requests of 128 KiB up to 32 MiB that glibc served
+// with a mapping of their own, the IS_MMAPPED bit of the chunk's size word; which of these go to mmap and which to
+// the heap is what glibc's dynamic mmap threshold decides, and a mapped one is unmapped at its free, so its pages
+// fault in again at the next such request); malloc_count_by_object(char* buf, size_t n) writes "object requests bytes" lines, the
 // large requests by the shared object of the caller's return address. Both thread-safe. At exit, with
 // MALLOC_COUNT_REPORT set, the totals and that table go to stderr. The requests go on to glibc's own __libc_malloc family (glibc 2.36 exports them), so
 // glibc's behaviour is unchanged apart from the time counted here.
@@ -26,7 +29,8 @@ extern void* __libc_calloc(size_t, size_t);
 extern void* __libc_realloc(void*, size_t);
 extern void* __libc_memalign(size_t, size_t);
 
-enum { kCalls, kFrees, kLargeCalls, kLargeBytes, kHugeCalls, kHugeBytes, MALLOC_COUNT_FIELDS };
+enum { kCalls, kFrees, kLargeCalls, kLargeBytes, kHugeCalls, kHugeBytes, kLargeMmapped, kLargeMmappedBytes,
+       MALLOC_COUNT_FIELDS };
 enum { kLargeBytesMin = 128 << 10, kHugeBytesMin = 32 << 20, kObjects = 32 };
 
 static atomic_long counters[MALLOC_COUNT_FIELDS];
@@ -60,9 +64,19 @@ static void count(size_t n, void* caller) {
   atomic_flag_clear(&objects_lock);
 }
 
+// A large request below kHugeBytesMin that glibc served with its own mapping: glibc's chunk header, the size word
+// just before the pointer, has bit 1 (IS_MMAPPED) set (glibc malloc/malloc.c; memalign's result is a chunk too).
+static void* mapped(void* p, size_t n) {
+  if (p != NULL && n >= kLargeBytesMin && n < kHugeBytesMin && (((const size_t*)p)[-1] & 2) != 0) {
+    atomic_fetch_add(&counters[kLargeMmapped], 1);
+    atomic_fetch_add(&counters[kLargeMmappedBytes], (long)n);
+  }
+  return p;
+}
+
 void* malloc(size_t n) {
   count(n, __builtin_return_address(0));
-  return __libc_malloc(n);
+  return mapped(__libc_malloc(n), n);
 }
 void free(void* p) {
   if (p != NULL) atomic_fetch_add(&counters[kFrees], 1);
@@ -70,23 +84,23 @@ void free(void* p) {
 }
 void* calloc(size_t count_, size_t size) {
   count(count_ * size, __builtin_return_address(0));
-  return __libc_calloc(count_, size);
+  return mapped(__libc_calloc(count_, size), count_ * size);
 }
 void* realloc(void* p, size_t n) {
   count(n, __builtin_return_address(0));
-  return __libc_realloc(p, n);
+  return mapped(__libc_realloc(p, n), n);
 }
 void* memalign(size_t alignment, size_t n) {
   count(n, __builtin_return_address(0));
-  return __libc_memalign(alignment, n);
+  return mapped(__libc_memalign(alignment, n), n);
 }
 void* aligned_alloc(size_t alignment, size_t n) {
   count(n, __builtin_return_address(0));
-  return __libc_memalign(alignment, n);
+  return mapped(__libc_memalign(alignment, n), n);
 }
 int posix_memalign(void** out, size_t alignment, size_t n) {
   count(n, __builtin_return_address(0));
-  *out = __libc_memalign(alignment, n);
+  *out = mapped(__libc_memalign(alignment, n), n);
   return *out != NULL || n == 0 ? 0 : 12;  // ENOMEM
 }
 
@@ -113,8 +127,10 @@ __attribute__((destructor)) static void report(void) {
   if (getenv("MALLOC_COUNT_REPORT") == NULL) return;
   long c[MALLOC_COUNT_FIELDS];
   malloc_count_snapshot(c);
-  fprintf(stderr, "malloc_count: %ld calls, %ld frees, %ld of 128 KiB or more (%ld bytes), %ld of 32 MiB or more\n",
-          c[kCalls], c[kFrees], c[kLargeCalls], c[kLargeBytes], c[kHugeCalls]);
+  fprintf(stderr,
+          "malloc_count: %ld calls, %ld frees, %ld of 128 KiB or more (%ld bytes), %ld of 32 MiB or more, %ld of "
+          "128 KiB-32 MiB mapped by glibc (%ld bytes)\n",
+          c[kCalls], c[kFrees], c[kLargeCalls], c[kLargeBytes], c[kHugeCalls], c[kLargeMmapped], c[kLargeMmappedBytes]);
   char buf[8192];
   malloc_count_by_object(buf, sizeof buf);
   fputs(buf, stderr);

@@ -190,13 +190,15 @@ def heap_state():
     return {"heap_bytes": m.arena, "heap_free_bytes": m.fordblks, "mmapped_bytes": m.hblkhd}
 
 
-MALLOC_COUNT_FIELDS = ("mallocs", "frees", "large_mallocs", "large_malloc_bytes", "huge_mallocs", "huge_malloc_bytes")
+MALLOC_COUNT_FIELDS = ("mallocs", "frees", "large_mallocs", "large_malloc_bytes", "huge_mallocs", "huge_malloc_bytes",
+                       "large_mmapped", "large_mmapped_bytes")
 
 
 def malloc_counts():
     """The counters of bench/torch/malloc_count.c where it is preloaded (LD_PRELOAD), by MALLOC_COUNT_FIELDS (large:
-    128 KiB or more, huge: 32 MiB or more), and "large_mallocs_by_object": {shared object: [requests, bytes]} of
-    the large ones; {} where it is not loaded."""
+    128 KiB or more, huge: 32 MiB or more, large_mmapped: those from 128 KiB up to 32 MiB that glibc gave a mapping
+    of their own, as its dynamic mmap threshold decides), and "large_mallocs_by_object": {shared object:
+    [requests, bytes]} of the large ones; {} where it is not loaded."""
     import ctypes
     lib = ctypes.CDLL(None)
     if not hasattr(lib, "malloc_count_snapshot"):
