@@ -1,5 +1,6 @@
 """bench/torch/workload_ab.py's --processes A/B reports the processes that finished when a `timeout` stops it
-(SIGTERM), and its ratios from all runs of both allocators; --per-call's stamps and sums by kind. No GPU or
+(SIGTERM), and its ratios from all runs of both allocators; --per-call's stamps and sums by kind;
+bench/torch/malloc_count.c's counters around known mallocs (built with the C compiler, preloaded). No GPU or
 PyTorch: each process is a stand-in that prints what `--alone` prints.
 
     python3 tests/workload_ab_test.py REPO_ROOT

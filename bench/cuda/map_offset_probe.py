@@ -45,7 +45,8 @@ def prop_for(device, fd_handles):
 
 def probe(device, fd_handles):
     prop = prop_for(device, fd_handles)
-    page = must(cu.cuMemGetAllocationGranularity(prop, cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM))
+    minimum = cu.CUmemAllocationGranularity_flags.CU_MEM_ALLOC_GRANULARITY_MINIMUM
+    page = must(cu.cuMemGetAllocationGranularity(prop, minimum))
     access = cu.CUmemAccessDesc()
     access.location.type = cu.CUmemLocationType.CU_MEM_LOCATION_TYPE_DEVICE
     access.location.id = device

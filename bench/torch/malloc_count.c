@@ -8,13 +8,14 @@
 //   LD_PRELOAD=$PWD/malloc_count.so python3 ...   (workload_ab.py's heap_state() reads it when it is loaded)
 //
 // malloc_count_snapshot(long out[MALLOC_COUNT_FIELDS]) copies the counters (the order of the enum below) for a
-// caller to difference (kLargeMmapped, kLargeMmappedBytes: requests of 128 KiB up to 32 MiB that glibc served
-// with a mapping of their own, the IS_MMAPPED bit of the chunk's size word; which of these go to mmap and which to
-// the heap is what glibc's dynamic mmap threshold decides, and a mapped one is unmapped at its free, so its pages
-// fault in again at the next such request); malloc_count_by_object(char* buf, size_t n) writes "object requests bytes" lines, the
-// large requests by the shared object of the caller's return address. Both thread-safe. At exit, with
-// MALLOC_COUNT_REPORT set, the totals and that table go to stderr. The requests go on to glibc's own __libc_malloc family (glibc 2.36 exports them), so
-// glibc's behaviour is unchanged apart from the time counted here.
+// caller to difference. kLargeMmapped and kLargeMmappedBytes count the requests of 128 KiB up to 32 MiB that glibc
+// served with a mapping of their own (the IS_MMAPPED bit of the chunk's size word): which of these go to mmap and
+// which to the heap is what glibc's dynamic mmap threshold decides, and a mapped one is unmapped at its free, so
+// its pages fault in again at the next such request. malloc_count_by_object(char* buf, size_t n) writes "object
+// requests bytes" lines, the large requests by the shared object of the caller's return address. Both
+// thread-safe. At exit, with MALLOC_COUNT_REPORT set, the totals and that table go to stderr. The requests go on
+// to glibc's own __libc_malloc family (glibc 2.36 exports them), so glibc's behaviour is unchanged apart from the
+// time counted here.
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdatomic.h>
@@ -130,7 +131,8 @@ __attribute__((destructor)) static void report(void) {
   fprintf(stderr,
           "malloc_count: %ld calls, %ld frees, %ld of 128 KiB or more (%ld bytes), %ld of 32 MiB or more, %ld of "
           "128 KiB-32 MiB mapped by glibc (%ld bytes)\n",
-          c[kCalls], c[kFrees], c[kLargeCalls], c[kLargeBytes], c[kHugeCalls], c[kLargeMmapped], c[kLargeMmappedBytes]);
+          c[kCalls], c[kFrees], c[kLargeCalls], c[kLargeBytes], c[kHugeCalls], c[kLargeMmapped],
+          c[kLargeMmappedBytes]);
   char buf[8192];
   malloc_count_by_object(buf, sizeof buf);
   fputs(buf, stderr);
