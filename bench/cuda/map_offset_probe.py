@@ -18,19 +18,14 @@ import time
 import torch
 from cuda.bindings import driver as cu
 
+from vmm_sync_probe import ok as must  # a checked call: its value, or RuntimeError
+
 
 def call(result):
-    """(ok, value or error name) of a cuda.bindings call."""
+    """(ok, value or error name) of a cuda.bindings call: a refusal is a finding here, not an error (else `must`)."""
     err = result[0] if isinstance(result, tuple) else result
     value = result[1] if isinstance(result, tuple) and len(result) == 2 else None
     return (True, value) if err == cu.CUresult.CUDA_SUCCESS else (False, cu.cuGetErrorName(err)[1].decode())
-
-
-def must(result):
-    ok, value = call(result)
-    if not ok:
-        raise RuntimeError(f"CUDA error {value}")
-    return value
 
 
 def prop_for(device, fd_handles):
