@@ -76,6 +76,12 @@ Held out an eighth time (2026-11-28, eighteenth session):
                        eager prefills of varying batch and prompt
   model_swap_serve     four models on a server with room for two: weights moved in and out by demand (LRU)
   ckpt_longseq_train   LLaMA-style training with checkpointing on every layer, 1k-8k tokens per sequence per step
+Held out a ninth time (2026-11-29, twenty-third session):
+  ssm_lm_train         a Mamba-2-style state-space LM (chunked scan written here), sequence 512..4,096 per step
+  maskrcnn_infer       Mask R-CNN inference, image sizes, batch and detections kept drawn per call (pasted masks)
+  multistream_embed_serve BERT-base embeddings, four requests at once on four streams, handed back with record_stream
+  chunked_ce_train     a 128k-vocabulary LLaMA-style LM whose head and loss run in checkpointed chunks of 2,048 tokens
+  vector_search_infer  exact top-k search over a 2 GB vector database in blocks of 500k rows, appended to as it serves
 
 With --unrecorded, each workload runs a second time with the same draws and the same number of calls (every
 ctx.fits() answered as in the recorded run) without recording, and its wall time goes to the JSON as
@@ -2385,6 +2391,227 @@ def w_ckpt_longseq_train(ctx, p):
     token_budget_steps(ctx, p, rng, model, opt, cfg.vocab_size, 1024, 8192, 256, est_allocs=2500)
 
 
+def ssd_scan(x, dt, a, bm, cm, chunk):
+    """The chunked scan of a Mamba-2-style state-space layer (the SSD form of Dao & Gu, "Transformers are SSMs",
+    2024: a scalar decay per head, so each chunk is a masked matmul and only the chunk boundaries recur), written
+    here for its memory pattern. x (b, l, h, p); dt, a (b, l, h) fp32 (a = -exp(A_log) x dt); bm, cm (b, l, n);
+    l a multiple of chunk. Returns y (b, l, h, p)."""
+    b, l, h, hp = x.shape
+    c = l // chunk
+    x = (x * dt[..., None].to(x.dtype)).reshape(b, c, chunk, h, hp)
+    a = a.reshape(b, c, chunk, h).permute(0, 3, 1, 2)  # (b, h, c, q)
+    bm, cm = bm.reshape(b, c, chunk, -1), cm.reshape(b, c, chunk, -1)
+    acum = a.cumsum(-1)
+    causal = torch.ones(chunk, chunk, dtype=torch.bool, device=x.device).tril()
+    decay_in = torch.exp((acum[..., :, None] - acum[..., None, :]).masked_fill(~causal, float("-inf")))
+    scores = torch.einsum("bcin,bcjn->bcij", cm, bm)
+    y = torch.einsum("bcij,bhcij,bcjhp->bcihp", scores, decay_in.to(x.dtype), x)
+    states = torch.einsum("bcjn,bhcj,bcjhp->bchpn", bm, torch.exp(acum[..., -1:] - acum).to(x.dtype), x)
+    chunk_decay = torch.exp(acum[..., -1])  # (b, h, c)
+    state = torch.zeros_like(states[:, 0])
+    starts = []
+    for k in range(c):
+        starts.append(state)
+        state = state * chunk_decay[:, :, k, None, None].to(state.dtype) + states[:, k]
+    y = y + torch.einsum("bcin,bchpn,bhci->bcihp", cm, torch.stack(starts, 1), torch.exp(acum).to(x.dtype))
+    return y.reshape(b, l, h, hp)
+
+
+def w_ssm_lm_train(ctx, p):
+    """A Mamba-2-style state-space language model written here (12 layers, d_model 768, 24 heads of 64, state 64,
+    depthwise causal conv of width 4, chunk 128; vocab 32000; random weights), trained with bf16 autocast over fp32
+    parameters and AdamW: batch 8, sequence 128 x U[4,32] (512..4,096) per step. Its chunked scan (ssd_scan) keeps
+    per-layer tensors of batch x heads x chunks x 128 x 128 for backward, so the step's large tensors are neither
+    attention's nor an MLP's, and change size with the sequence."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    d, layers, heads, hp, n, chunk, vocab = 768, 12, 24, 64, 64, 128, 32000
+    e = heads * hp
+
+    class Mixer(torch.nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.norm = torch.nn.LayerNorm(d)
+            self.in_proj = torch.nn.Linear(d, 2 * e + 2 * n + heads, bias=False)
+            self.conv = torch.nn.Conv1d(e + 2 * n, e + 2 * n, 4, groups=e + 2 * n, padding=3)
+            self.a_log = torch.nn.Parameter(torch.log(torch.rand(heads) * 15 + 1))
+            self.dt_bias = torch.nn.Parameter(torch.rand(heads) * 0.1)
+            self.out_proj = torch.nn.Linear(e, d, bias=False)
+
+        def forward(self, u):
+            b, l, _ = u.shape
+            z, xbc, dt = self.in_proj(self.norm(u)).split([e, e + 2 * n, heads], -1)
+            xbc = F.silu(self.conv(xbc.transpose(1, 2))[..., :l].transpose(1, 2))
+            x, bm, cm = xbc.split([e, n, n], -1)
+            dt = F.softplus(dt.float() + self.dt_bias)
+            y = ssd_scan(x.reshape(b, l, heads, hp), dt, -torch.exp(self.a_log.float()) * dt, bm, cm, chunk)
+            return u + self.out_proj(y.reshape(b, l, e) * F.silu(z))
+
+    model = torch.nn.Sequential(torch.nn.Embedding(vocab, d), *[Mixer() for _ in range(layers)],
+                                torch.nn.LayerNorm(d), torch.nn.Linear(d, vocab, bias=False)).cuda().train()
+    opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+    p.update(model="Mamba-2-style SSM LM (12 x d 768, 24 heads x 64, state 64, conv 4, chunk 128, vocab 32000)",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW", draws="batch 8, sequence 128 x U[4,32]",
+             steps=[], max_steps=p.get("max_steps", 200))
+    for step in range(p["max_steps"]):
+        t = 128 * rng.randint(4, 32)
+        if not ctx.fits(est_allocs=2500):
+            break
+        ids = torch.randint(0, vocab, (8, t + 1), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(ids[:, :-1])
+        loss = F.cross_entropy(logits.float().reshape(-1, vocab), ids[:, 1:].reshape(-1))
+        del logits
+        optimizer_step(loss, opt)
+        del ids, loss
+        p["steps"].append(t)
+    torch.cuda.synchronize()
+
+
+def w_maskrcnn_infer(ctx, p):
+    """Instance segmentation inference (torchvision maskrcnn_resnet50_fpn, random weights, fp32, eval, no grad) on
+    batches of U[1,4] images of 32 x U[10,40] by 32 x U[10,40] px (resized inside to a short side of 800), keeping
+    U[10,100] detections an image (score threshold 0, so every call keeps that many): the masks are pasted at each
+    image's own size, so the largest tensors of a call follow the images and the detection count."""
+    from torchvision.models.detection import maskrcnn_resnet50_fpn
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    model = maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, num_classes=91,
+                                  box_score_thresh=0.0).eval().cuda()
+    p.update(model="torchvision maskrcnn_resnet50_fpn(weights=None, weights_backbone=None, box_score_thresh=0)",
+             dtype="float32", draws="batch U[1,4], each image 32*U[10,40] x 32*U[10,40], detections U[10,100]",
+             calls=[], max_calls=p.get("max_calls", 300))
+    with torch.no_grad():
+        for i in range(p["max_calls"]):
+            sizes = [(32 * rng.randint(10, 40), 32 * rng.randint(10, 40)) for _ in range(rng.randint(1, 4))]
+            k = rng.randint(10, 100)
+            if not ctx.fits(est_allocs=2500):
+                break
+            model.roi_heads.detections_per_img = k
+            images = [torch.rand(3, h, w, device="cuda") for h, w in sizes]
+            out = model(images)
+            kept = [int(o["masks"].shape[0]) for o in out]
+            del images, out
+            p["calls"].append([sizes, k, kept])
+    torch.cuda.synchronize()
+
+
+def w_multistream_embed_serve(ctx, p):
+    """An embedding server that runs four requests at once, one CUDA stream each (as a server with a stream per
+    worker does): BERT-base (BertModel, random weights, bf16, eval, no grad); per tick, four request batches of
+    U[1,32] texts of U[32,512] tokens, their ids made on the default stream and handed to the request's stream
+    (record_stream), the normalised [CLS] embeddings gathered back on the default stream (record_stream) and copied
+    to the host. Four streams allocate at once, each its own shapes."""
+    from transformers import BertConfig, BertModel
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    model = BertModel(BertConfig()).eval().to("cuda", torch.bfloat16)
+    streams = [torch.cuda.Stream() for _ in range(4)]
+    main = torch.cuda.current_stream()
+    p.update(model="transformers BertModel(BertConfig()) (BERT-base)", dtype="bfloat16", streams="4 + default",
+             draws="per tick, 4 requests of batch U[1,32] x tokens U[32,512]", ticks=[],
+             max_ticks=p.get("max_ticks", 400))
+    with torch.no_grad():
+        for tick in range(p["max_ticks"]):
+            reqs = [(rng.randint(1, 32), rng.randint(32, 512)) for _ in streams]
+            if not ctx.fits(est_allocs=4 * 200):
+                break
+            embs = []
+            for s, (b, t) in zip(streams, reqs):
+                ids = torch.randint(0, 30522, (b, t), device="cuda")
+                s.wait_stream(main)
+                with torch.cuda.stream(s):
+                    ids.record_stream(s)
+                    embs.append(F.normalize(model(input_ids=ids).last_hidden_state[:, 0].float(), dim=-1))
+                del ids
+            for s, emb in zip(streams, embs):
+                main.wait_stream(s)
+                emb.record_stream(main)
+            host = torch.cat(embs).cpu()
+            del embs, host
+            p["ticks"].append(reqs)
+    torch.cuda.synchronize()
+
+
+def w_chunked_ce_train(ctx, p):
+    """A LLaMA-3-sized vocabulary trained without ever holding the whole logits, as memory-saving loss kernels and
+    recipes do: a LLaMA-style body (LlamaModel, hidden 1024, intermediate 2816, 8 layers, 16 heads, 4 KV heads,
+    vocab 128,256; random weights; bf16 autocast over fp32 parameters, AdamW) whose output head and cross-entropy
+    run on 2,048 tokens at a time under non-reentrant checkpointing (each chunk's 2,048 x 128,256 logits made, used
+    and freed, then made again in backward). Batch 8, sequence 128 x U[2,16] (256..2,048) per step, so the last
+    chunk of each step has its own size."""
+    from torch.utils.checkpoint import checkpoint
+    from transformers import LlamaConfig, LlamaModel
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    cfg = LlamaConfig(hidden_size=1024, intermediate_size=2816, num_hidden_layers=8, num_attention_heads=16,
+                      num_key_value_heads=4, vocab_size=128256, max_position_embeddings=4096)
+    body = LlamaModel(cfg).cuda().train()
+    head = torch.nn.Linear(1024, cfg.vocab_size, bias=False).cuda()
+    opt = torch.optim.AdamW(list(body.parameters()) + list(head.parameters()), lr=1e-4)
+
+    def chunk_loss(h, y):
+        return F.cross_entropy(head(h).float(), y, reduction="sum")
+
+    p.update(model="LlamaModel(hidden 1024, intermediate 2816, 8 layers, 16/4 heads) + head to 128256",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW",
+             loss="cross-entropy over chunks of 2048 tokens, each under checkpoint(use_reentrant=False)",
+             draws="batch 8, sequence 128 x U[2,16]", steps=[], max_steps=p.get("max_steps", 200))
+    for step in range(p["max_steps"]):
+        t = 128 * rng.randint(2, 16)
+        if not ctx.fits(est_allocs=1500):
+            break
+        ids = torch.randint(0, cfg.vocab_size, (8, t + 1), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            hidden = body(input_ids=ids[:, :-1]).last_hidden_state.reshape(-1, 1024)
+            targets = ids[:, 1:].reshape(-1)
+            loss = sum(checkpoint(chunk_loss, h, y, use_reentrant=False)
+                       for h, y in zip(hidden.split(2048), targets.split(2048))) / targets.numel()
+        del hidden
+        optimizer_step(loss, opt)
+        del ids, targets, loss
+        p["steps"].append(t)
+    torch.cuda.synchronize()
+
+
+def w_vector_search_infer(ctx, p):
+    """Exact nearest-neighbour search on the GPU, as a retrieval service without an index runs it: a database of
+    4,000,000 unit vectors of 256 fp16 (2 GB), queries in batches of U[1,2048] with k of 10 or 100, scored in blocks
+    of 500,000 rows (a block's scores up to 2 GB) and merged by top-k; every 25 calls U[10k,200k] vectors are
+    appended (torch.cat: the database made anew, one size larger)."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    dim, block = 256, 500_000
+    db = F.normalize(torch.randn(4_000_000, dim, device="cuda", dtype=torch.float16), dim=-1)
+    p.update(database="4,000,000 x 256 fp16, unit rows; appended every 25 calls", block_rows=block,
+             draws="queries U[1,2048], k of {10,100}; appends U[10000,200000]", calls=[],
+             max_calls=p.get("max_calls", 400))
+    with torch.no_grad():
+        for i in range(p["max_calls"]):
+            q, k = rng.randint(1, 2048), rng.choice((10, 100))
+            grow = rng.randint(10_000, 200_000) if i % 25 == 24 else 0
+            if not ctx.fits(est_allocs=150):
+                break
+            if grow:
+                db = torch.cat([db, F.normalize(torch.randn(grow, dim, device="cuda", dtype=torch.float16), dim=-1)])
+            queries = F.normalize(torch.randn(q, dim, device="cuda", dtype=torch.float16), dim=-1)
+            best_v = best_i = None
+            for start in range(0, db.shape[0], block):
+                scores = queries @ db[start:start + block].T
+                v, idx = scores.topk(min(k, scores.shape[1]), dim=1)
+                del scores
+                idx += start
+                if best_v is not None:
+                    v, sel = torch.cat([best_v, v], 1).topk(k, dim=1)
+                    idx = torch.cat([best_i, idx], 1).gather(1, sel)
+                best_v, best_i = v, idx
+                del v, idx
+            hits = best_i.cpu()
+            del queries, best_v, best_i, hits
+            p["calls"].append([q, k, grow])
+    torch.cuda.synchronize()
+
+
 WORKLOADS = {
     "gpt2_generate": (w_gpt2_generate, 60),
     "llm_offload_streams": (w_llm_offload_streams, 60),
@@ -2437,6 +2664,11 @@ WORKLOADS = {
     "graphed_decode_serve": (w_graphed_decode_serve, 45),
     "model_swap_serve": (w_model_swap_serve, 50),
     "ckpt_longseq_train": (w_ckpt_longseq_train, 50),
+    "ssm_lm_train": (w_ssm_lm_train, 40),
+    "maskrcnn_infer": (w_maskrcnn_infer, 40),
+    "multistream_embed_serve": (w_multistream_embed_serve, 40),
+    "chunked_ce_train": (w_chunked_ce_train, 40),
+    "vector_search_infer": (w_vector_search_infer, 40),
 }
 
 
@@ -2568,7 +2800,8 @@ def run_one(name, fn, budget_s, args, env, compressors):
 def recorded_calls(params):
     """How many calls (steps, requests, rollouts, layers) a workload's recorded run made, from its JSON's params: what
     a ReplayCtx must allow to run it again the same way. None when the params list no such count."""
-    n = next((params[k] for k in ("calls", "requests", "steps", "iterations", "layers_done") if k in params), None)
+    n = next((params[k] for k in ("calls", "requests", "steps", "iterations", "layers_done", "ticks") if k in params),
+             None)
     n = len(n) if isinstance(n, list) else n
     return n if isinstance(n, int) else None
 
