@@ -90,6 +90,7 @@ TEST(ReportTest, TheTableStartsANewHeaderForAnotherDevice) {
 
 TEST(ReportTest, TheJsonHasOneObjectPerResultWithTheDocumentedKeys) {
   ReplayResult r = result(Policy::kExpandable, 2'000'000'000);
+  r.stats.arena_handovers = 3;
   const nlohmann::json json = nlohmann::json::parse(format_json({r, r}));
   ASSERT_TRUE(json.is_array());
   ASSERT_EQ(json.size(), 2u);
@@ -110,6 +111,7 @@ TEST(ReportTest, TheJsonHasOneObjectPerResultWithTheDocumentedKeys) {
     EXPECT_TRUE(o.contains(key)) << key;
   }
   EXPECT_TRUE(o["backend_calls"].is_object());
+  EXPECT_EQ(o["arena_handovers"], 3) << "the pool's handovers, as bench/torch/stream_churn.py's replays read them";
 }
 
 }  // namespace

@@ -21,7 +21,8 @@ std::string format_table(const std::vector<ReplayResult>& results);
 // stitched_chunks, stitch_reuses, evictions, in_order_evictions (of those, moves in stream order with no wait:
 // Config::in_order_moves), unknown_frees, peak_mappings, backend_time_ns (object: call kind ->
 // wall time inside those calls, ns), assumed_device_waits, and device_lag_us, device_waits, device_wait_ns (the
-// modelled device of `--device-lag-us`: 0 without one).
+// modelled device of `--device-lag-us`: 0 without one), stream_event_calls and arena_handovers (Stats: a new
+// stream's arena taken over from an old one; per-stream arenas only, as on a GPU or with a device lag).
 // With a device lag, gmlake's row is followed by a line naming the lag, the waits, the time they would block and
 // the moves made in stream order.
 std::string format_json(const std::vector<ReplayResult>& results);

@@ -118,6 +118,7 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"device_waits", r.device_waits},
         {"device_wait_ns", r.device_wait_ns},
         {"stream_event_calls", r.stats.stream_event_calls},
+        {"arena_handovers", r.stats.arena_handovers},
     });
   }
   return array.dump(1) + "\n";
