@@ -12,10 +12,11 @@ that pin nothing. The output is a snapshot pickle that `gmlake replay` reads:
 
 (cross_stream_reuse:false gives every stream its own arenas, as gmlake's PyTorch extension does on the GPU.) Only
 the trace's alloc, free_requested and free_completed events are kept, from its device with the most events.
-Standard library only."""
+Standard library only; the trace is read (.xz, .gz or plain) by scripts/check-snapshot.py's loader."""
 
 import argparse
-import lzma
+import importlib.util
+import os
 import pickle
 
 KEPT = ("alloc", "free_requested", "free_completed")
@@ -39,8 +40,8 @@ def churn(events, copies, drop_unfreed=False, same_streams=False):
     events = [e for e in events if e["action"] in KEPT]
     if not events:
         return []
-    drop = unfreed(events) if drop_unfreed else set()
     pinned = unfreed(events)  # with same_streams, allocated by the first copy only (one workspace per stream)
+    drop = pinned if drop_unfreed else set()
     side = sorted({e.get("stream", 0) for e in events} - {0})
     stride = max(side, default=0) + 1  # copy c's stream s becomes s + c x stride: ids no copy shares
     t0 = events[0].get("time_us", 0)
@@ -61,8 +62,12 @@ def churn(events, copies, drop_unfreed=False, same_streams=False):
 
 
 def load(path):
-    data = open(path, "rb").read()
-    return pickle.loads(lzma.decompress(data) if path.endswith(".xz") else data)
+    """The snapshot at `path`, xz, gzip or plain (by its first bytes): scripts/check-snapshot.py's loader."""
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    spec = importlib.util.spec_from_file_location("check_snapshot", os.path.join(root, "scripts", "check-snapshot.py"))
+    check_snapshot = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(check_snapshot)
+    return check_snapshot.load(path)
 
 
 def main():
