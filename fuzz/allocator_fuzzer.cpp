@@ -33,7 +33,8 @@
 // lag growth (lag_grow_pages 64, 0, 1 or 8: bits 1-2; with bit 3, lag_grow_covered off: covered chunks waited
 // for; with bit 4, lag growth bounded at 20 permille above the highest allocated bytes, lag_headroom_permille),
 // with bit 5, a new arena for every new stream (arena_handover off: else a new stream takes over an empty
-// arena once its stream's work finished) and, with bit 6, moves in stream order (in_order_moves);
+// arena once its stream's work finished, or one that keeps blocks of a stream quiet for 1 ms, four operations:
+// handover_quiet_ms 1, whose kept blocks' frees then wait for their stream) and, with bit 6, moves in stream order (in_order_moves);
 // cross_stream_reuse is off, as on a GPU, and record_stream does nothing (its deferred frees would need a model
 // of the events). One more operation:
 //   device k          finish the work queued on stream k, or on every stream, or mark stream k busy or idle
@@ -300,6 +301,7 @@ class Driver {
       config.lag_grow_covered = (pool_byte & 0x08) == 0;
       if ((pool_byte & 0x10) != 0) config.lag_headroom_permille = 20;
       config.arena_handover = (pool_byte & 0x20) == 0;
+      config.handover_quiet_ms = 1;
     }
     config.validate();
     if (lake) {

@@ -10,6 +10,7 @@
 
 #include "backends/fault/fault_backend.h"
 #include "expect_error.h"
+#include "gmlake/clock.h"
 #include "gmlake/error.h"
 #include "gmlake/sim_backend.h"
 #include "gmlake/units.h"
@@ -164,6 +165,81 @@ TEST(ArenaSetTest, ANewStreamTakesOverTheEmptyArenaHeldLongestThatTheHandoverLet
   // Stream 1, whose arena went to stream 5, comes back: the same rule (stream 6's arena, the only empty one).
   EXPECT_EQ(&set.get(false, 1), &six);
   set.check_invariants();
+}
+
+TEST(ArenaSetTest, WithAQuietTimeAnArenaThatKeepsBlocksPassesOnceItsStreamIsQuietInBothPools) {
+  SimBackend sim;
+  ManualClock clock;
+  constexpr std::int64_t kQuietNs = 250'000'000;
+  std::set<StreamId> busy;
+  ArenaSet set(sim, kArenaBytes, /*per_stream=*/true, [](Arena&) { return true; }, [] {},
+               [&](const Arena& arena) -> std::uint64_t { return busy.count(arena.stream) ? 0 : 100; }, &clock,
+               kQuietNs);
+  Arena& one = set.get(false, 1);
+  one.blocks = 1;  // the workspace it keeps
+  clock.advance_ns(10);
+  Arena& two = set.get(false, 2);
+  two.blocks = 1;
+  EXPECT_EQ(two.last_active_ns, 10) << "stamped with the clock at its allocation";
+  clock.advance_ns(kQuietNs - 11);  // the clock at kQuietNs - 1
+  EXPECT_NE(&set.get(false, 3), &one) << "stream 1 quiet 1 ns short of the quiet time: a new arena";
+  EXPECT_EQ(sim.live_reservations(), 3u);
+  set.check_invariants();
+  // Stream 1 allocates in the small pool: active, so its large arena stays its own although quiet there.
+  set.get(true, 1);
+  clock.advance_ns(1);
+  set.get(false, 3).blocks = 1;
+  EXPECT_NE(&set.get(false, 4), &one) << "stream 1 was active in its small pool";
+  EXPECT_EQ(sim.live_reservations(), 5u);
+  set.check_invariants();
+  // Every stream quiet now; stream 2's and stream 1's large arenas still keep a block each.
+  clock.advance_ns(kQuietNs);
+  set.get(false, 4).blocks = 1;
+  Arena& five = set.get(false, 5);
+  EXPECT_EQ(&five, &two) << "the quietest stream's arena (stream 2 last allocated at 10 ns; stream 1 later)";
+  EXPECT_EQ(five.stream, 5u);
+  EXPECT_EQ(five.blocks, 1u) << "its block stays where it is";
+  EXPECT_EQ(five.handover_tick, 100u);
+  EXPECT_EQ(sim.live_reservations(), 5u) << "nothing reserved";
+  set.check_invariants();
+  // The handover still decides: stream 1's work may still run, so stream 6 skips it for stream 3's arena.
+  busy.insert(1);
+  Arena& six = set.get(false, 6);
+  EXPECT_NE(&six, &one);
+  EXPECT_EQ(six.stream, 6u);
+  EXPECT_EQ(sim.live_reservations(), 5u);
+  set.check_invariants();
+}
+
+TEST(ArenaSetTest, AQuietStreamsEmptyArenaGoesFirstThenOneThatKeepsBlocksThenALiveStreamsEmptyOne) {
+  SimBackend sim;
+  ManualClock clock;
+  constexpr std::int64_t kQuietNs = 1000;
+  ArenaSet set(sim, kArenaBytes, /*per_stream=*/true, [](Arena&) { return true; }, [] {},
+               [](const Arena&) -> std::uint64_t { return 1; }, &clock, kQuietNs);
+  Arena& keeps = set.get(false, 1);  // quiet from kQuietNs on, keeps a block
+  keeps.blocks = 1;
+  Arena& quiet_empty = set.get(false, 2);  // quiet from kQuietNs on, empty (a block while stream 3 comes)
+  quiet_empty.blocks = 1;
+  Arena& live_empty = set.get(false, 3);   // empty
+  quiet_empty.blocks = 0;
+  EXPECT_EQ(sim.live_reservations(), 3u);
+  clock.advance_ns(kQuietNs);
+  EXPECT_EQ(&set.get(false, 3), &live_empty) << "stream 3 allocates again: live";
+  set.check_invariants();
+  EXPECT_EQ(&set.get(false, 4), &quiet_empty);
+  EXPECT_EQ(&set.get(false, 5), &keeps);
+  EXPECT_EQ(&set.get(false, 6), &live_empty) << "a live stream's empty arena, as without a quiet time";
+  EXPECT_EQ(sim.live_reservations(), 3u);
+  set.check_invariants();
+  // Without a clock only empty arenas pass.
+  SimBackend sim2;
+  ArenaSet plain(sim2, kArenaBytes, /*per_stream=*/true, [](Arena&) { return true; }, [] {},
+                 [](const Arena&) -> std::uint64_t { return 1; });
+  plain.get(false, 1).blocks = 1;
+  EXPECT_EQ(plain.get(false, 2).stream, 2u);
+  EXPECT_EQ(sim2.live_reservations(), 2u) << "no quiet time: the arena that keeps a block is not taken";
+  EXPECT_EQ(plain.get(false, 1).last_active_ns, 0) << "and nothing read a clock";
 }
 
 TEST(ArenaSetTest, AHandoverThatThrowsChangesNothing) {

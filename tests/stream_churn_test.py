@@ -1,5 +1,5 @@
 """bench/torch/stream_churn.py repeats a device trace with new side-stream ids per copy, moved addresses and later
-times; keeps or drops the blocks never freed; keeps the stream ids with same_streams, its never-freed blocks
+times (gap_us apart); keeps or drops the blocks never freed; keeps the stream ids with same_streams, its never-freed blocks
 allocated once (made-up events: no GPU, no PyTorch).
 
     python3 tests/stream_churn_test.py REPO_ROOT
@@ -44,6 +44,10 @@ def main():
         failures.append(f"same_streams keeps the ids: {sorted({e['stream'] for e in same})}")
     if len(same) != 7 + 5 or [e["size"] for e in same[7:] if e["action"] == "alloc"] != [8, 16]:
         failures.append(f"same_streams: the never-freed blocks allocated by the first copy only: {same}")
+    gapped = sc.churn(ev, 2, gap_us=5000)
+    if gapped[7]["time_us"] - gapped[6]["time_us"] != 5000 + 1:
+        failures.append(f"gap_us puts the next copy's first event that far after the last one (and 1 us): "
+                        f"{gapped[6]['time_us']} -> {gapped[7]['time_us']}")
     if sc.churn([], 4) != []:
         failures.append("nothing in, nothing out")
     for f in failures:

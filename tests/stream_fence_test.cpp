@@ -405,6 +405,65 @@ TEST_F(StreamFenceTest, AStreamWhoseWorkIsUnmarkedButDoneHandsItsArenaOverWhenTh
   a.check_invariants();
 }
 
+TEST_F(StreamFenceTest, AQuietStreamsArenaPassesWithTheBlocksItKeepsAndTheirFreesWaitForTheirOwnStream) {
+  ManualClock clock;
+  auto& a = make("cross_stream_reuse:false,handover_quiet_ms:250", &clock);
+  void* kept1 = a.allocate(4 * kMiB, 1);  // as the cuBLAS workspaces PyTorch keeps for a stream
+  void* kept2 = a.allocate(4 * kMiB, 1);
+  void* p = a.allocate(4 * kMiB, 1);
+  a.deallocate(p);
+  events_.finish_all();
+  clock.advance_ns(249'999'999);
+  void* early = a.allocate(4 * kMiB, 2);
+  EXPECT_EQ(a.stats().arena_handovers, 0u) << "stream 1 allocated 1 ns less than the quiet time ago";
+  EXPECT_NE(early, p);
+  a.deallocate(early);
+  a.check_invariants();
+  clock.advance_ns(1);
+  void* q = a.allocate(4 * kMiB, 3);
+  EXPECT_EQ(a.stats().arena_handovers, 1u);
+  EXPECT_EQ(q, p) << "stream 1's arena, its chunks where they were";
+  EXPECT_EQ(a.find_block(kept1)->stream, 1u) << "the kept blocks stay stream 1's, where they are";
+  a.check_invariants();
+  // Stream 1 idle: the kept block's free asks the stream and waits for nothing.
+  const int queries = events_.idle_queries;
+  a.deallocate(kept1);
+  EXPECT_GT(events_.idle_queries, queries);
+  EXPECT_EQ(a.stats().fence_waits, 0u);
+  a.check_invariants();
+  // Stream 1 has queued work: the free waits for it before stream 3 may place a block on those pages.
+  events_.busy_streams.insert(1);
+  const std::uint64_t reserved_before = reserved();
+  a.deallocate(kept2);
+  EXPECT_EQ(a.stats().fence_waits, 1u);
+  EXPECT_GE(events_.waits, 1);
+  EXPECT_TRUE(events_.recorded_streams.count(1)) << "a mark on stream 1 itself";
+  a.check_invariants();
+  void* r = a.allocate(8 * kMiB, 3);
+  EXPECT_EQ(r, kept1) << "stream 3 reuses the kept blocks' range";
+  EXPECT_EQ(reserved(), reserved_before) << "and their pages, nothing created";
+  a.check_invariants();
+  for (void* x : {q, r}) a.deallocate(x);
+  a.check_invariants();
+}
+
+TEST_F(StreamFenceTest, WithoutAQuietTimeAnArenaThatKeepsABlockNeverPasses) {
+  ManualClock clock;
+  auto& a = make("cross_stream_reuse:false,handover_quiet_ms:0", &clock);
+  void* kept = a.allocate(4 * kMiB, 1);
+  void* p = a.allocate(4 * kMiB, 1);
+  a.deallocate(p);
+  events_.finish_all();
+  clock.advance_ns(3'600'000'000'000);
+  void* q = a.allocate(4 * kMiB, 2);
+  EXPECT_EQ(a.stats().arena_handovers, 0u);
+  EXPECT_NE(q, p) << "a new arena: stream 1's kept block holds its own";
+  EXPECT_GT(a.stats().evictions, 0u) << "the idle chunks moved into it";
+  a.check_invariants();
+  for (void* x : {kept, q}) a.deallocate(x);
+  a.check_invariants();
+}
+
 TEST_F(StreamFenceTest, AtTheCapTheAllocatorWaitsForTheFreeingStreamBeforeUnmapping) {
   auto& a = make("cross_stream_reuse:false,cap_bytes:4M");
   a.deallocate(a.allocate(4 * kMiB, 1));

@@ -5,7 +5,9 @@ run never frees (a stream's cuBLAS workspace: PyTorch keeps one per stream that 
 1 MiB for cuBLASLt) stay live, as they do in the process: each copy's new streams allocate their own; with
 --same-streams (every copy keeps the recorded stream ids: a job whose streams are made once) only the first copy
 allocates them, as PyTorch reuses a stream's workspace. --drop-unfreed leaves them out, to compare against streams
-that pin nothing. The output is a snapshot pickle that `gmlake replay` reads:
+that pin nothing. --gap-ms puts host time the trace does not hold between copies (a run's setup before its first
+allocation: building the model on the host), which the replay's clock sees (Config::handover_quiet_ms reads it).
+The output is a snapshot pickle that `gmlake replay` reads:
 
     python3 bench/torch/stream_churn.py traces/multistream_embed_serve.snapshot.pickle.xz 3 /tmp/churn.pickle
     build/gmlake replay /tmp/churn.pickle --policy gmlake --backend sim:h100 --conf cross_stream_reuse:false
@@ -34,9 +36,10 @@ def unfreed(events):
     return set(live.values())
 
 
-def churn(events, copies, drop_unfreed=False, same_streams=False):
+def churn(events, copies, drop_unfreed=False, same_streams=False, gap_us=0):
     """`events` (one device's, in order) repeated `copies` times as described above; returns the new event list.
-    With same_streams the blocks never freed are allocated by the first copy only."""
+    With same_streams the blocks never freed are allocated by the first copy only. Each copy starts `gap_us` after
+    the previous one's last event (and 1 us)."""
     events = [e for e in events if e["action"] in KEPT]
     if not events:
         return []
@@ -45,7 +48,7 @@ def churn(events, copies, drop_unfreed=False, same_streams=False):
     side = sorted({e.get("stream", 0) for e in events} - {0})
     stride = max(side, default=0) + 1  # copy c's stream s becomes s + c x stride: ids no copy shares
     t0 = events[0].get("time_us", 0)
-    span = events[-1].get("time_us", 0) - t0 + 1
+    span = events[-1].get("time_us", 0) - t0 + 1 + gap_us
     out = []
     for c in range(copies):
         for i, e in enumerate(events):
@@ -77,16 +80,22 @@ def main():
     ap.add_argument("out")
     ap.add_argument("--drop-unfreed", action="store_true")
     ap.add_argument("--same-streams", action="store_true")
+    ap.add_argument("--gap-ms", type=float, default=0.0,
+                    help="host time between copies that the trace does not hold (a run's setup before its first "
+                         "allocation), in ms; the replay's clock follows the trace's times")
     args = ap.parse_args()
     if args.copies < 1:
         ap.error("copies must be at least 1")
+    if args.gap_ms < 0:
+        ap.error("--gap-ms must be at least 0")
     snap = load(args.trace)
     traces = snap.get("device_traces", [])
     if not traces or not any(traces):
         ap.error(f"{args.trace}: no device trace")
     device = max(range(len(traces)), key=lambda d: len(traces[d]))
     out = [[] for _ in traces]
-    out[device] = churn(traces[device], args.copies, args.drop_unfreed, args.same_streams)
+    out[device] = churn(traces[device], args.copies, args.drop_unfreed, args.same_streams,
+                        round(args.gap_ms * 1000))
     with open(args.out, "wb") as f:
         pickle.dump({"segments": [], "device_traces": out}, f, protocol=2)
     print(f"{args.out}: {len(out[device])} events, device {device}, {args.copies} copies")

@@ -73,6 +73,14 @@ namespace gmlake {
     "stream once no work of that stream can touch it, its chunks mapped where they are, so that a job making its " \
     "side streams anew each step (torch.cuda.Stream() in a loop) finds their layout and moves nothing; false = a " \
     "new arena for every new stream, its chunks moved in one by one (before 2026-11-28)")                        \
+  X(u64, handover_quiet_ms, 250, "ms",                                                                           \
+    "gmlake, arena_handover: a stream that has allocated nothing for this long may also pass on an arena that "  \
+    "still holds blocks of it (the cuBLAS workspace PyTorch keeps for every stream that ran a matmul: such an "   \
+    "arena is never empty), those blocks staying where they are, a later free of one waiting for its stream's "   \
+    "queued work (cuStreamQuery, else an event); the stream quiet longest goes first, after every empty arena. "  \
+    "A serving stream allocates every few ms, a job's runs are seconds apart (multistream_embed_serve: ticks of " \
+    "20-40 ms, about 1 s between runs; run 170, docs/benchmarks.md). 0 = only empty arenas pass (before "          \
+    "2026-11-29)")                                                                                                \
   X(bool, in_order_moves, false, "",                                                                             \
     "gmlake, asynchronous streams: an idle chunk that its own stream's queued work may still touch moves to "      \
     "back a block of that stream with no wait once lag growth (lag_grow_pages) is spent, its old mapping kept as " \

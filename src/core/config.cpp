@@ -237,6 +237,7 @@ void Config::validate() const {
   need(waiting_growth_chunk_share >= 1, "waiting_growth_chunk_share", "must be at least 1");
   need(move_share_permille <= 1000, "move_share_permille", "must be 0..1000");
   need(move_burst_ms <= 3'600'000, "move_burst_ms", "must be at most 3600000 (an hour)");
+  need(handover_quiet_ms <= 3'600'000, "handover_quiet_ms", "must be at most 3600000 (an hour)");
   need(move_headroom_permille <= 1000, "move_headroom_permille", "must be 0..1000");
   need(waiting_headroom_permille <= 1000, "waiting_headroom_permille", "must be 0..1000");
   need(small_segment_bytes % kRoundBytes == 0 && small_segment_bytes > small_request_max_bytes,

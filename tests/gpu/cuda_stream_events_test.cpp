@@ -1,5 +1,6 @@
 // The gmlake policy with CudaStreamEvents on a real device: a chunk whose page was freed while work queued on
-// its stream still writes into it is not unmapped and handed to another stream before that work has finished.
+// its stream still writes into it is not unmapped and handed to another stream before that work has finished, and
+// a block kept in an arena that passed to another stream is not reused before its own stream's work finished.
 #include <gtest/gtest.h>
 
 #include <vector>
@@ -7,6 +8,7 @@
 #include "policies/gmlake/stitching_allocator.h"
 #include "backends/cuda/cuda_backend.h"
 #include "backends/cuda/cuda_stream_events.h"
+#include "gmlake/clock.h"
 #include "gmlake/units.h"
 #include "gpu/cuda_test_support.h"
 
@@ -121,6 +123,41 @@ TEST_F(CudaStreamEventsTest, ChunksFreedUnderQueuedWorkBackABlockOfTheSameStream
   alloc.empty_cache();
   EXPECT_EQ(backend.live_chunks(), 0u);
   cuda::driver().cuStreamDestroy(a);
+}
+
+TEST_F(CudaStreamEventsTest, AKeptBlocksFreeWaitsForItsOwnStreamBeforeTheArenasNewStreamReusesIt) {
+  // Stream a keeps a block (as PyTorch keeps a stream's cuBLAS workspace) and goes quiet; stream b takes its arena
+  // over with the block in it (handover_quiet_ms). Stream a then writes into the block and frees it: the free must
+  // wait for those writes, or stream b's block placed there would be overwritten by them.
+  constexpr std::uint64_t kBlockBytes = 32 * kMiB;
+  CudaBackend backend;
+  CudaStreamEvents events(backend);
+  ManualClock clock;
+  engine::StitchingAllocator alloc(parse_config("cross_stream_reuse:false,handover_quiet_ms:250"), backend, &events,
+                                   &clock);
+  const CUstream a = gpu_test::make_stream();
+  const CUstream b = gpu_test::make_stream();
+  const auto sa = reinterpret_cast<StreamId>(a), sb = reinterpret_cast<StreamId>(b);
+  void* kept = alloc.allocate(kBlockBytes, sa);
+  alloc.deallocate(alloc.allocate(kBlockBytes, sa));
+  gpu_test::synchronize();
+  clock.advance_ns(250'000'000);
+  void* other = alloc.allocate(kBlockBytes, sb);
+  ASSERT_EQ(alloc.stats().arena_handovers, 1u) << "stream b did not take stream a's arena: the test proves nothing";
+  queue_writes(reinterpret_cast<CUdeviceptr>(kept), kBlockBytes, a);
+  alloc.deallocate(kept);
+  EXPECT_EQ(alloc.stats().fence_waits, 1u) << "the kept block's free did not wait for stream a";
+  EXPECT_TRUE(events.idle(sa));
+  void* reuse = alloc.allocate(kBlockBytes, sb);
+  EXPECT_EQ(reuse, kept) << "stream b reuses the kept block's range";
+  ASSERT_NO_FATAL_FAILURE(fill_and_expect(reinterpret_cast<CUdeviceptr>(reuse), kBlockBytes, 0x5EC0DD00u, b, 4099));
+  alloc.check_invariants();
+  alloc.deallocate(reuse);
+  alloc.deallocate(other);
+  alloc.empty_cache();
+  EXPECT_EQ(backend.live_chunks(), 0u);
+  cuda::driver().cuStreamDestroy(a);
+  cuda::driver().cuStreamDestroy(b);
 }
 
 }  // namespace

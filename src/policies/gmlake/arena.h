@@ -4,7 +4,8 @@
 // their edges; physical chunks back only the pages that blocks use (page_map.h). The arena's virtual size
 // (Config::arena_virtual_bytes, 1 TiB by default) costs nothing physical.
 // Invariants (StitchingAllocator::check_invariants): the free ranges and the live and pending blocks tile
-// [0, virtual_bytes) exactly; handover_tick <= T and last_idle_tick <= T, for T the last tick handed out.
+// [0, virtual_bytes) exactly; handover_tick <= T and last_idle_tick <= T, for T the last tick handed out;
+// kept_blocks = #{ blocks placed in an earlier generation } <= blocks.
 #pragma once
 
 #include <cstdint>
@@ -29,6 +30,10 @@ struct Arena {
   FreeIndex free;
   PageMap pages;
   std::uint64_t blocks = 0;  // live and pending blocks placed in it
+  // Handovers so far (ArenaSet; it wraps at 2^32), and the blocks placed before the last one: kept blocks, of its
+  // earlier streams. kept_blocks = #{ blocks b in it : b's generation when placed != generation } <= blocks.
+  std::uint32_t generation = 0;
+  std::uint64_t kept_blocks = 0;
   // Handover (ArenaSet): an empty per-stream arena passes to a new stream once no work of its stream can touch
   // its pages, with its chunks mapped where they are. Idle ticks below handover_tick are from before (the previous
   // stream's, all finished): safe whatever `stream` has queued. 0: never handed over. It only comes down after
@@ -36,6 +41,8 @@ struct Arena {
   std::uint64_t handover_tick = 0;
   std::uint64_t last_idle_tick = 0;  // the newest tick at which pages of it turned idle (0: none yet)
   std::uint64_t given_seq = 0;       // when it was made or handed over, in order: the oldest goes first
+  // The clock's time at its last allocation (ArenaSet::get, only with a quiet time: Config::handover_quiet_ms).
+  std::int64_t last_active_ns = 0;
   bool retired = false;      // its address space went back (a short-lived stream's); the id is reused
 };
 

@@ -23,13 +23,21 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
     auto [it, inserted] = per_stream_slots_.try_emplace({stream, small}, UINT32_MAX);
     slot = &it->second;
   }
-  if (*slot != UINT32_MAX) return *arenas_[*slot];
-  // An empty arena taken over; else a new one, the empty ones going back beyond kSpareArenas, and all of them when
+  const std::int64_t now_ns = clock_ != nullptr ? clock_->now_ns() : 0;
+  if (*slot != UINT32_MAX) {
+    Arena& arena = *arenas_[*slot];
+    arena.last_active_ns = now_ns;
+    return arena;
+  }
+  // An arena taken over; else a new one, the empty ones going back beyond kSpareArenas, and all of them when
   // address space runs out.
   std::uintptr_t base = 0;
   try {
     if (per_stream_ && handover_) {
-      if (Arena* taken = take_over(small, stream)) return *taken;
+      if (Arena* taken = take_over(small, stream, now_ns)) {
+        taken->last_active_ns = now_ns;
+        return *taken;
+      }
     }
     if (per_stream_ && empty_stream_arenas() >= kSpareArenas) retire_empty(false);
     try {
@@ -53,6 +61,7 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
     arenas_.push_back(std::make_unique<Arena>(id, arena_stream, base, virtual_bytes_, small));
   }
   arenas_[id]->given_seq = ++given_seq_;
+  arenas_[id]->last_active_ns = now_ns;
   // The slot may have moved while arenas were retired (per_stream_slots_ is a std::map: its nodes stay put).
   if (!per_stream_) {
     shared_[small] = id;
@@ -62,28 +71,57 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
   return *arenas_[id];
 }
 
-Arena* ArenaSet::take_over(bool small, StreamId stream) {
+Arena* ArenaSet::take_over(bool small, StreamId stream, std::int64_t now_ns) {
   // The empty arenas of this pool, the one held longest first: a job that makes its streams anew each step makes
-  // them in the same order, so each new stream finds the layout of the one made in its place before.
-  std::vector<std::pair<std::uint64_t, std::uint32_t>> empty;  // (given_seq, id)
+  // them in the same order, so each new stream finds the layout of the one made in its place before. With a quiet
+  // time, the arenas of streams quiet that long come first, the quietest first: empty, then keeping at most
+  // kMaxKeptBlocks blocks; a live stream's empty arena last.
+  struct Candidate {
+    int rank;            // 0: empty, its stream quiet; 1: blocks kept, its stream quiet; 2: empty
+    std::int64_t order;  // the stream's last activity (ranks 0, 1), else given_seq
+    std::uint32_t id;
+    bool operator<(const Candidate& o) const {
+      return rank != o.rank ? rank < o.rank : order != o.order ? order < o.order : id < o.id;
+    }
+  };
+  std::vector<Candidate> candidates;
   for (const auto& [key, id] : per_stream_slots_) {
-    if (id != UINT32_MAX && key.second == small && arenas_[id]->blocks == 0) {
-      empty.emplace_back(arenas_[id]->given_seq, id);
+    if (id == UINT32_MAX || key.second != small) continue;  // UINT32_MAX: the slot get() is filling
+    const Arena& arena = *arenas_[id];
+    const std::int64_t active_ns = clock_ != nullptr ? last_active_ns(key.first) : 0;
+    const bool quiet = clock_ != nullptr && now_ns - active_ns >= quiet_ns_;
+    if (quiet && arena.blocks - arena.kept_blocks <= kMaxKeptBlocks) {  // its own stream's blocks
+      candidates.push_back({arena.blocks == 0 ? 0 : 1, active_ns, id});
+    } else if (arena.blocks == 0) {
+      candidates.push_back({2, static_cast<std::int64_t>(arena.given_seq), id});
     }
   }
-  std::sort(empty.begin(), empty.end());
-  for (const auto& [seq, id] : empty) {
-    Arena& arena = *arenas_[id];
+  std::sort(candidates.begin(), candidates.end());
+  for (const Candidate& c : candidates) {
+    Arena& arena = *arenas_[c.id];
     const std::uint64_t tick = handover_(arena);  // throws: nothing changed
     if (tick == 0) continue;
     per_stream_slots_.erase({arena.stream, small});
-    per_stream_slots_[{stream, small}] = id;
+    per_stream_slots_[{stream, small}] = c.id;
     arena.stream = stream;
     arena.handover_tick = tick;
     arena.given_seq = ++given_seq_;
+    ++arena.generation;
+    arena.kept_blocks = arena.blocks;
     return &arena;
   }
   return nullptr;
+}
+
+std::int64_t ArenaSet::last_active_ns(StreamId stream) const {
+  std::int64_t newest = 0;
+  for (const bool small : {false, true}) {
+    const auto it = per_stream_slots_.find({stream, small});
+    if (it != per_stream_slots_.end() && it->second != UINT32_MAX) {
+      newest = std::max(newest, arenas_[it->second]->last_active_ns);
+    }
+  }
+  return newest;
 }
 
 std::uint64_t ArenaSet::empty_stream_arenas() const {
@@ -145,6 +183,7 @@ void ArenaSet::check_invariants() const {
   for (std::size_t id = 0; id < arenas_.size(); ++id) {
     const Arena& a = *arenas_[id];
     if (!a.retired && named[id] != 1) broken("arena " + std::to_string(id) + " in use is not named by one slot");
+    if (a.kept_blocks > a.blocks) broken("arena " + std::to_string(id) + " keeps more blocks than it holds");
     if (!a.retired && (a.given_seq == 0 || a.given_seq > given_seq_))
       broken("arena " + std::to_string(id) + " in use has no place in the order arenas were given out");
     if (a.retired && (spare[id] != 1 || a.pages.mapped_chunks() != 0 || a.blocks != 0))

@@ -6,14 +6,21 @@
 // torch.cuda.Stream() in a loop does). A stream's first allocation in a pool takes over an empty per-stream arena
 // of that pool, the one held longest, once no work of its old stream can touch it (the Handover the policy passes
 // in says so): its chunks stay mapped where they are, so the new stream finds the old one's layout and moves
-// nothing, where a new arena would have every chunk moved into it. Only when none can be taken over is an arena
-// made. The per-stream arenas with no block placed in them
-// go back: beyond kSpareArenas of them whenever a new arena is made, and all of them when address space runs
-// out, so it always comes back. Giving an arena back first unmaps its chunks, which is the policy's business:
+// nothing, where a new arena would have every chunk moved into it.
+// With a clock and a quiet time (Config::handover_quiet_ms), a stream that has allocated nothing in either pool for
+// that long is quiet, and its arena may pass even while it keeps a few blocks (kMaxKeptBlocks): PyTorch keeps a
+// cuBLAS workspace for every stream that ran a matmul, so a finished stream's arena is never empty. Those kept
+// blocks (Block::stream is not the arena's stream) stay where they are; freeing one later is the policy's business
+// (it waits for the kept block's stream first). The order: a quiet stream's empty arena, then one that keeps
+// blocks (the quietest stream first in both), then a live stream's empty arena (the one held longest first). Only
+// when none can be taken over is an arena made. The per-stream arenas with no block placed in them go back: beyond
+// kSpareArenas of them whenever a new arena is made, and all of them when address space runs out, so it always
+// comes back. Giving an arena back first unmaps its chunks, which is the policy's business:
 // the Unmapper it passes in does that (and says no when queued work may still touch a chunk).
 // Invariants (check_invariants): the arenas in use (not retired) are exactly those the slots name, each named
-// once, by the slot of its own pool (Arena::small) and stream (0 when shared); a retired arena has no chunk mapped
-// and no block, its address space went back, and its id waits in the spare ids for reuse, once.
+// once, by the slot of its own pool (Arena::small) and stream (0 when shared); kept_blocks <= blocks in each; a
+// retired arena has no chunk mapped and no block, its address space went back, and its id waits in the spare ids
+// for reuse, once.
 // Thread safety: none (the policy's lock).
 #pragma once
 
@@ -26,6 +33,7 @@
 
 #include "arena.h"
 #include "gmlake/backend.h"
+#include "gmlake/clock.h"
 
 namespace gmlake::engine {
 
@@ -33,6 +41,12 @@ class ArenaSet {
  public:
   // Empty per-stream arenas kept for streams that come back; at this many, they go back.
   static constexpr std::uint64_t kSpareArenas = 8;
+  // The most blocks of its own stream (placed since it took the arena: Arena::blocks - Arena::kept_blocks) an arena
+  // of a quiet stream may hold and still pass to another stream: what PyTorch keeps for a
+  // stream once it ran a matmul, its cuBLAS workspace and its cuBLASLt one (aten/src/ATen/cuda/CublasHandlePool.cpp,
+  // one of each per handle and stream, never freed but by torch.cuda.empty_cache). An arena holding more (a
+  // model's weights, activations a pipeline stage waits with) stays its stream's however long it is quiet.
+  static constexpr std::uint64_t kMaxKeptBlocks = 2;
   // Unmaps every chunk of `arena` (no block is placed in it): true when none is left mapped, false when queued
   // work may still touch one (the arena is kept). May throw Error: the arena is kept.
   using Unmapper = std::function<bool(Arena& arena)>;
@@ -45,18 +59,21 @@ class ArenaSet {
 
   // `virtual_bytes`: each arena's size (Config::arena_virtual_bytes); `per_stream`: !Config::cross_stream_reuse.
   // The backend must outlive the set.
-  // `handover`: none (the default) makes every new stream a new arena.
+  // `handover`: none (the default) makes every new stream a new arena. `clock` (null: none) and `quiet_ns` (> 0)
+  // let an arena with blocks pass once its stream has been quiet that long (above); each allocation of a
+  // per-stream arena then reads the clock once. The backend and the clock must outlive the set.
   ArenaSet(Backend& backend, std::uint64_t virtual_bytes, bool per_stream, Unmapper unmap, WaitAll wait_all,
-           Handover handover = nullptr)
+           Handover handover = nullptr, Clock* clock = nullptr, std::int64_t quiet_ns = 0)
       : backend_(backend), virtual_bytes_(virtual_bytes), per_stream_(per_stream), unmap_(std::move(unmap)),
-        wait_all_(std::move(wait_all)), handover_(std::move(handover)) {}
+        wait_all_(std::move(wait_all)), handover_(std::move(handover)),
+        clock_(handover_ && quiet_ns > 0 ? clock : nullptr), quiet_ns_(quiet_ns) {}
   // Frees every arena's address space (best effort: the chunks must have been unmapped; never throws).
   ~ArenaSet();
   ArenaSet(const ArenaSet&) = delete;
   ArenaSet& operator=(const ArenaSet&) = delete;
 
   // The arena of (`stream`, the small or the large pool), taken over (above) or made on first use (stream is
-  // ignored unless per_stream). Throws OutOfMemoryError when no address space is left even after every empty
+  // ignored unless per_stream); with a quiet time, stamped with the clock's time (Arena::last_active_ns). Throws OutOfMemoryError when no address space is left even after every empty
   // arena went back, or BackendError, as the backend or the Handover said; nothing changes then. Inline for a
   // shared arena already made (every allocation asks).
   Arena& get(bool small, StreamId stream) {
@@ -79,15 +96,19 @@ class ArenaSet {
 
  private:
   Arena& get_or_make(bool small, StreamId stream);  // get(), past its inline case
-  // The empty per-stream arena of the pool that `stream` takes over (above), its slot moved to `stream`; null when
-  // none may pass. Throws what the Handover throws: nothing changed.
-  Arena* take_over(bool small, StreamId stream);
+  // The per-stream arena of the pool that `stream` takes over (above), its slot moved to `stream`; null when none
+  // may pass. `now_ns`: the clock's time (0 without one). Throws what the Handover throws: nothing changed.
+  Arena* take_over(bool small, StreamId stream, std::int64_t now_ns);
+  // The newest Arena::last_active_ns of `stream`'s arenas (both pools).
+  std::int64_t last_active_ns(StreamId stream) const;
   Backend& backend_;
   std::uint64_t virtual_bytes_;
   bool per_stream_;
   Unmapper unmap_;
   WaitAll wait_all_;
   Handover handover_;
+  Clock* clock_;           // null: only empty arenas pass, and nothing reads the clock
+  std::int64_t quiet_ns_;
   std::uint64_t given_seq_ = 0;  // the last Arena::given_seq
   std::vector<std::unique_ptr<Arena>> arenas_;
   std::uint32_t shared_[2] = {UINT32_MAX, UINT32_MAX};             // [small], when shared

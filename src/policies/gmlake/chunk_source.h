@@ -125,6 +125,10 @@ class ChunkSource {
   // safe). The old mapping stays until unmap_standby, which waits for the work. Asks the fence nothing more than
   // standby_safe; never blocks.
   bool moves_in_order(ChunkId id);
+  // Blocks until no work queued on `stream` before `tick` can run (StreamFence::wait_safe), counted in
+  // Stats::fence_waits, fence_drains (no mark covered `tick`: the stream's whole queue drains) and fence_wait_ns
+  // (the clock's time across the wait). Throws BackendError: then nothing is counted.
+  void wait_for_stream(StreamId stream, std::uint64_t tick);
   // Unmaps that standby mapping, first waiting (wait_for_stream) until no queued work can touch
   // it. Throws BackendError: nothing changed.
   void unmap_standby(ChunkId id, std::uint32_t arena, PageNumber first_page);
@@ -200,10 +204,6 @@ class ChunkSource {
   std::uint64_t cap_bytes_;
   // Releases free chunk `id` (in the free index). Throws BackendError: nothing changed, it is still free.
   void release_free(ChunkId id);
-  // Blocks until no work queued on `stream` before `tick` can run (StreamFence::wait_safe), counted in
-  // Stats::fence_waits, fence_drains (no mark covered `tick`: the stream's whole queue drains) and fence_wait_ns
-  // (the clock's time across the wait). Throws BackendError: then nothing is counted.
-  void wait_for_stream(StreamId stream, std::uint64_t tick);
   // True when a move may be made now (MoveBudget; the clock is read only for its wall-time share, and the
   // stream asked whether the device waits only where that share would refuse).
   bool moves_allowed() {

@@ -35,7 +35,9 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
               [this](Arena& arena) { return unmap_arena(arena); },
               [this] { fence_.wait_all(use_.next_tick()); },
               config.arena_handover ? ArenaSet::Handover([this](const Arena& a) { return handover_tick(a); })
-                                    : ArenaSet::Handover()),
+                                    : ArenaSet::Handover(),
+              clock != nullptr ? clock : &steady_clock(),
+              static_cast<std::int64_t>(config.handover_quiet_ms) * 1'000'000),
       source_(config_, page_,
               {backend, store_, use_, fence_, arenas_, stitcher_, stats_, clock != nullptr ? *clock : steady_clock()}),
       blocks_(policy::InvalidFreeWords::engine(), stats_) {
@@ -149,7 +151,7 @@ void* StitchingAllocator::allocate(std::uint64_t size_bytes, StreamId stream) {
 void* StitchingAllocator::place(Arena& arena, PieceId piece, std::uint64_t offset, std::uint64_t rounded,
                                 std::uint64_t requested, StreamId stream) {
   const std::uintptr_t address = arena.base + offset;
-  blocks_.insert(address, rounded, requested, stream, BlockPlace{arena.id, piece, offset});
+  blocks_.insert(address, rounded, requested, stream, BlockPlace{arena.id, piece, offset, arena.generation});
   ++arena.blocks;
   source_.note_allocated(static_cast<std::uint64_t>(stats_.allocated_bytes.current));
   update_inactive_split();
@@ -328,11 +330,24 @@ void StitchingAllocator::end_deferred_free(void* ptr) {
 
 void StitchingAllocator::give_back(const Block& b) {
   Arena& arena = arenas_[b.arena];
+  // A kept block (its arena passed to another stream with it: ArenaSet): its range and pages are about to serve
+  // the arena's new stream, whose order says nothing of the block's own stream's queued work.
+  if (b.stream != arena.stream && fence_.asynchronous()) wait_for_kept_stream(b.stream);
   --arena.blocks;
+  if (b.generation != arena.generation) --arena.kept_blocks;
   noted(arena, use_.unuse(arena, first_page(b.offset), last_page(b.offset, b.size_bytes)));
   arena.free.give(b.piece);
   if (config_.max_idle_mapped_bytes != 0) trim_idle(config_.max_idle_mapped_bytes);
   update_inactive_split();
+}
+
+void StitchingAllocator::wait_for_kept_stream(StreamId stream) {
+  try {
+    if (fence_.stream_idle(stream)) return;  // the usual case: a finished stream's workspace, freed much later
+    source_.wait_for_stream(stream, use_.next_tick());
+  } catch (const BackendError&) {
+    fence_.wait_all(use_.next_tick());  // the stream may be gone (destroyed): every stream's work; throws on
+  }                                     // through release() with the block freed and its memory kept
 }
 
 void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {

@@ -49,6 +49,8 @@
 //     only by its own stream (safe in stream order); a chunk leaves its place only once a StreamFence says the
 //     freeing stream's queued work has finished. When the oldest idle chunk is not known finished, a new chunk
 //     is created instead, up to lag_grow_pages x page_bytes in a row, else the allocator waits (fence_waits).
+//     A new stream takes over an arena of a stream that has finished (ArenaSet; arena_handover), with the
+//     blocks that stream still keeps there (handover_quiet_ms); a kept block's free waits for its own stream.
 //
 // Invariants (check_invariants, after every step in the tests), for every arena A, chunk c and block b; each part
 // checks its own first (ChunkStore, ArenaSet, FreeIndex, PageMap, ChunkUse: the equations in their headers), then
@@ -142,6 +144,7 @@ class StitchingAllocator final : public Allocator {
     std::uint32_t arena;
     PieceId piece;  // its piece in the arena's FreeIndex
     std::uint64_t offset;
+    std::uint32_t generation;  // its arena's Arena::generation when placed (another: a kept block)
   };
   using LiveTable = policy::BlockTable<BlockPlace>;
   using Block = LiveTable::Block;
@@ -189,6 +192,10 @@ class StitchingAllocator final : public Allocator {
   // unmaps the standby mappings in it; false (nothing done) while some may.
   bool unmap_arena(Arena& arena);
   void trim_idle(std::uint64_t max_idle_bytes);
+  // Blocks until the work queued on `stream` has finished (nothing when cuStreamQuery finds it idle; a fence wait,
+  // counted in fence_waits, otherwise; every stream's work when asking about `stream` fails). Before a kept
+  // block's free (give_back). Throws BackendError when even waiting for every stream fails.
+  void wait_for_kept_stream(StreamId stream);
   // A block the live table has released: its pages are unused (chunks may turn idle), its range goes back to
   // the arena's free ranges, idle memory is trimmed (max_idle_mapped_bytes).
   void give_back(const Block& b);

@@ -29,14 +29,16 @@ void StitchingAllocator::check_invariants() const {
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
     if (!arenas_[a].retired) tiles[a] = arenas_[a].free.ranges();
   }
-  std::vector<std::uint64_t> arena_blocks(arenas_.size(), 0);
+  std::vector<std::uint64_t> arena_blocks(arenas_.size(), 0), kept_blocks(arenas_.size(), 0);
   for (const auto& [address, b] : blocks_) {
     if (b.arena >= arenas_.size()) broken("a block names no arena");
     if (arenas_[b.arena].retired) broken("a block lies in a retired arena");
     ++arena_blocks[b.arena];
+    kept_blocks[b.arena] += b.generation != arenas_[b.arena].generation;
   }
   for (std::size_t a = 0; a < arenas_.size(); ++a) {
     if (arenas_[a].blocks != arena_blocks[a]) broken("an arena's block count differs from the recount");
+    if (arenas_[a].kept_blocks != kept_blocks[a]) broken("an arena's kept block count differs from the recount");
     if (arenas_[a].handover_tick > use_.last_tick() || arenas_[a].last_idle_tick > use_.last_tick())
       broken("an arena's handover or last idle tick is later than any tick handed out");
   }
