@@ -74,11 +74,12 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
 Arena* ArenaSet::take_over(bool small, StreamId stream, std::int64_t now_ns) {
   // The empty arenas of this pool, the one held longest first: a job that makes its streams anew each step makes
   // them in the same order, so each new stream finds the layout of the one made in its place before. With a quiet
-  // time, the arenas of streams quiet that long come first, the quietest first: empty, then keeping at most
-  // kMaxKeptBlocks blocks; a live stream's empty arena last.
+  // time, the arenas of streams quiet that long come first, empty or keeping at most kMaxKeptBlocks blocks, the
+  // quietest first (a job's streams went quiet in the order it made them, and its new ones come in that order:
+  // each finds the arena of the stream in its role before); a live stream's empty arena last.
   struct Candidate {
-    int rank;            // 0: empty, its stream quiet; 1: blocks kept, its stream quiet; 2: empty
-    std::int64_t order;  // the stream's last activity (ranks 0, 1), else given_seq
+    int rank;            // 0: its stream quiet (empty or keeping a few blocks); 1: empty, its stream live
+    std::int64_t order;  // the stream's last activity (rank 0), else given_seq
     std::uint32_t id;
     bool operator<(const Candidate& o) const {
       return rank != o.rank ? rank < o.rank : order != o.order ? order < o.order : id < o.id;
@@ -91,9 +92,9 @@ Arena* ArenaSet::take_over(bool small, StreamId stream, std::int64_t now_ns) {
     const std::int64_t active_ns = clock_ != nullptr ? last_active_ns(key.first) : 0;
     const bool quiet = clock_ != nullptr && now_ns - active_ns >= quiet_ns_;
     if (quiet && arena.blocks - arena.kept_blocks <= kMaxKeptBlocks) {  // its own stream's blocks
-      candidates.push_back({arena.blocks == 0 ? 0 : 1, active_ns, id});
+      candidates.push_back({0, active_ns, id});
     } else if (arena.blocks == 0) {
-      candidates.push_back({2, static_cast<std::int64_t>(arena.given_seq), id});
+      candidates.push_back({1, static_cast<std::int64_t>(arena.given_seq), id});
     }
   }
   std::sort(candidates.begin(), candidates.end());

@@ -11,8 +11,9 @@
 // that long is quiet, and its arena may pass even while it keeps a few blocks (kMaxKeptBlocks): PyTorch keeps a
 // cuBLAS workspace for every stream that ran a matmul, so a finished stream's arena is never empty. Those kept
 // blocks (Block::stream is not the arena's stream) stay where they are; freeing one later is the policy's business
-// (it waits for the kept block's stream first). The order: a quiet stream's empty arena, then one that keeps
-// blocks (the quietest stream first in both), then a live stream's empty arena (the one held longest first). Only
+// (it waits for the kept block's stream first). The order: the arenas of quiet streams, empty or keeping blocks,
+// the quietest first (a job's new streams come in the order its old ones went quiet: each finds the arena of the
+// stream in its role before), then a live stream's empty arena (the one held longest first). Only
 // when none can be taken over is an arena made. The per-stream arenas with no block placed in them go back: beyond
 // kSpareArenas of them whenever a new arena is made, and all of them when address space runs out, so it always
 // comes back. Giving an arena back first unmaps its chunks, which is the policy's business:
