@@ -447,6 +447,27 @@ TEST_F(StreamFenceTest, AQuietStreamsArenaPassesWithTheBlocksItKeepsAndTheirFree
   a.check_invariants();
 }
 
+TEST_F(StreamFenceTest, AKeptBlocksFreeWaitsForEveryStreamWhenItsOwnCannotBeMarked) {
+  ManualClock clock;
+  auto& a = make("cross_stream_reuse:false,handover_quiet_ms:250", &clock);
+  void* kept = a.allocate(4 * kMiB, 1);
+  a.deallocate(a.allocate(4 * kMiB, 1));
+  events_.finish_all();
+  clock.advance_ns(250'000'000);
+  void* q = a.allocate(4 * kMiB, 2);
+  ASSERT_EQ(a.stats().arena_handovers, 1u);
+  // Stream 1 has queued work and recording on it fails (a destroyed stream, say): the free waits for every stream.
+  events_.busy_streams.insert(1);
+  events_.failing_streams.insert(1);
+  EXPECT_NO_THROW(a.deallocate(kept));
+  EXPECT_EQ(events_.synchronizations, 1);
+  EXPECT_FALSE(a.find_block(kept).has_value());
+  a.check_invariants();
+  EXPECT_EQ(a.allocate(4 * kMiB, 2), kept) << "its range serves stream 2";
+  a.check_invariants();
+  static_cast<void>(q);
+}
+
 TEST_F(StreamFenceTest, WithoutAQuietTimeAnArenaThatKeepsABlockNeverPasses) {
   ManualClock clock;
   auto& a = make("cross_stream_reuse:false,handover_quiet_ms:0", &clock);

@@ -346,8 +346,13 @@ void StitchingAllocator::wait_for_kept_stream(StreamId stream) {
     if (fence_.stream_idle(stream)) return;  // the usual case: a finished stream's workspace, freed much later
     source_.wait_for_stream(stream, use_.next_tick());
   } catch (const BackendError&) {
-    fence_.wait_all(use_.next_tick());  // the stream may be gone (destroyed): every stream's work; throws on
-  }                                     // through release() with the block freed and its memory kept
+    // The stream may be gone (destroyed): wait for every stream's work. When even that fails, the context has a
+    // sticky error and runs no queued work any more: nothing can touch the range, and a free must not throw.
+    try {
+      fence_.wait_all(use_.next_tick());
+    } catch (const BackendError&) {
+    }
+  }
 }
 
 void StitchingAllocator::trim_idle(std::uint64_t max_idle_bytes) {

@@ -194,7 +194,8 @@ class StitchingAllocator final : public Allocator {
   void trim_idle(std::uint64_t max_idle_bytes);
   // Blocks until the work queued on `stream` has finished (nothing when cuStreamQuery finds it idle; a fence wait,
   // counted in fence_waits, otherwise; every stream's work when asking about `stream` fails). Before a kept
-  // block's free (give_back). Throws BackendError when even waiting for every stream fails.
+  // block's free (give_back). Never throws: when even waiting for every stream fails, the context has a sticky
+  // error and runs no queued work.
   void wait_for_kept_stream(StreamId stream);
   // A block the live table has released: its pages are unused (chunks may turn idle), its range goes back to
   // the arena's free ranges, idle memory is trimmed (max_idle_mapped_bytes).
