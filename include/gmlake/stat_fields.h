@@ -36,9 +36,10 @@
  *   in_order_evictions evictions of a chunk that its own stream's queued work may still touch, made with no wait
  *                      to back a block of that stream, which runs after that work (stream order); the old
  *                      mapping stays until that work finishes (gmlake, GPU)
- *   arena_handovers    empty per-stream arenas that a new stream took over, their chunks mapped where they were,
- *                      once no work of their old stream could touch them (gmlake, GPU: a job that makes its side
- *                      streams anew each step finds the layout of the streams before)
+ *   arena_handovers    per-stream arenas that a new stream took over, their chunks mapped where they were, once no
+ *                      work of their old stream could touch them: empty ones, and a quiet stream's that keeps a
+ *                      few blocks (handover_quiet_ms) (gmlake, GPU: a job that makes its side streams anew each
+ *                      step finds the layout of the streams before)
  *   chunks_created / chunks_released
  *   waiting_growths    growth chunks made while the device waited for the host (the stream had no queued work,
  *                      or assume_device_waits without stream events): sized by waiting_growth_chunk_share (gmlake)
