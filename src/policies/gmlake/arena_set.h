@@ -13,11 +13,11 @@
 // blocks (Block::stream is not the arena's stream) stay where they are; freeing one later is the policy's business
 // (it waits for the kept block's stream first). The order: the arenas of quiet streams, empty or keeping blocks,
 // the quietest first (a job's new streams come in the order its old ones went quiet: each finds the arena of the
-// stream in its role before), then a live stream's empty arena (the one held longest first). Only
-// when none can be taken over is an arena made. The per-stream arenas with no block placed in them go back: beyond
-// kSpareArenas of them whenever a new arena is made, and all of them when address space runs out, so it always
-// comes back. Giving an arena back first unmaps its chunks, which is the policy's business:
-// the Unmapper it passes in does that (and says no when queued work may still touch a chunk).
+// stream in its role before), then a live stream's empty arena (the one held longest first). Only when none can be
+// taken over is an arena made. The per-stream arenas with no block placed in them go back: beyond kSpareArenas of
+// them whenever a new arena is made, and all of them when address space runs out, so it always comes back. Giving
+// an arena back first unmaps its chunks, which is the policy's business: the Unmapper it passes in does that (and
+// says no when queued work may still touch a chunk).
 // Invariants (check_invariants): the arenas in use (not retired) are exactly those the slots name, each named
 // once, by the slot of its own pool (Arena::small) and stream (0 when shared); kept_blocks <= blocks in each; a
 // retired arena has no chunk mapped and no block, its address space went back, and its id waits in the spare ids
@@ -43,10 +43,10 @@ class ArenaSet {
   // Empty per-stream arenas kept for streams that come back; at this many, they go back.
   static constexpr std::uint64_t kSpareArenas = 8;
   // The most blocks of its own stream (placed since it took the arena: Arena::blocks - Arena::kept_blocks) an arena
-  // of a quiet stream may hold and still pass to another stream: what PyTorch keeps for a
-  // stream once it ran a matmul, its cuBLAS workspace and its cuBLASLt one (aten/src/ATen/cuda/CublasHandlePool.cpp,
-  // one of each per handle and stream, never freed but by torch.cuda.empty_cache). An arena holding more (a
-  // model's weights, activations a pipeline stage waits with) stays its stream's however long it is quiet.
+  // of a quiet stream may hold and still pass to another stream: what PyTorch keeps for a stream once it ran a
+  // matmul, its cuBLAS workspace and its cuBLASLt one (aten/src/ATen/cuda/CublasHandlePool.cpp, one of each per
+  // handle and stream, never freed but by torch.cuda.empty_cache). An arena holding more (a model's weights,
+  // activations a pipeline stage waits with) stays its stream's however long it is quiet.
   static constexpr std::uint64_t kMaxKeptBlocks = 2;
   // Unmaps every chunk of `arena` (no block is placed in it): true when none is left mapped, false when queued
   // work may still touch one (the arena is kept). May throw Error: the arena is kept.
@@ -74,9 +74,10 @@ class ArenaSet {
   ArenaSet& operator=(const ArenaSet&) = delete;
 
   // The arena of (`stream`, the small or the large pool), taken over (above) or made on first use (stream is
-  // ignored unless per_stream); with a quiet time, stamped with the clock's time (Arena::last_active_ns). Throws OutOfMemoryError when no address space is left even after every empty
-  // arena went back, or BackendError, as the backend or the Handover said; nothing changes then. Inline for a
-  // shared arena already made (every allocation asks).
+  // ignored unless per_stream); with a quiet time, stamped with the clock's time (Arena::last_active_ns). Throws
+  // OutOfMemoryError when no address space is left even after every empty arena went back, or BackendError, as
+  // the backend or the Handover said; nothing changes then. Inline for a shared arena already made (every
+  // allocation asks).
   Arena& get(bool small, StreamId stream) {
     if (!per_stream_ && shared_[small] != UINT32_MAX) return *arenas_[shared_[small]];
     return get_or_make(small, stream);
