@@ -17,6 +17,9 @@ const Config& validated(const Config& config) {
   return config;
 }
 
+// The clock the parts read: the one given, else the process's steady clock.
+Clock& given_or_steady(Clock* clock) { return clock != nullptr ? *clock : steady_clock(); }
+
 }  // namespace
 
 StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, StreamEvents* events, Clock* clock,
@@ -36,10 +39,10 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
               [this] { fence_.wait_all(use_.next_tick()); },
               config.arena_handover ? ArenaSet::Handover([this](const Arena& a) { return handover_tick(a); })
                                     : ArenaSet::Handover(),
-              clock != nullptr ? clock : &steady_clock(),
+              &given_or_steady(clock),
               static_cast<std::int64_t>(config.handover_quiet_ms) * 1'000'000),
       source_(config_, page_,
-              {backend, store_, use_, fence_, arenas_, stitcher_, stats_, clock != nullptr ? *clock : steady_clock()}),
+              {backend, store_, use_, fence_, arenas_, stitcher_, stats_, given_or_steady(clock)}),
       blocks_(policy::InvalidFreeWords::engine(), stats_) {
   if (events != nullptr && config_.cross_stream_reuse) {
     throw Error(ErrorCode::kConfig,
