@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 """A benchmark gate on modelled, deterministic figures (no timing): replays every shipped trace (traces/) at the
-default configuration on the sim:h100 backend (VMM calls charged their cost measured on an H100) and fails when,
+default configuration on the sim:h100 backend (VMM calls charged their cost measured on an H100; each stream its
+own arenas, as `gmlake replay` replays and as gmlake runs under PyTorch on the GPU) and fails when,
 on any trace (issue 23's bar):
 
   - gmlake's peak reserved bytes pass the better of `caching` (PyTorch's native allocator) and `expandable`

@@ -251,9 +251,9 @@ TEST(EveryShippedTraceTest, GmlakeReachesItsTargetMemoryFirstAnd095ByDefaultOnEv
     const Trace t = read_trace(entry.path().string());
     for (const DeviceTrace& d : t.devices) {
       ReplayOptions options;
-      options.config = parse_config(kMemoryFirst);
+      options.config = replay_config(kMemoryFirst);  // as `gmlake replay` and the gate: per-stream arenas
       EXPECT_GE(held_utilization(replay(t, d, options)), memory_first_target(t.name)) << t.name << " device " << d.device;
-      options.config = parse_config("");
+      options.config = replay_config();
       const double default_floor = std::min(kDefaultUtilizationFloor, memory_first_target(t.name));
       EXPECT_GE(held_utilization(replay(t, d, options)), default_floor) << t.name << " device " << d.device;
       ++replayed;
@@ -280,6 +280,30 @@ Trace handmade() {
   ev(TraceAction::kFreeCompleted, 0x2000, 1000, 7);
   t.devices.push_back(d);
   return t;
+}
+
+// `gmlake replay` starts from replay_config(): each stream its own arenas, as under PyTorch on the GPU. Two small
+// blocks on two streams then take a small-pool page each; with shared arenas they share one.
+TEST(ReplayTest, TheReplaysConfigurationGivesEachStreamItsOwnArenasUnlessItIsSetBack) {
+  Trace t;
+  t.name = "two_streams";
+  DeviceTrace d;
+  d.events.push_back({TraceAction::kAlloc, 0x1000, 1000, 0, 0});
+  d.events.push_back({TraceAction::kAlloc, 0x2000, 1000, 7, 1});
+  t.devices.push_back(d);
+  ReplayOptions options;
+  options.config = replay_config();
+  EXPECT_FALSE(options.config.cross_stream_reuse);
+  const ReplayResult own = replay(t, t.devices[0], options);
+  options.config = replay_config("cross_stream_reuse:true");
+  const ReplayResult shared = replay(t, t.devices[0], options);
+  EXPECT_EQ(own.streams, 2u);
+  EXPECT_FALSE(own.cross_stream_reuse);
+  EXPECT_TRUE(shared.cross_stream_reuse);
+  EXPECT_EQ(own.peak_reserved_bytes, 2 * kPageBytes) << "a small-pool page per stream";
+  EXPECT_EQ(shared.peak_reserved_bytes, kPageBytes) << "one page for both";
+  EXPECT_EQ(run(handmade(), Policy::kGmlake).streams, 2u);
+  EXPECT_THROW(replay_config("cross_stream_reuse:perhaps"), Error);
 }
 
 // The replay feeds the trace's times to the policy's clock (move_share_permille): any int64 a file may hold, in

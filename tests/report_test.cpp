@@ -77,6 +77,15 @@ TEST(ReportTest, TheTableHasOneHeaderPerTraceAndDeviceAndOneRowPerPolicy) {
   EXPECT_NE(table.find("3 allocations failed (out of memory), 0 frees of unknown addresses skipped"),
             std::string::npos)
       << table;
+  // One stream: no line on arenas. Several: their number, and whether gmlake's arenas were shared.
+  EXPECT_EQ(table.find("streams"), std::string::npos) << table;
+  gmlake.streams = 3;
+  EXPECT_NE(format_table({gmlake}).find("3 streams, each with its own arenas, as under PyTorch on the GPU"),
+            std::string::npos);
+  gmlake.cross_stream_reuse = true;
+  EXPECT_NE(format_table({gmlake}).find("3 streams, sharing arenas (cross_stream_reuse:true"), std::string::npos);
+  caching.streams = 3;
+  EXPECT_EQ(format_table({caching}).find("streams"), std::string::npos) << "PyTorch's policies never share";
 }
 
 TEST(ReportTest, TheTableStartsANewHeaderForAnotherDevice) {
@@ -91,6 +100,7 @@ TEST(ReportTest, TheTableStartsANewHeaderForAnotherDevice) {
 TEST(ReportTest, TheJsonHasOneObjectPerResultWithTheDocumentedKeys) {
   ReplayResult r = result(Policy::kExpandable, 2'000'000'000);
   r.stats.arena_handovers = 3;
+  r.streams = 2;
   const nlohmann::json json = nlohmann::json::parse(format_json({r, r}));
   ASSERT_TRUE(json.is_array());
   ASSERT_EQ(json.size(), 2u);
@@ -111,6 +121,8 @@ TEST(ReportTest, TheJsonHasOneObjectPerResultWithTheDocumentedKeys) {
     EXPECT_TRUE(o.contains(key)) << key;
   }
   EXPECT_TRUE(o["backend_calls"].is_object());
+  EXPECT_EQ(o["streams"], 2);
+  EXPECT_EQ(o["cross_stream_reuse"], false);
   EXPECT_EQ(o["arena_handovers"], 3) << "the pool's handovers, as bench/torch/stream_churn.py's replays read them";
 }
 

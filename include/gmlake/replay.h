@@ -57,8 +57,14 @@ struct ReplaySeries {
   std::vector<std::uint64_t> failed_ops;
 };
 
+// The configuration a replay starts from: the defaults with each stream its own arenas (cross_stream_reuse:false),
+// as gmlake runs under PyTorch on the GPU (asynchronous streams refuse shared arenas: stream_events.h), so that a
+// multi-stream trace's figures are the job's; then `text` (GMLAKE_CONF form), which may set it back. `gmlake replay`
+// and scripts/replay-gate.py replay from it. Throws Error (kConfig) for a bad key or value.
+Config replay_config(std::string_view text = {});
+
 struct ReplayOptions {
-  Config config;                // policy, cap and tuning
+  Config config;                // policy, cap and tuning (replay_config() for what `gmlake replay` starts from)
   std::string backend = "sim";  // a make_backend name (backend_factory.h)
   // The device's size in bytes (0: the backend's own): the backend never holds more chunk bytes on its device
   // at once (Backend::set_device_limit_bytes; `gmlake replay --device-bytes`). Unlike config.cap_bytes, the
@@ -98,6 +104,10 @@ struct ReplayResult {
   Policy policy = Policy::kGmlake;
   std::string backend;
   std::uint64_t ops = 0;                   // allocator calls replayed (allocs + frees)
+  std::uint64_t streams = 0;               // distinct streams the trace allocates on
+  // The gmlake policy's arenas as replayed: shared by every stream (Config::cross_stream_reuse), or each stream
+  // its own (false: as under PyTorch on the GPU, and always with device_lag_us). Not read for other policies.
+  bool cross_stream_reuse = false;
   std::uint64_t lower_bound_bytes = 0;     // peak over time of live requested bytes (of the allocations that succeeded)
   // The same with a deferred free's bytes live until the free completes (record_stream): what an allocator
   // that honours stream uses needs at least. Equal to lower_bound_bytes on traces without deferred frees.

@@ -12,9 +12,12 @@ namespace gmlake {
 // then one row per policy. Sizes in GB (10^9 bytes, as PyTorch's figures in traces/README.md). "vmm ns/op" is
 // the time inside backend calls per op (part of ns/op), "vmm µs/stitch" the same time divided by the stitches
 // ("-" without any): on the cuda backend, what the real VMM driver calls cost.
+// On a trace of several streams, gmlake's row is also followed by a line that gives their number and whether its
+// arenas were shared by them (cross_stream_reuse) or each stream had its own, as under PyTorch on the GPU.
 std::string format_table(const std::vector<ReplayResult>& results);
 
-// A JSON array, one object per result, with the keys: trace, device, policy, backend, ops, lower_bound_bytes,
+// A JSON array, one object per result, with the keys: trace, device, policy, backend, ops, streams (distinct
+// streams that allocate), cross_stream_reuse (gmlake's arenas shared by the streams, as replayed), lower_bound_bytes,
 // lower_bound_held_bytes (deferred frees held until they complete),
 // peak_reserved_bytes, peak_allocated_bytes, utilization, fragmentation, pytorch_peak_reserved_bytes (null
 // where unknown), ns_per_op, stitches, ooms, backend_calls (object: call kind -> count), and besides those

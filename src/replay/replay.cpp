@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <unordered_map>
+#include <unordered_set>
 #include <vector>
 
 #include "gmlake/backend_factory.h"
@@ -306,6 +307,15 @@ class TraceClock final : public Clock {
   std::int64_t last_ns_ = 0;
 };
 
+// How many distinct streams `prog` allocates on.
+std::uint64_t streams_of(const Program& prog) {
+  std::unordered_set<std::uint64_t> streams;
+  for (const Op& op : prog.ops) {
+    if (op.kind == OpKind::kAlloc) streams.insert(op.stream);
+  }
+  return streams.size();
+}
+
 // The replay over `backend`; with `recorder`, options.record is filled (the pool traces, and the time of
 // draining its trace after each op is in ns_per_op).
 ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend,
@@ -332,6 +342,8 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
   r.assumed_device_waits = options.config.assume_device_waits;
   r.backend = std::string(backend.name());
   r.lower_bound_bytes = prog.lower_bound_bytes;
+  r.streams = streams_of(prog);
+  r.cross_stream_reuse = config.cross_stream_reuse;
   r.unknown_frees = prog.unknown_frees;
   r.pytorch_peak_reserved_bytes = recorded_peak_reserved_bytes(device);
 
@@ -438,6 +450,13 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
 }
 
 }  // namespace
+
+Config replay_config(std::string_view text) {
+  Config config;
+  config.cross_stream_reuse = false;
+  config.apply(text);
+  return config;
+}
 
 ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend) {
   if (options.record == nullptr) return replay_on(trace, device, options, backend, nullptr);

@@ -62,6 +62,13 @@ std::string format_table(const std::vector<ReplayResult>& results) {
                          "", r.assumed_device_waits ? "waits for the host" : "has queued work",
                          r.assumed_device_waits ? 1 : 0);
     }
+    if (r.policy == Policy::kGmlake && r.streams > 1) {
+      out += fmt::format("  {:<11} {} streams, {}\n", "", r.streams,
+                         r.cross_stream_reuse ? "sharing arenas (cross_stream_reuse:true; under PyTorch on the GPU "
+                                                "each stream has its own)"
+                                              : "each with its own arenas, as under PyTorch on the GPU "
+                                                "(cross_stream_reuse:false)");
+    }
     if (r.stats.peer_reserved_bytes.peak > 0) {
       out += fmt::format("  {:<11} of which on peer devices at most {:.3f} GB (the lake: peer_devices)\n", "",
                          gb(static_cast<std::uint64_t>(r.stats.peer_reserved_bytes.peak)));
@@ -92,6 +99,8 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"policy", to_string(r.policy)},
         {"backend", r.backend},
         {"ops", r.ops},
+        {"streams", r.streams},
+        {"cross_stream_reuse", r.cross_stream_reuse},
         {"lower_bound_bytes", r.lower_bound_bytes},
         {"lower_bound_held_bytes", r.lower_bound_held_bytes},
         {"peak_reserved_bytes", r.peak_reserved_bytes},

@@ -184,6 +184,7 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
   const std::string& snapshot_out = outputs.snapshot_out;
   gmlake::Config config;
   try {
+    config = gmlake::replay_config();  // each stream its own arenas, as under PyTorch on the GPU
     config.apply(without_c_api_keys(gmlake::environment_conf()));
     config.apply(conf);
     if (cap != nullptr) config.apply("cap_bytes:" + checked_cap(*cap));
@@ -347,7 +348,9 @@ int run(int argc, char** argv) {
                      "waiting for the host after a gap of the lag between ops (assume_device_waits is not read). "
                      "Reports the waits and the time they would block the host")
       ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{3'600'000'000}));
-  replay->add_option("--conf", conf, "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`)");
+  replay->add_option("--conf", conf,
+                     "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`); the replay starts "
+                     "from cross_stream_reuse:false (each stream its own arenas, as under PyTorch on the GPU)");
   replay->add_option("--json", outputs.json_path, "also write the results as a JSON array to this file");
   replay->add_option("--snapshot-out", outputs.snapshot_out,
                      "write each policy's final state (segments, blocks) and the trace as it served it, as a PyTorch "
