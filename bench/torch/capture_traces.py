@@ -82,6 +82,11 @@ Held out a ninth time (2026-11-29, twenty-third session):
   multistream_embed_serve BERT-base embeddings, four requests at once on four streams, handed back with record_stream
   chunked_ce_train     a 128k-vocabulary LLaMA-style LM whose head and loss run in checkpointed chunks of 2,048 tokens
   vector_search_infer  exact top-k search over a 2 GB vector database in blocks of 500k rows, appended to as it serves
+Held out a tenth time (2026-11-29, twenty-fifth session):
+  sparse_embed_train   skip-gram embeddings (2 x 2M x 128) with sparse gradients and SparseAdam, batch per step
+  unfreeze_finetune_train BERT-base fine-tuned with gradual unfreezing: a layer more trainable every 10 steps
+  simclr_varbatch_train SimCLR-style ResNet-18 pretraining, batch 256..2,048 per step (2B x 2B similarities)
+  sam_prompt_infer     Segment-Anything-shaped inference: a ViT-B encoder at 1,024 px, 1..64 prompts per image
 
 With --unrecorded, each workload runs a second time with the same draws and the same number of calls (every
 ctx.fits() answered as in the recorded run) without recording, and its wall time goes to the JSON as
@@ -2612,6 +2617,173 @@ def w_vector_search_infer(ctx, p):
     torch.cuda.synchronize()
 
 
+def w_sparse_embed_train(ctx, p):
+    """Skip-gram word embeddings trained with sparse gradients, as word2vec-style and large-vocabulary recommender
+    jobs train them: input and output tables of 2,000,000 x 128 fp32 (nn.Embedding(sparse=True), 1 GB each; random
+    init), SparseAdam (its dense moment buffers, 4 GB, made on the first step). Per step U[4096,65536] centre words
+    drawn Zipf-like (floor(V^u)), each with 1 context word and 5 negatives from the same law; loss: the negated
+    log-sigmoid of the signed dot products. Every step's gradients are sparse tensors with their own number of
+    rows, coalesced by the optimizer."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    V, D, K = 2_000_000, 128, 5
+    emb_in = torch.nn.Embedding(V, D, sparse=True).cuda()
+    emb_out = torch.nn.Embedding(V, D, sparse=True).cuda()
+    opt = torch.optim.SparseAdam(list(emb_in.parameters()) + list(emb_out.parameters()), lr=1e-3)
+    sign = torch.tensor([1.0] + [-1.0] * K, device="cuda")
+
+    def zipf(*shape):
+        return torch.pow(float(V), torch.rand(*shape, device="cuda")).long().sub_(1).clamp_(0, V - 1)
+
+    p.update(model="2 x nn.Embedding(2,000,000, 128, sparse=True)", dtype="fp32", optimizer="SparseAdam",
+             draws="per step: U[4096,65536] centre words, Zipf-like ids, 1 context + 5 negatives each", steps=[],
+             max_steps=p.get("max_steps", 300))
+    for step in range(p["max_steps"]):
+        b = rng.randint(4096, 65536)
+        if not ctx.fits(est_allocs=150):
+            break
+        centre, words = zipf(b), zipf(b, 1 + K)
+        logits = torch.bmm(emb_out(words), emb_in(centre).unsqueeze(2)).squeeze(2)
+        loss = -F.logsigmoid(logits * sign).mean()
+        optimizer_step(loss, opt)
+        del centre, words, logits, loss
+        p["steps"].append(b)
+    torch.cuda.synchronize()
+
+
+def w_unfreeze_finetune_train(ctx, p):
+    """Fine-tuning with gradual unfreezing (ULMFiT's schedule): BERT-base (BertForSequenceClassification, 4 labels,
+    random weights) starts with only its classifier and pooler trainable, and every 10 steps the next encoder layer
+    from the top is unfrozen (the embeddings last), so the activations autograd keeps, the gradients and AdamW's
+    moments (made on a parameter's first gradient) grow stage by stage through the run. bf16 autocast over fp32
+    parameters, batch 32, sequence 64 x U[1,8] (64..512) per step."""
+    from transformers import BertConfig, BertForSequenceClassification
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    model = BertForSequenceClassification(BertConfig(num_labels=4)).cuda().train()
+    for prm in model.parameters():
+        prm.requires_grad_(False)
+    layers = model.bert.encoder.layer
+    stages = [[*model.classifier.parameters(), *model.bert.pooler.parameters()]]
+    stages += [list(layers[i].parameters()) for i in reversed(range(len(layers)))]
+    stages.append(list(model.bert.embeddings.parameters()))
+    opt = torch.optim.AdamW(model.parameters(), lr=2e-5)
+    p.update(model="BertForSequenceClassification(bert-base shape, 4 labels)", dtype="fp32 params, bf16 autocast",
+             optimizer="AdamW", batch=32, unfreeze="classifier+pooler, then one encoder layer from the top every "
+             "10 steps, embeddings last", draws="sequence 64 x U[1,8] per step", steps=[],
+             max_steps=p.get("max_steps", 200))
+    for step in range(p["max_steps"]):
+        t = 64 * rng.randint(1, 8)
+        if not ctx.fits(est_allocs=800):
+            break
+        if step % 10 == 0 and step // 10 < len(stages):
+            for prm in stages[step // 10]:
+                prm.requires_grad_(True)
+        ids = torch.randint(0, 30522, (32, t), device="cuda")
+        y = torch.randint(0, 4, (32,), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = model(input_ids=ids, labels=y).loss
+        optimizer_step(loss, opt)
+        del ids, y, loss
+        p["steps"].append(t)
+    torch.cuda.synchronize()
+
+
+def w_simclr_varbatch_train(ctx, p):
+    """SimCLR-style contrastive pretraining with a batch that changes per step (as when the batch is sized to the
+    free memory, or shards end unevenly): torchvision ResNet-18 (random weights, channels-last, bf16 autocast) and a
+    projection head 512 -> 2048 -> 128 on two noisy views of B = 256 x U[1,8] (256..2,048) images of 64 px; the
+    NT-Xent loss (temperature 0.2) over the 2B x 2B cosine similarities in fp32 (up to 67 MB, a size of its own
+    each step), SGD with momentum 0.9."""
+    import torchvision
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+    net = torchvision.models.resnet18()
+    net.fc = nn.Sequential(nn.Linear(512, 2048), nn.ReLU(inplace=True), nn.Linear(2048, 128))
+    net = net.cuda().to(memory_format=torch.channels_last).train()
+    opt = torch.optim.SGD(net.parameters(), lr=0.1, momentum=0.9, weight_decay=1e-6)
+    p.update(model="resnet18 + projection 512-2048-128", dtype="fp32 params, bf16 autocast", optimizer="SGD m0.9",
+             loss="NT-Xent, temperature 0.2, fp32 similarities", draws="B = 256 x U[1,8] per step, 64 px, 2 views",
+             steps=[], max_steps=p.get("max_steps", 200))
+    for step in range(p["max_steps"]):
+        b = 256 * rng.randint(1, 8)
+        if not ctx.fits(est_allocs=400):
+            break
+        x = torch.randn(b, 3, 64, 64, device="cuda")
+        views = torch.cat([x + 0.1 * torch.randn_like(x), x + 0.1 * torch.randn_like(x)]).contiguous(
+            memory_format=torch.channels_last)
+        del x
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            z = net(views)
+        z = F.normalize(z.float(), dim=1)
+        sim = z @ z.T / 0.2
+        sim.fill_diagonal_(float("-inf"))
+        target = torch.cat([torch.arange(b, 2 * b), torch.arange(0, b)]).cuda()
+        loss = F.cross_entropy(sim, target)
+        optimizer_step(loss, opt)
+        del views, z, sim, target, loss
+        p["steps"].append(b)
+    torch.cuda.synchronize()
+
+
+def w_sam_prompt_infer(ctx, p):
+    """Promptable segmentation in the shape of Segment Anything, bf16, eval, no grad, random weights: a ViT-B image
+    encoder at 1,024 px (16 px patches: 4,096 tokens, 12 nn.TransformerEncoderLayer of width 768, 12 heads) and a
+    neck to 256 x 64 x 64, then a mask decoder for U[1,64] prompts per image (drawn per call): the image embedding
+    repeated per prompt, two rounds of cross-attention between 6 tokens per prompt and the 4,096 image tokens, an
+    upscaler (two stride-2 transposed convolutions to 32 x 256 x 256), 4 masks per prompt, upsampled to 1,024 x 1,024
+    and thresholded; the best mask of each prompt copied to the host. One or two images per call."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    patch = nn.Conv2d(3, 768, 16, 16)
+    enc = nn.ModuleList(nn.TransformerEncoderLayer(768, 12, 3072, dropout=0.0, activation="gelu", batch_first=True,
+                                                   norm_first=True) for _ in range(12))
+    neck = nn.Sequential(nn.Conv2d(768, 256, 1), nn.Conv2d(256, 256, 3, padding=1))
+    t2i = nn.ModuleList(nn.MultiheadAttention(256, 8, batch_first=True) for _ in range(2))
+    i2t = nn.ModuleList(nn.MultiheadAttention(256, 8, batch_first=True) for _ in range(2))
+    up = nn.Sequential(nn.ConvTranspose2d(256, 64, 2, 2), nn.GELU(), nn.ConvTranspose2d(64, 32, 2, 2), nn.GELU())
+    hyper = nn.Linear(256, 32)
+    mods = nn.ModuleList([patch, enc, neck, t2i, i2t, up, hyper]).to(**bf).eval()
+    pos = torch.randn(1, 4096, 768, **bf) * 0.02
+    dense_pe = torch.randn(1, 256, 64, 64, **bf) * 0.02
+    p.update(model="ViT-B/16 encoder at 1024 px + SAM-shaped mask decoder (2 two-way rounds, 4 masks a prompt)",
+             dtype="bf16", draws="per call: U[1,2] images, U[1,64] prompts per image", calls=[],
+             max_calls=p.get("max_calls", 200))
+    with torch.no_grad():
+        for i in range(p["max_calls"]):
+            n_img = rng.randint(1, 2)
+            prompts = [rng.randint(1, 64) for _ in range(n_img)]
+            if not ctx.fits(est_allocs=300 + 60 * n_img):
+                break
+            img = torch.randn(n_img, 3, 1024, 1024, **bf)
+            x = patch(img).flatten(2).transpose(1, 2) + pos
+            del img
+            for layer in enc:
+                x = layer(x)
+            emb = neck(x.transpose(1, 2).reshape(n_img, 768, 64, 64))
+            del x
+            for j, n in enumerate(prompts):
+                tokens = torch.randn(n, 6, 256, **bf)
+                src = (emb[j:j + 1].repeat_interleave(n, 0) + dense_pe).flatten(2).transpose(1, 2)
+                for a, b in zip(t2i, i2t):
+                    tokens = tokens + a(tokens, src, src, need_weights=False)[0]
+                    src = src + b(src, tokens, tokens, need_weights=False)[0]
+                feats = up(src.transpose(1, 2).reshape(n, 256, 64, 64))
+                del src
+                masks = (hyper(tokens[:, :4]) @ feats.flatten(2)).view(n, 4, 256, 256)
+                del feats, tokens
+                masks = F.interpolate(masks.float(), (1024, 1024), mode="bilinear", align_corners=False)
+                best = masks.mean((2, 3)).argmax(1)
+                keep = (masks[torch.arange(n, device="cuda"), best] > 0).cpu()
+                del masks, best, keep
+            del emb
+            p["calls"].append(prompts)
+    torch.cuda.synchronize()
+
+
 WORKLOADS = {
     "gpt2_generate": (w_gpt2_generate, 60),
     "llm_offload_streams": (w_llm_offload_streams, 60),
@@ -2669,6 +2841,10 @@ WORKLOADS = {
     "multistream_embed_serve": (w_multistream_embed_serve, 40),
     "chunked_ce_train": (w_chunked_ce_train, 40),
     "vector_search_infer": (w_vector_search_infer, 40),
+    "sparse_embed_train": (w_sparse_embed_train, 40),
+    "unfreeze_finetune_train": (w_unfreeze_finetune_train, 40),
+    "simclr_varbatch_train": (w_simclr_varbatch_train, 40),
+    "sam_prompt_infer": (w_sam_prompt_infer, 40),
 }
 
 
