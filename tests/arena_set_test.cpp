@@ -105,15 +105,81 @@ TEST(ArenaSetTest, OutOfAddressSpaceTheEmptyArenasGoBackAfterAWaitOrTheErrorStan
   EXPECT_EQ(waits, 1);
   EXPECT_EQ(two.stream, 2u);
   EXPECT_EQ(sim.live_reservations(), 1u);
-  // Now nothing is empty to give back: the error reaches the caller and no slot is left half made.
+  // Now nothing is empty to give back, and no smaller arena fits either: the error reaches the caller and no slot
+  // is left half made.
   two.blocks = 1;
   set.check_invariants();
-  faults.arm({BackendCall::kReserve, 1, 1, FaultError::kOutOfMemory});
+  faults.arm({BackendCall::kReserve, 1, 1 + ArenaSet::kMaxArenaHalvings, FaultError::kOutOfMemory});
   EXPECT_THROW(set.get(false, 3), OutOfMemoryError);
+  EXPECT_EQ(faults.calls_seen(BackendCall::kReserve), 4u + ArenaSet::kMaxArenaHalvings)
+      << "stream 1's, stream 2's twice, then the full size and every halving for stream 3";
   EXPECT_EQ(set.empty_stream_arenas(), 0u);
   EXPECT_EQ(set.get(false, 3).stream, 3u) << "a later call makes it";
   set.check_invariants();
   EXPECT_EQ(sim.live_reservations(), 2u);
+}
+
+// Many streams at once: past kFullSizeArenas arenas in use, each doubling of their count halves the size of the
+// arenas made, so a process's address space (about 128 TiB, the GPU's included) holds hundreds of them.
+TEST(ArenaSetTest, ArenaSizesHalveAsArenasInUseDouble) {
+  SimBackend sim;
+  constexpr std::uint64_t kTiB = 1024 * kGiB;
+  ArenaSet set(sim, kTiB, /*per_stream=*/true, [](Arena&) { return true; }, [] {});
+  std::uint64_t reserved_bytes = 0;
+  for (StreamId s = 1; s <= 600; ++s) {
+    Arena& a = set.get(false, s);
+    a.blocks = 1;  // in use: none goes back
+    const std::uint64_t before = s - 1;  // arenas in use when it was made
+    const std::uint64_t expect = before < 16    ? kTiB
+                                 : before < 32  ? kTiB / 2
+                                 : before < 64  ? kTiB / 4
+                                 : before < 128 ? kTiB / 8
+                                 : before < 256 ? kTiB / 16
+                                 : before < 512 ? kTiB / 32
+                                                : kTiB / 64;
+    ASSERT_EQ(a.virtual_bytes, expect) << "stream " << s;
+    reserved_bytes += a.virtual_bytes;
+  }
+  set.check_invariants();
+  EXPECT_LE(reserved_bytes, 64 * kTiB) << "600 streams in half a process's address space";
+  // Arenas that go back make room for full-size ones again.
+  for (StreamId s = 1; s <= 600; ++s) set.get(false, s).blocks = 0;
+  EXPECT_EQ(set.retire_empty(false), 600u);
+  EXPECT_EQ(set.get(false, 601).virtual_bytes, kTiB);
+  set.check_invariants();
+}
+
+// Out of address space with no arena empty (a job with many streams at once), the new arena is reserved at half
+// the size, and half again, the largest that fits; it goes back at its own size.
+TEST(ArenaSetTest, OutOfAddressSpaceWithNoArenaEmptyANewArenaIsReservedSmaller) {
+  SimBackend sim;
+  FaultBackend faults(sim);
+  bool may_unmap = false;
+  std::uint64_t retries = 0;
+  ArenaSet set(faults, kArenaBytes, /*per_stream=*/true, [&](Arena&) { return may_unmap; }, [] {}, nullptr, nullptr,
+               0, &retries);
+  set.get(false, 1).blocks = 1;
+  // The full size fails, and so do half and a quarter: an eighth fits.
+  faults.arm({BackendCall::kReserve, 1, 3, FaultError::kOutOfMemory});
+  Arena& two = set.get(false, 2);
+  set.check_invariants();
+  EXPECT_EQ(two.virtual_bytes, kArenaBytes / 8);
+  EXPECT_EQ(retries, 1u) << "one allocation retried (Stats::num_alloc_retries)";
+  EXPECT_EQ(two.free.ranges().size(), 1u);
+  EXPECT_EQ(two.free.ranges()[0].size_bytes, kArenaBytes / 8) << "its free range spans it, no more";
+  EXPECT_EQ(sim.live_reservations(), 2u);
+  // It goes back at its own size (the sim backend refuses a free of another size), and the next arena is full-size.
+  may_unmap = true;
+  EXPECT_EQ(set.retire_empty(false), 1u);
+  set.check_invariants();
+  EXPECT_EQ(sim.live_reservations(), 1u);
+  EXPECT_EQ(set.get(false, 3).virtual_bytes, kArenaBytes);
+  set.check_invariants();
+  // The largest size that fits is taken: past the sizes that are multiples of the granularity, none is tried.
+  ArenaSet odd(faults, 3 * sim.granularity_bytes(), /*per_stream=*/true, [](Arena&) { return true; }, [] {});
+  faults.arm({BackendCall::kReserve, 1, 1, FaultError::kOutOfMemory});
+  EXPECT_THROW(odd.get(false, 1), OutOfMemoryError) << "1.5 pages is no size to reserve";
+  odd.check_invariants();
 }
 
 TEST(ArenaSetTest, ANewStreamTakesOverTheEmptyArenaHeldLongestThatTheHandoverLets) {

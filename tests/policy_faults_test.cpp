@@ -83,7 +83,7 @@ TEST_P(PolicyFaultsTest, EveryOutOfMemoryAnAllocationThrowsIsCountedInNumOoms) {
   for (BackendCall kind : {BackendCall::kReserve, BackendCall::kCreate, BackendCall::kMap, BackendCall::kSetAccess}) {
     SCOPED_TRACE(std::string(to_string(kind)));
     make("");
-    fault_->arm({kind, 1, 8, FaultError::kOutOfMemory});  // the policy's own retry fails too
+    fault_->arm({kind, 1, 16, FaultError::kOutOfMemory});  // the policy's own retries fail too (a new arena: 11)
     EXPECT_THROW(allocator_->allocate(40 * kMiB, 0), OutOfMemoryError);
     fault_->disarm_all();
     EXPECT_EQ(allocator_->stats().num_ooms, 1u);

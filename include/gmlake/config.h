@@ -45,7 +45,8 @@ namespace gmlake {
     "requests up to this size are served from the small pool (PyTorch kSmallSize)")                               \
   X(u64, arena_virtual_bytes, 1 * kTiB, "bytes",                                                                 \
     "gmlake: virtual address space reserved per arena (one arena per pool, and per stream unless "               \
-    "cross_stream_reuse)")                                                                                        \
+    "cross_stream_reuse); past 16 arenas in use each doubling of their count halves it for new ones, to 1/1024, " \
+    "as a process has about 128 TiB in all, the GPU's included (ArenaSet)")                                     \
   X(bool, cross_stream_reuse, true, "",                                                                          \
     "gmlake: free memory of one stream may serve another stream once its free has completed")                    \
   X(u64, fit_candidates, 8, "count",                                                                             \

@@ -1,6 +1,7 @@
 #include "arena_set.h"
 
 #include <algorithm>
+#include <exception>
 #include <string>
 
 #include "engine_checks.h"
@@ -32,6 +33,7 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
   // An arena taken over; else a new one, the empty ones going back beyond kSpareArenas, and all of them when
   // address space runs out.
   std::uintptr_t base = 0;
+  std::uint64_t bytes = 0;
   try {
     if (per_stream_ && handover_) {
       if (Arena* taken = take_over(small, stream, now_ns)) {
@@ -40,11 +42,21 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
       }
     }
     if (per_stream_ && empty_stream_arenas() >= kSpareArenas) retire_empty(false);
+    bytes = new_arena_bytes();
     try {
-      base = backend_.reserve(virtual_bytes_);
+      base = backend_.reserve(bytes);
     } catch (const OutOfMemoryError&) {
-      if (retire_empty(true) == 0) throw;
-      base = backend_.reserve(virtual_bytes_);
+      const std::exception_ptr full_size = std::current_exception();
+      bool reserved = false;
+      if (retire_empty(true) != 0) {
+        try {
+          base = backend_.reserve(bytes);
+          reserved = true;
+        } catch (const OutOfMemoryError&) {
+        }
+      }
+      if (!reserved && !reserve_smaller(&base, &bytes)) std::rethrow_exception(full_size);
+      if (retries_ != nullptr) ++*retries_;
     }
   } catch (...) {  // OutOfMemoryError (no address space left) or Error, as the backend or the Handover said
     if (per_stream_) per_stream_slots_.erase({stream, small});
@@ -55,10 +67,10 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
   if (!retired_ids_.empty()) {
     id = retired_ids_.back();
     retired_ids_.pop_back();
-    arenas_[id] = std::make_unique<Arena>(id, arena_stream, base, virtual_bytes_, small);
+    arenas_[id] = std::make_unique<Arena>(id, arena_stream, base, bytes, small);
   } else {
     id = static_cast<std::uint32_t>(arenas_.size());
-    arenas_.push_back(std::make_unique<Arena>(id, arena_stream, base, virtual_bytes_, small));
+    arenas_.push_back(std::make_unique<Arena>(id, arena_stream, base, bytes, small));
   }
   arenas_[id]->given_seq = ++given_seq_;
   arenas_[id]->last_active_ns = now_ns;
@@ -69,6 +81,33 @@ Arena& ArenaSet::get_or_make(bool small, StreamId stream) {
     per_stream_slots_[{stream, small}] = id;
   }
   return *arenas_[id];
+}
+
+std::uint64_t ArenaSet::new_arena_bytes() const {
+  unsigned halvings = 0;
+  for (std::uint64_t n = arenas_.size() - retired_ids_.size(); n >= kFullSizeArenas && halvings < kMaxArenaHalvings;
+       n /= 2) {
+    ++halvings;
+  }
+  while (halvings > 0 && ((virtual_bytes_ >> halvings) == 0 ||
+                          (virtual_bytes_ >> halvings) % backend_.granularity_bytes() != 0)) {
+    --halvings;
+  }
+  return virtual_bytes_ >> halvings;
+}
+
+bool ArenaSet::reserve_smaller(std::uintptr_t* base, std::uint64_t* bytes) {
+  const std::uint64_t floor = virtual_bytes_ >> kMaxArenaHalvings;
+  for (std::uint64_t smaller = *bytes / 2; smaller >= floor && smaller != 0; smaller /= 2) {
+    if (smaller % backend_.granularity_bytes() != 0) return false;
+    try {
+      *base = backend_.reserve(smaller);
+      *bytes = smaller;
+      return true;
+    } catch (const OutOfMemoryError&) {
+    }
+  }
+  return false;
 }
 
 Arena* ArenaSet::take_over(bool small, StreamId stream, std::int64_t now_ns) {

@@ -15,8 +15,16 @@
 // the quietest first (a job's new streams come in the order its old ones went quiet: each finds the arena of the
 // stream in its role before), then a live stream's empty arena (the one held longest first). Only when none can be
 // taken over is an arena made. The per-stream arenas with no block placed in them go back: beyond kSpareArenas of
-// them whenever a new arena is made, and all of them when address space runs out, so it always comes back. Giving
-// an arena back first unmaps its chunks, which is the policy's business: the Unmapper it passes in does that (and
+// them whenever a new arena is made, and all of them when address space runs out, so it always comes back.
+// A process has about 128 TiB of address space, the GPU's included (CUDA's unified addressing: 126 reservations of
+// 1 TiB, 510 of 256 GiB on an H200, bench/cuda/va_limit_h200.json), so a job with many streams at once (each
+// (stream, pool) an arena) would run out at the default 1 TiB an arena. So arena sizes halve as arenas multiply:
+// the first kFullSizeArenas in use are made at Config::arena_virtual_bytes, then each doubling of the count halves
+// the size of the arenas made (16-31 in use: half, 32-63: a quarter, ...), down to 1/2^kMaxArenaHalvings of it
+// (1 GiB at the default): each step of the ladder takes half the address space of the first, 8 TiB at the default.
+// And when address space runs out with no arena empty, the new arena is reserved at half its size, and half
+// again, down to that floor. A smaller arena's blocks may total less (a block that finds no room in it fails as
+// out of memory, as in a full one). Giving an arena back first unmaps its chunks, which is the policy's business: the Unmapper it passes in does that (and
 // says no when queued work may still touch a chunk).
 // Invariants (check_invariants): the arenas in use (not retired) are exactly those the slots name, each named
 // once, by the slot of its own pool (Arena::small) and stream (0 when shared); kept_blocks <= blocks in each; a
@@ -48,6 +56,10 @@ class ArenaSet {
   // handle and stream, never freed but by torch.cuda.empty_cache). An arena holding more (a model's weights,
   // activations a pipeline stage waits with) stays its stream's however long it is quiet.
   static constexpr std::uint64_t kMaxKeptBlocks = 2;
+  // Arenas in use below which a new one has Config::arena_virtual_bytes; past it sizes halve (above).
+  static constexpr std::uint64_t kFullSizeArenas = 16;
+  // The most a new arena's size is halved (above): the smallest arena is arena_virtual_bytes / 2^10.
+  static constexpr unsigned kMaxArenaHalvings = 10;
   // Unmaps every chunk of `arena` (no block is placed in it): true when none is left mapped, false when queued
   // work may still touch one (the arena is kept). May throw Error: the arena is kept.
   using Unmapper = std::function<bool(Arena& arena)>;
@@ -62,20 +74,25 @@ class ArenaSet {
   // The backend must outlive the set.
   // `handover`: none (the default) makes every new stream a new arena. `clock` (null: none) and `quiet_ns` (> 0)
   // let an arena with blocks pass once its stream has been quiet that long (above); each allocation of a
-  // per-stream arena then reads the clock once. The backend and the clock must outlive the set.
+  // per-stream arena then reads the clock once. `retries` (null: none) counts the reservations that succeeded
+  // after one failed out of memory (after empty arenas went back, or smaller: Stats::num_alloc_retries, as PyTorch
+  // counts a cudaMalloc retried after freeing its cache). The backend, the clock and the counter must outlive the
+  // set.
   ArenaSet(Backend& backend, std::uint64_t virtual_bytes, bool per_stream, Unmapper unmap, WaitAll wait_all,
-           Handover handover = nullptr, Clock* clock = nullptr, std::int64_t quiet_ns = 0)
+           Handover handover = nullptr, Clock* clock = nullptr, std::int64_t quiet_ns = 0,
+           std::uint64_t* retries = nullptr)
       : backend_(backend), virtual_bytes_(virtual_bytes), per_stream_(per_stream), unmap_(std::move(unmap)),
         wait_all_(std::move(wait_all)), handover_(std::move(handover)),
-        clock_(handover_ && quiet_ns > 0 ? clock : nullptr), quiet_ns_(quiet_ns) {}
+        clock_(handover_ && quiet_ns > 0 ? clock : nullptr), quiet_ns_(quiet_ns), retries_(retries) {}
   // Frees every arena's address space (best effort: the chunks must have been unmapped; never throws).
   ~ArenaSet();
   ArenaSet(const ArenaSet&) = delete;
   ArenaSet& operator=(const ArenaSet&) = delete;
 
   // The arena of (`stream`, the small or the large pool), taken over (above) or made on first use (stream is
-  // ignored unless per_stream); with a quiet time, stamped with the clock's time (Arena::last_active_ns). Throws
-  // OutOfMemoryError when no address space is left even after every empty arena went back, or BackendError, as
+  // ignored unless per_stream); with a quiet time, stamped with the clock's time (Arena::last_active_ns). A new
+  // arena has Config::arena_virtual_bytes, or less when address space ran out (above). Throws OutOfMemoryError when
+  // no address space is left even after every empty arena went back and at the smallest size, or BackendError, as
   // the backend or the Handover said; nothing changes then. Inline for a shared arena already made (every
   // allocation asks).
   Arena& get(bool small, StreamId stream) {
@@ -101,6 +118,13 @@ class ArenaSet {
   // The per-stream arena of the pool that `stream` takes over (above), its slot moved to `stream`; null when none
   // may pass. `now_ns`: the clock's time (0 without one). Throws what the Handover throws: nothing changed.
   Arena* take_over(bool small, StreamId stream, std::int64_t now_ns);
+  // The size of the next arena made: virtual_bytes_ halved once per doubling of the arenas in use past
+  // kFullSizeArenas, at most kMaxArenaHalvings times, and a multiple of the backend's granularity.
+  std::uint64_t new_arena_bytes() const;
+  // Reserves a new arena out of address space, at *bytes halved until it fits, down to virtual_bytes_ halved
+  // kMaxArenaHalvings times (each a multiple of the backend's granularity): its base and size, or false when
+  // none fits. Throws BackendError as the backend does.
+  bool reserve_smaller(std::uintptr_t* base, std::uint64_t* bytes);
   // The newest Arena::last_active_ns of `stream`'s arenas (both pools).
   std::int64_t last_active_ns(StreamId stream) const;
   Backend& backend_;
@@ -111,6 +135,7 @@ class ArenaSet {
   Handover handover_;
   Clock* clock_;           // null: only empty arenas pass, and nothing reads the clock
   std::int64_t quiet_ns_;
+  std::uint64_t* retries_;       // null: not counted
   std::uint64_t given_seq_ = 0;  // the last Arena::given_seq
   std::vector<std::unique_ptr<Arena>> arenas_;
   std::uint32_t shared_[2] = {UINT32_MAX, UINT32_MAX};             // [small], when shared

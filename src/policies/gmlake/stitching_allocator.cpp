@@ -40,7 +40,7 @@ StitchingAllocator::StitchingAllocator(const Config& config, Backend& backend, S
               config.arena_handover ? ArenaSet::Handover([this](const Arena& a) { return handover_tick(a); })
                                     : ArenaSet::Handover(),
               &given_or_steady(clock),
-              static_cast<std::int64_t>(config.handover_quiet_ms) * 1'000'000),
+              static_cast<std::int64_t>(config.handover_quiet_ms) * 1'000'000, &stats_.num_alloc_retries),
       source_(config_, page_,
               {backend, store_, use_, fence_, arenas_, stitcher_, stats_, given_or_steady(clock)}),
       blocks_(policy::InvalidFreeWords::engine(), stats_) {
