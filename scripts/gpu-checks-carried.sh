@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The GPU checks on binaries carried to the GPU machine in .dev/ (scripts/gpu-carry.sh), in one call: the GPU
-# tests, the device pool's, the PyTorch allocator test, and gmlake on cuda against sim on four shipped traces.
+# tests, the device pool's, the PyTorch allocator test, 150 streams at once under PyTorch, and gmlake on cuda
+# against sim on four shipped traces.
 # Prints one summary block per check; full logs go to OUTDIR.
 #   scripts/gpu-checks-carried.sh OUTDIR
 # Needs .dev/gpu_env.sh (LD_LIBRARY_PATH and GMLAKE_LIBRARY for .dev/lib). Exit status: 0 when every check passed.
@@ -20,6 +21,9 @@ grep -E "^\[  (PASSED|FAILED) " "$out/device_pool.log" | tail -2
 timeout 120 python3 tests/gpu/torch_allocator_test.py > "$out/torch_allocator_test.log" 2>&1; rc=$?
 echo "torch allocator test rc $rc"; [ $rc -eq 0 ] || status=1
 tail -n 2 "$out/torch_allocator_test.log"
+timeout 120 python3 tests/gpu/torch_many_streams_test.py > "$out/torch_many_streams_test.log" 2>&1; rc=$?
+echo "torch many streams test rc $rc"; [ $rc -eq 0 ] || status=1
+tail -n 2 "$out/torch_many_streams_test.log"
 GMLAKE_CLI=.dev/bin/gmlake timeout 150 scripts/gpu-cuda-vs-sim.sh "$out/cvs" \
   traces/{bert_train_eval,gpt2_varlen,cnn_varres,llm_offload_streams}.snapshot.pickle.xz > /dev/null; rc=$?
 echo "cuda vs sim rc $rc"; [ $rc -eq 0 ] || status=1
