@@ -251,7 +251,7 @@ TEST(EveryShippedTraceTest, GmlakeReachesItsTargetMemoryFirstAnd095ByDefaultOnEv
     const Trace t = read_trace(entry.path().string());
     for (const DeviceTrace& d : t.devices) {
       ReplayOptions options;
-      options.config = replay_config(kMemoryFirst);  // as `gmlake replay` and the gate: per-stream arenas
+      options.config = replay_config(kMemoryFirst);  // per-stream arenas, as `gmlake replay` and the gate
       EXPECT_GE(held_utilization(replay(t, d, options)), memory_first_target(t.name)) << t.name << " device " << d.device;
       options.config = replay_config();
       const double default_floor = std::min(kDefaultUtilizationFloor, memory_first_target(t.name));

@@ -24,8 +24,8 @@
 // (1 GiB at the default): each step of the ladder takes half the address space of the first, 8 TiB at the default.
 // And when address space runs out with no arena empty, the new arena is reserved at half its size, and half
 // again, down to that floor. A smaller arena's blocks may total less (a block that finds no room in it fails as
-// out of memory, as in a full one). Giving an arena back first unmaps its chunks, which is the policy's business: the Unmapper it passes in does that (and
-// says no when queued work may still touch a chunk).
+// out of memory, as in a full one). Giving an arena back first unmaps its chunks, which is the policy's business:
+// the Unmapper it passes in does that (and says no when queued work may still touch a chunk).
 // Invariants (check_invariants): the arenas in use (not retired) are exactly those the slots name, each named
 // once, by the slot of its own pool (Arena::small) and stream (0 when shared); kept_blocks <= blocks in each; a
 // retired arena has no chunk mapped and no block, its address space went back, and its id waits in the spare ids
@@ -91,10 +91,10 @@ class ArenaSet {
 
   // The arena of (`stream`, the small or the large pool), taken over (above) or made on first use (stream is
   // ignored unless per_stream); with a quiet time, stamped with the clock's time (Arena::last_active_ns). A new
-  // arena has Config::arena_virtual_bytes, or less when address space ran out (above). Throws OutOfMemoryError when
-  // no address space is left even after every empty arena went back and at the smallest size, or BackendError, as
-  // the backend or the Handover said; nothing changes then. Inline for a shared arena already made (every
-  // allocation asks).
+  // arena has Config::arena_virtual_bytes, or less past kFullSizeArenas in use or out of address space (above).
+  // Throws OutOfMemoryError when no address space is left even after every empty arena went back and at the
+  // smallest size, or BackendError, as the backend or the Handover said; nothing changes then. Inline for a shared
+  // arena already made (every allocation asks).
   Arena& get(bool small, StreamId stream) {
     if (!per_stream_ && shared_[small] != UINT32_MAX) return *arenas_[shared_[small]];
     return get_or_make(small, stream);
