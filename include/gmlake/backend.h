@@ -126,7 +126,9 @@ class Backend {
   // lake's borrower (Config::lake_socket) needs it.
   virtual bool imports_chunks() const { return false; }
 
-  // Reserves `size_bytes` of virtual address space, aligned to granularity_bytes(). Nothing is mapped.
+  // Reserves `size_bytes` of virtual address space, aligned to granularity_bytes(). Nothing is mapped. Throws
+  // OutOfMemoryError when no address space is left for it (host: mmap's ENOMEM; cuda: cuMemAddressReserve's
+  // CUDA_ERROR_OUT_OF_MEMORY, about 128 TiB a process), which the gmlake policy answers with smaller arenas.
   std::uintptr_t reserve(std::uint64_t size_bytes);
   void address_free(std::uintptr_t addr, std::uint64_t size_bytes);
   // Creates one chunk of physical memory of `size_bytes` on device(). Throws OutOfMemoryError when none is left.

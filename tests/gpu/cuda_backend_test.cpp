@@ -217,6 +217,23 @@ TEST_F(CudaBackendTest, ACreateLargerThanTheDeviceIsOutOfMemoryAndTheBackendStil
   b.address_free(addr, kGranule);
 }
 
+// A process has about 128 TiB of address space, the GPU's included (bench/cuda/va_limit_h200.json): a reservation
+// past it is an out-of-memory (the gmlake policy then makes smaller arenas: ArenaSet), and the backend still works.
+TEST_F(CudaBackendTest, AReservationPastTheAddressSpaceIsOutOfMemoryAndTheBackendStillWorks) {
+  CudaBackend b;
+  const std::uint64_t too_big = std::uint64_t{256} << 40;  // 256 TiB
+  try {
+    b.reserve(too_big);
+    ADD_FAILURE() << "cuMemAddressReserve of 256 TiB succeeded";
+  } catch (const OutOfMemoryError& e) {
+    EXPECT_EQ(e.requested_bytes(), too_big);
+    EXPECT_NE(std::string(e.what()).find("no virtual address space left"), std::string::npos) << e.what();
+  }
+  EXPECT_EQ(b.live_reservations(), 0u);
+  const std::uintptr_t addr = b.reserve(kGranule);
+  b.address_free(addr, kGranule);
+}
+
 TEST_F(CudaBackendTest, ExportableChunksExportAsFileDescriptorsAndOthersDoNot) {
   CudaBackendOptions options;
   options.exportable = true;

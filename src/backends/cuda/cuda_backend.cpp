@@ -148,7 +148,13 @@ void CudaBackend::check_memory(const char* call, int result, std::uint64_t size_
 std::uintptr_t CudaBackend::do_reserve(std::uint64_t size_bytes) {
   const cuda::ScopedContext current(as_context(context_));
   CUdeviceptr addr = 0;
-  check("cuMemAddressReserve", driver().cuMemAddressReserve(&addr, size_bytes, granularity_bytes(), 0, 0));
+  const CUresult result = driver().cuMemAddressReserve(&addr, size_bytes, granularity_bytes(), 0, 0);
+  if (result == CUDA_ERROR_OUT_OF_MEMORY) {  // no address space left (about 128 TiB a process: va_limit_h200.json)
+    throw OutOfMemoryError(size_bytes, 0, 0, 0,
+                           "cuMemAddressReserve on CUDA device " + std::to_string(device_) +
+                               ": no virtual address space left for a reservation (" + cuda::error_text(result) + ")");
+  }
+  check("cuMemAddressReserve", result);
   try {
     reservations_.emplace(addr, size_bytes);
   } catch (...) {
