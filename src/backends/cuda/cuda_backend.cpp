@@ -134,13 +134,18 @@ std::unique_ptr<StreamOrderedPool> CudaBackend::make_stream_ordered_pool() {
   return std::make_unique<CudaMemPool>(context_, device_, max_size_bytes);
 }
 
-void CudaBackend::check_memory(const char* call, int result, std::uint64_t size_bytes) const {
+void CudaBackend::check_memory(const char* call, int result, std::uint64_t size_bytes,
+                               Exhausted exhausted) const {
   const auto code = static_cast<CUresult>(result);
   if (code == CUDA_SUCCESS) return;
   if (code == CUDA_ERROR_OUT_OF_MEMORY) {
-    throw OutOfMemoryError(size_bytes, live_chunk_bytes(), 0, physical_limit_bytes_,
-                           std::string(call) + " on CUDA device " + std::to_string(device_) + ": " +
-                               cuda::error_text(code));
+    const std::string where = std::string(call) + " on CUDA device " + std::to_string(device_) + ": ";
+    if (exhausted == Exhausted::kAddressSpace) {
+      throw OutOfMemoryError(size_bytes, 0, 0, 0,
+                             where + "no virtual address space left for a reservation (" + cuda::error_text(code) +
+                                 ")");
+    }
+    throw OutOfMemoryError(size_bytes, live_chunk_bytes(), 0, physical_limit_bytes_, where + cuda::error_text(code));
   }
   throw BackendError(call, cuda::error_text(code));
 }
@@ -148,13 +153,9 @@ void CudaBackend::check_memory(const char* call, int result, std::uint64_t size_
 std::uintptr_t CudaBackend::do_reserve(std::uint64_t size_bytes) {
   const cuda::ScopedContext current(as_context(context_));
   CUdeviceptr addr = 0;
-  const CUresult result = driver().cuMemAddressReserve(&addr, size_bytes, granularity_bytes(), 0, 0);
-  if (result == CUDA_ERROR_OUT_OF_MEMORY) {  // no address space left (about 128 TiB a process: va_limit_h200.json)
-    throw OutOfMemoryError(size_bytes, 0, 0, 0,
-                           "cuMemAddressReserve on CUDA device " + std::to_string(device_) +
-                               ": no virtual address space left for a reservation (" + cuda::error_text(result) + ")");
-  }
-  check("cuMemAddressReserve", result);
+  check_memory("cuMemAddressReserve",
+               driver().cuMemAddressReserve(&addr, size_bytes, granularity_bytes(), 0, 0), size_bytes,
+               Exhausted::kAddressSpace);
   try {
     reservations_.emplace(addr, size_bytes);
   } catch (...) {

@@ -29,7 +29,8 @@
 // Errors: a failing driver call throws BackendError(call, "<CUDA_ERROR_NAME> (<description>)"), call being the
 // driver function's name ("cuMemMap"); CUDA_ERROR_OUT_OF_MEMORY from cuMemCreate, cuMemMap or cuMemSetAccess
 // throws OutOfMemoryError instead (requested = the call's size, reserved = live_chunk_bytes(), allocated = 0,
-// cap = physical_limit_bytes()). A failed call leaves nothing behind that the driver lets us undo:
+// cap = physical_limit_bytes()), and from cuMemAddressReserve (no virtual address space left) OutOfMemoryError with
+// reserved and cap 0, so that the engine's retire-and-retry runs (ArenaSet). A failed call leaves nothing behind that the driver lets us undo:
 // cuMemCreate, cuMemAddressReserve and cuMemMap create nothing when they fail; a failed cuMemRelease,
 // cuMemAddressFree or cuMemUnmap leaves the chunk, reservation or mappings live (and the base class still
 // records them so). A cuMemUnmap over several mappings that fails part way, or a cuMemSetAccess that fails part
@@ -126,8 +127,14 @@ class CudaBackend final : public Backend {
   struct OpenedDevice;  // the device checked and its primary context retained, before the base class exists
   static OpenedDevice open_device(const CudaBackendOptions& options);
   CudaBackend(const CudaBackendOptions& options, OpenedDevice&& opened);
-  // Throws OutOfMemoryError for CUDA_ERROR_OUT_OF_MEMORY, BackendError for any other failure of `call`.
-  void check_memory(const char* call, int result, std::uint64_t size_bytes) const;
+  // What a CUDA_ERROR_OUT_OF_MEMORY ran out of: device memory (cuMemCreate, cuMemMap, cuMemSetAccess), or the
+  // process's virtual address space (cuMemAddressReserve: about 128 TiB a process on an H200, va_limit_h200.json).
+  enum class Exhausted : std::uint8_t { kMemory, kAddressSpace };
+  // Throws OutOfMemoryError for CUDA_ERROR_OUT_OF_MEMORY (requested = size_bytes; for kMemory reserved =
+  // live_chunk_bytes() and cap = physical_limit_bytes(), for kAddressSpace both 0, the message naming the address
+  // space), BackendError for any other failure of `call`.
+  void check_memory(const char* call, int result, std::uint64_t size_bytes,
+                    Exhausted exhausted = Exhausted::kMemory) const;
   // cuMemCreate of `size_bytes` on device `location` (this one or a peer), in the current context: exportable
   // (POSIX fd) while exportable_, plain when not or when the driver refuses export (CUDA_ERROR_NOT_SUPPORTED;
   // for this device's memory that turns exportable_ off for good); then tracked. Throws as check_memory.
