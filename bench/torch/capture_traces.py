@@ -87,6 +87,11 @@ Held out a tenth time (2026-11-29, twenty-fifth session):
   unfreeze_finetune_train BERT-base fine-tuned with gradual unfreezing: a layer more trainable every 10 steps
   simclr_varbatch_train SimCLR-style ResNet-18 pretraining, batch 256..2,048 per step (2B x 2B similarities)
   sam_prompt_infer     Segment-Anything-shaped inference: a ViT-B encoder at 1,024 px, 1..64 prompts per image
+Held out an eleventh time (2026-11-29, twenty-sixth session):
+  dino_multicrop_train DINO-style self-distillation: ViT-S/16 student and EMA teacher, 2..8 local crops per step
+  nerf_rays_train      Instant-NGP-style radiance field: 16 hash tables (2^19 x 2), rays and samples per step
+  lora_adapter_serve   one decoder, 24 LoRA adapters from pinned host memory, per-request adapters in a batch
+  resume_ckpt_train    GPT-style training that copies its state to the host and rebuilds model and optimizer
 
 With --unrecorded, each workload runs a second time with the same draws and the same number of calls (every
 ctx.fits() answered as in the recorded run) without recording, and its wall time goes to the JSON as
@@ -2784,6 +2789,324 @@ def w_sam_prompt_infer(ctx, p):
     torch.cuda.synchronize()
 
 
+def w_dino_multicrop_train(ctx, p):
+    """Self-distillation with multi-crop in the shape of DINO: a ViT-S/16 student and its EMA teacher (random
+    weights, fp32 parameters, bf16 autocast), 2 global crops of 224 px through both, U[2,8] local crops of 96 px
+    (drawn per step) through the student only, 48 images a crop; heads 384 -> 2,048 -> 256 -> 4,096 prototypes; the
+    cross-entropy between the teacher's centred, sharpened softmax (temperature 0.04) and the student's (0.1) over
+    every pair of a global crop and another crop; AdamW; then the teacher by EMA (momentum 0.996, foreach ops over
+    its parameters) and the centre by EMA."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+
+    class ViT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.patch = nn.Conv2d(3, 384, 16, 16)
+            self.cls = nn.Parameter(torch.zeros(1, 1, 384))
+            self.pos = nn.Parameter(torch.randn(1, 384, 14, 14) * 0.02)
+            self.blocks = nn.ModuleList(
+                nn.TransformerEncoderLayer(384, 6, 1536, dropout=0.0, activation="gelu", batch_first=True,
+                                           norm_first=True) for _ in range(12))
+            self.norm = nn.LayerNorm(384)
+            self.head = nn.Sequential(nn.Linear(384, 2048), nn.GELU(), nn.Linear(2048, 256))
+            self.proto = nn.Linear(256, 4096, bias=False)
+
+        def forward(self, x):
+            x = self.patch(x)
+            side = x.shape[-1]
+            pos = self.pos if side == 14 else F.interpolate(self.pos, size=(side, side), mode="bicubic",
+                                                            align_corners=False)
+            x = (x + pos).flatten(2).transpose(1, 2)
+            x = torch.cat([self.cls.expand(x.shape[0], -1, -1), x], dim=1)
+            for blk in self.blocks:
+                x = blk(x)
+            z = self.head(self.norm(x[:, 0]))
+            return self.proto(F.normalize(z, dim=-1))
+
+    student = ViT().cuda().train()
+    teacher = ViT().cuda().eval()
+    teacher.load_state_dict(student.state_dict())
+    for q in teacher.parameters():
+        q.requires_grad_(False)
+    s_params = [q for q in student.parameters()]
+    t_params = [q for q in teacher.parameters()]
+    opt = torch.optim.AdamW(student.parameters(), lr=5e-4, weight_decay=0.04)
+    center = torch.zeros(1, 4096, device="cuda")
+    b = 48
+    p.update(model="ViT-S/16 student + EMA teacher, heads 384-2048-256-4096", dtype="fp32 params, bf16 autocast",
+             optimizer="AdamW; teacher EMA 0.996 (foreach)", batch_per_crop=b,
+             draws="U[2,8] local crops of 96 px per step; 2 global crops of 224 px", steps=[],
+             max_steps=p.get("max_steps", 200))
+    for step in range(p["max_steps"]):
+        n_local = rng.randint(2, 8)
+        if not ctx.fits(est_allocs=900 + 150 * n_local):
+            break
+        globals_ = torch.randn(2 * b, 3, 224, 224, device="cuda")
+        locals_ = torch.randn(n_local * b, 3, 96, 96, device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            with torch.no_grad():
+                t_out = teacher(globals_).float()
+            s_out = torch.cat([student(globals_).float(), student(locals_).float()])
+        del globals_, locals_
+        q = F.softmax((t_out - center) / 0.04, dim=-1).chunk(2)
+        logp = F.log_softmax(s_out / 0.1, dim=-1).chunk(2 + n_local)
+        loss = 0.0
+        terms = 0
+        for iq in range(2):
+            for v in range(2 + n_local):
+                if v == iq:
+                    continue
+                loss = loss + torch.sum(-q[iq] * logp[v], dim=-1).mean()
+                terms += 1
+        loss = loss / terms
+        optimizer_step(loss, opt)
+        with torch.no_grad():
+            torch._foreach_mul_(t_params, 0.996)
+            torch._foreach_add_(t_params, s_params, alpha=0.004)
+            center.mul_(0.9).add_(t_out.mean(0, keepdim=True), alpha=0.1)
+        del t_out, s_out, q, logp, loss
+        p["steps"].append(n_local)
+    torch.cuda.synchronize()
+
+
+def w_nerf_rays_train(ctx, p):
+    """Neural radiance field training in the shape of Instant-NGP: a multiresolution hash encoding (16 levels,
+    2^19 entries x 2 features a level, resolutions 16..1,024, trilinear over 8 corners, written here) into a
+    density MLP (32 -> 64 -> 16) and a colour MLP (16 + a 16-term direction encoding -> 64 -> 64 -> 3), fp32; per
+    step R = 2,048 x U[1,4] rays of S = U[32,160] samples each (drawn per step, as occupancy-pruned sampling
+    varies), volume rendering by cumulative transmittance (cumprod), MSE to random colours; Adam (its moments on
+    the 16 hash tables too)."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+    levels, table, feat = 16, 1 << 19, 2
+    res = [int(16 * (1024 / 16) ** (i / (levels - 1))) for i in range(levels)]
+    tables = nn.Parameter(torch.empty(levels, table, feat, device="cuda").uniform_(-1e-4, 1e-4))
+    density = nn.Sequential(nn.Linear(levels * feat, 64), nn.ReLU(), nn.Linear(64, 16)).cuda()
+    colour = nn.Sequential(nn.Linear(16 + 16, 64), nn.ReLU(), nn.Linear(64, 64), nn.ReLU(), nn.Linear(64, 3)).cuda()
+    opt = torch.optim.Adam([tables, *density.parameters(), *colour.parameters()], lr=1e-2, eps=1e-15)
+    primes = torch.tensor([1, 2654435761, 805459861], device="cuda", dtype=torch.int64)
+    corners = torch.tensor([[i >> 2 & 1, i >> 1 & 1, i & 1] for i in range(8)], device="cuda", dtype=torch.int64)
+
+    def encode(x):  # x: (N, 3) in [0, 1)
+        out = []
+        for lv in range(levels):
+            xs = x * res[lv]
+            x0 = xs.floor()
+            w = xs - x0
+            x0 = x0.long()
+            f = 0
+            for c in range(8):
+                idx = x0 + corners[c]
+                h = (idx * primes).remainder(table)
+                h = (h[:, 0] ^ h[:, 1] ^ h[:, 2]).remainder(table)
+                cw = torch.where(corners[c].bool(), w, 1 - w).prod(-1, keepdim=True)
+                f = f + cw * tables[lv][h]
+            out.append(f)
+        return torch.cat(out, dim=-1)
+
+    def dir_enc(d):  # 16 terms: sines and cosines of the direction at 2 frequencies, and d
+        return torch.cat([d, torch.sin(d), torch.cos(d), torch.sin(2 * d), torch.cos(2 * d), d[:, :1]], dim=-1)
+
+    p.update(model="hash grid 16 x 2^19 x 2 + MLPs 32-64-16 / 32-64-64-3", dtype="fp32", optimizer="Adam",
+             draws="R = 2048 x U[1,4] rays, S = U[32,160] samples a ray, per step", steps=[],
+             max_steps=p.get("max_steps", 300))
+    for step in range(p["max_steps"]):
+        r = 2048 * rng.randint(1, 4)
+        s = rng.randint(32, 160)
+        if not ctx.fits(est_allocs=3000):
+            break
+        origins = torch.rand(r, 1, 3, device="cuda") * 0.2 + 0.4
+        dirs = F.normalize(torch.randn(r, 3, device="cuda"), dim=-1)
+        t = torch.sort(torch.rand(r, s, device="cuda"), dim=-1).values * 0.5
+        pts = (origins + dirs[:, None, :] * t[..., None]).clamp(0, 0.999).reshape(-1, 3)
+        h = density(encode(pts))
+        sigma = F.softplus(h[:, 0]).view(r, s)
+        rgb = torch.sigmoid(colour(torch.cat([h, dir_enc(dirs).repeat_interleave(s, 0)], dim=-1))).view(r, s, 3)
+        delta = torch.cat([t[:, 1:] - t[:, :-1], torch.full((r, 1), 1e-3, device="cuda")], dim=-1)
+        alpha = 1 - torch.exp(-sigma * delta)
+        trans = torch.cumprod(torch.cat([torch.ones(r, 1, device="cuda"), 1 - alpha + 1e-10], dim=-1), dim=-1)[:, :-1]
+        pixel = ((alpha * trans)[..., None] * rgb).sum(1)
+        loss = F.mse_loss(pixel, torch.rand(r, 3, device="cuda"))
+        optimizer_step(loss, opt)
+        del origins, dirs, t, pts, h, sigma, rgb, delta, alpha, trans, pixel, loss
+        p["steps"].append([r, s])
+    torch.cuda.synchronize()
+
+
+def w_lora_adapter_serve(ctx, p):
+    """Serving one base model with many LoRA adapters in the shape of S-LoRA / Punica: a decoder of GPT-2-medium
+    size (24 layers, width 1,024, 16 heads, 50,257 vocabulary, bf16, random weights, written here) and 24 adapters
+    of rank 8, 16 or 64 (drawn per adapter) on the q and v projections, held in pinned host memory; per call a batch
+    of U[1,8] requests, each with an adapter drawn, a prompt of U[16,384] tokens (left-padded), U[4,24] new tokens
+    decoded greedily with a KV cache grown by torch.cat; the batch's adapters copied to the GPU (non_blocking),
+    stacked at the batch's largest rank, and dropped after the call."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+    d, heads, layers, vocab = 1024, 16, 24, 50257
+    hd = d // heads
+    bf = dict(device="cuda", dtype=torch.bfloat16)
+    emb = (torch.randn(vocab, d, **bf) * 0.02)
+    pos = (torch.randn(2048, d, **bf) * 0.02)
+    W = [dict(ln1=torch.ones(d, **bf), qkv=torch.randn(d, 3 * d, **bf) * 0.02, o=torch.randn(d, d, **bf) * 0.02,
+              ln2=torch.ones(d, **bf), up=torch.randn(d, 4 * d, **bf) * 0.02, down=torch.randn(4 * d, d, **bf) * 0.02)
+         for _ in range(layers)]
+    ranks = [rng.choice([8, 16, 64]) for _ in range(24)]
+    adapters = [[(torch.randn(2, d, r, dtype=torch.bfloat16) * 0.01).pin_memory(),
+                 (torch.randn(2, r, d, dtype=torch.bfloat16) * 0.01).pin_memory()] for r in ranks]
+
+    def lora(x, A, B, which):  # x: (b, t, d); A: (b, 2, d, r); B: (b, 2, r, d)
+        return torch.bmm(torch.bmm(x, A[:, which]), B[:, which])
+
+    def forward(ids, start, cache, A, B, mask):
+        b, t = ids.shape
+        x = emb[ids] + pos[start:start + t]
+        for i, w in enumerate(W):
+            h = F.layer_norm(x, (d,), w["ln1"])
+            qkv = h @ w["qkv"]
+            q, k, v = qkv.split(d, dim=-1)
+            q = q + lora(h, A, B, 0)
+            v = v + lora(h, A, B, 1)
+            k = k.view(b, t, heads, hd).transpose(1, 2)
+            v = v.view(b, t, heads, hd).transpose(1, 2)
+            if cache[i] is not None:
+                k = torch.cat([cache[i][0], k], dim=2)
+                v = torch.cat([cache[i][1], v], dim=2)
+            cache[i] = (k, v)
+            q = q.view(b, t, heads, hd).transpose(1, 2)
+            a = F.scaled_dot_product_attention(q, k, v, attn_mask=mask)
+            x = x + a.transpose(1, 2).reshape(b, t, d) @ w["o"]
+            h = F.layer_norm(x, (d,), w["ln2"])
+            x = x + F.gelu(h @ w["up"]) @ w["down"]
+        return x[:, -1] @ emb.T
+
+    p.update(model="GPT-2-medium-sized decoder (24 x 1024) + 24 LoRA adapters on q, v", dtype="bf16",
+             ranks=ranks, draws="per call: U[1,8] requests, adapter, prompt U[16,384], new tokens U[4,24]",
+             calls=[], max_calls=p.get("max_calls", 200))
+    with torch.no_grad():
+        for call in range(p["max_calls"]):
+            n = rng.randint(1, 8)
+            reqs = [(rng.randrange(24), rng.randint(16, 384)) for _ in range(n)]
+            new = rng.randint(4, 24)
+            if not ctx.fits(est_allocs=layers * 24 * (new + 1) + 200):
+                break
+            rmax = max(ranks[a] for a, _ in reqs)
+            A = torch.zeros(n, 2, d, rmax, **bf)
+            B = torch.zeros(n, 2, rmax, d, **bf)
+            for j, (a, _) in enumerate(reqs):
+                A[j, :, :, :ranks[a]].copy_(adapters[a][0].cuda(non_blocking=True))
+                B[j, :, :ranks[a], :].copy_(adapters[a][1].cuda(non_blocking=True))
+            plen = max(L for _, L in reqs)
+            ids = torch.randint(0, vocab, (n, plen), device="cuda")
+            valid = torch.zeros(n, plen, dtype=torch.bool, device="cuda")
+            for j, (_, L) in enumerate(reqs):
+                valid[j, plen - L:] = True
+            causal = torch.ones(plen, plen, dtype=torch.bool, device="cuda").tril()
+            mask = (causal[None] & valid[:, None, :])[:, None]
+            mask = mask | torch.eye(plen, dtype=torch.bool, device="cuda")[None, None]
+            cache = [None] * layers
+            logits = forward(ids, 0, cache, A, B, mask)
+            out = [logits.argmax(-1)]
+            for s in range(new - 1):
+                valid = torch.cat([valid, torch.ones(n, 1, dtype=torch.bool, device="cuda")], dim=1)
+                logits = forward(out[-1][:, None], plen + s, cache, A, B, valid[:, None, None, :])
+                out.append(logits.argmax(-1))
+            tokens = torch.stack(out, dim=1).cpu()
+            del A, B, ids, valid, causal, mask, cache, logits, out, tokens
+            p["calls"].append([reqs, new])
+    torch.cuda.synchronize()
+
+
+def w_resume_ckpt_train(ctx, p):
+    """Training that checkpoints and resumes in one process, as preemptible and elastic jobs do: a GPT-style decoder
+    (12 layers, width 768, 12 heads, 50,257 vocabulary, random weights, bf16 autocast, AdamW), batch 8 x U[128,1024]
+    tokens per step; every 6th step the model's and the optimizer's state copied to host memory (state_dict,
+    .cpu()), every 12th step the model and optimizer deleted and rebuilt from that copy (weights and Adam moments
+    allocated anew, no empty_cache), as a restart after preemption does."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+
+    class Block(nn.Module):
+        def __init__(self, d=768, h=12):
+            super().__init__()
+            self.h = h
+            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+        def forward(self, x):
+            b, t, d = x.shape
+            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+            x = x + self.proj(a)
+            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+    class GPT(nn.Module):
+        def __init__(self):
+            super().__init__()
+            self.tok = nn.Embedding(50257, 768)
+            self.pos = nn.Embedding(1024, 768)
+            self.blocks = nn.ModuleList(Block() for _ in range(12))
+            self.norm = nn.LayerNorm(768)
+
+        def forward(self, ids):
+            x = self.tok(ids) + self.pos(torch.arange(ids.shape[1], device=ids.device))
+            for blk in self.blocks:
+                x = blk(x)
+            return self.norm(x) @ self.tok.weight.T
+
+    def build(state=None):
+        model = GPT().cuda().train()
+        opt = torch.optim.AdamW(model.parameters(), lr=3e-4)
+        if state is not None:
+            model.load_state_dict(state[0])
+            opt.load_state_dict(state[1])
+        return model, opt
+
+    model, opt = build()
+    host_state = None
+    p.update(model="GPT-style decoder 12 x 768, 50,257 vocabulary", dtype="fp32 params, bf16 autocast",
+             optimizer="AdamW", draws="sequence U[128,1024] per step, batch 8",
+             schedule="state to host every 6th step, model and optimizer rebuilt from it every 12th", steps=[],
+             max_steps=p.get("max_steps", 200))
+    for step in range(p["max_steps"]):
+        t = rng.randint(128, 1024)
+        if not ctx.fits(est_allocs=700):
+            break
+        ids = torch.randint(0, 50257, (8, t + 1), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            logits = model(ids[:, :-1])
+        loss = F.cross_entropy(logits.float().view(-1, logits.shape[-1]), ids[:, 1:].reshape(-1))
+        optimizer_step(loss, opt)
+        del ids, logits, loss
+        event = ""
+        if step % 6 == 5:
+            host_state = ({k: v.detach().cpu() for k, v in model.state_dict().items()},
+                          _to_host(opt.state_dict()))
+            event = "saved"
+        if step % 12 == 11:
+            del model, opt
+            model, opt = build(host_state)
+            event = "restarted"
+        p["steps"].append([t, event] if event else t)
+    torch.cuda.synchronize()
+
+
+def _to_host(obj):
+    """A copy of `obj` (an optimizer's state_dict: dicts, lists, tensors, numbers) with every tensor on the host."""
+    if torch.is_tensor(obj):
+        return obj.detach().cpu()
+    if isinstance(obj, dict):
+        return {k: _to_host(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return type(obj)(_to_host(v) for v in obj)
+    return obj
+
+
 WORKLOADS = {
     "gpt2_generate": (w_gpt2_generate, 60),
     "llm_offload_streams": (w_llm_offload_streams, 60),
@@ -2845,6 +3168,10 @@ WORKLOADS = {
     "unfreeze_finetune_train": (w_unfreeze_finetune_train, 40),
     "simclr_varbatch_train": (w_simclr_varbatch_train, 40),
     "sam_prompt_infer": (w_sam_prompt_infer, 40),
+    "dino_multicrop_train": (w_dino_multicrop_train, 40),
+    "nerf_rays_train": (w_nerf_rays_train, 40),
+    "lora_adapter_serve": (w_lora_adapter_serve, 45),
+    "resume_ckpt_train": (w_resume_ckpt_train, 45),
 }
 
 
