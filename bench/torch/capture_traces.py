@@ -176,6 +176,36 @@ def optimizer_step(loss, opt):
     opt.zero_grad(set_to_none=True)
 
 
+_GPT_BLOCK = None
+
+
+def gpt_block(d, h):
+    """A pre-norm GPT block of width d with h heads (LayerNorm, causal scaled_dot_product_attention, a 4d GELU
+    MLP), as compiled_gpt_train and resume_ckpt_train use it; the class is made on first use (torch is imported in
+    main())."""
+    global _GPT_BLOCK
+    if _GPT_BLOCK is None:
+        nn = torch.nn
+
+        class Block(nn.Module):
+            def __init__(self, d, h):
+                super().__init__()
+                self.h = h
+                self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
+                self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
+                self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
+
+            def forward(self, x):
+                b, t, d = x.shape
+                q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
+                a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
+                x = x + self.proj(a)
+                return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
+
+        _GPT_BLOCK = Block
+    return _GPT_BLOCK(d, h)
+
+
 def rms_norm(x, w, eps=1e-6):
     xf = x.float()
     return (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype) * w
@@ -1429,26 +1459,11 @@ def w_compiled_gpt_train(ctx, p):
     rng = random.Random(SEED)
     nn = torch.nn
 
-    class Block(nn.Module):
-        def __init__(self, d, h):
-            super().__init__()
-            self.h = h
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, d = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
-            x = x + self.proj(a)
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
     class GPT(nn.Module):
         def __init__(self, vocab=32000, d=768, h=12, layers=6, max_t=512):
             super().__init__()
             self.tok, self.pos = nn.Embedding(vocab, d), nn.Embedding(max_t, d)
-            self.blocks = nn.ModuleList(Block(d, h) for _ in range(layers))
+            self.blocks = nn.ModuleList(gpt_block(d, h) for _ in range(layers))
             self.ln, self.head = nn.LayerNorm(d), nn.Linear(d, vocab, bias=False)
 
         def forward(self, ids, labels):
@@ -3030,27 +3045,12 @@ def w_resume_ckpt_train(ctx, p):
     torch.manual_seed(SEED)
     nn = torch.nn
 
-    class Block(nn.Module):
-        def __init__(self, d=768, h=12):
-            super().__init__()
-            self.h = h
-            self.ln1, self.ln2 = nn.LayerNorm(d), nn.LayerNorm(d)
-            self.qkv, self.proj = nn.Linear(d, 3 * d), nn.Linear(d, d)
-            self.fc1, self.fc2 = nn.Linear(d, 4 * d), nn.Linear(4 * d, d)
-
-        def forward(self, x):
-            b, t, d = x.shape
-            q, k, v = self.qkv(self.ln1(x)).view(b, t, 3, self.h, d // self.h).permute(2, 0, 3, 1, 4)
-            a = F.scaled_dot_product_attention(q, k, v, is_causal=True).transpose(1, 2).reshape(b, t, d)
-            x = x + self.proj(a)
-            return x + self.fc2(F.gelu(self.fc1(self.ln2(x))))
-
     class GPT(nn.Module):
         def __init__(self):
             super().__init__()
             self.tok = nn.Embedding(50257, 768)
             self.pos = nn.Embedding(1024, 768)
-            self.blocks = nn.ModuleList(Block() for _ in range(12))
+            self.blocks = nn.ModuleList(gpt_block(768, 12) for _ in range(12))
             self.norm = nn.LayerNorm(768)
 
         def forward(self, ids):
