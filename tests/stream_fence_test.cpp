@@ -122,6 +122,27 @@ TEST(StreamFenceCoverTest, AnUncoveredTickGetsAMarkThatMakesItSafeOnceTheStreamF
   EXPECT_EQ(events.recorded(), 2);
 }
 
+// StreamFence::readiness asks the driver only where its answer depends on it: a tick already known safe, and a
+// tick no unfinished mark covers, are answered from what the fence knows (no event query); a covered tick polls.
+TEST(StreamFenceReadinessTest, ASafeOrUncoveredTickIsAnsweredWithoutAskingTheDriver) {
+  ManualEvents events;
+  StreamFence fence(&events);
+  constexpr StreamId kStream = 3;
+  fence.note_idle(kStream, 1);  // the stream's first mark, at tick 1
+  std::uint64_t calls = fence.driver_calls();
+  EXPECT_EQ(fence.readiness(kStream, 2), StreamFence::Readiness::kUncovered);
+  EXPECT_EQ(fence.driver_calls(), calls) << "no mark covers tick 2: nothing to ask";
+  EXPECT_EQ(fence.readiness(kStream, 1), StreamFence::Readiness::kCovered);
+  EXPECT_EQ(fence.driver_calls(), calls + 1) << "covered: one query of the mark";
+  events.finish(kStream);
+  EXPECT_EQ(fence.readiness(kStream, 1), StreamFence::Readiness::kSafe);
+  calls = fence.driver_calls();
+  EXPECT_EQ(fence.readiness(kStream, 1), StreamFence::Readiness::kSafe);
+  EXPECT_EQ(fence.readiness(kStream, 0), StreamFence::Readiness::kSafe);
+  EXPECT_EQ(fence.driver_calls(), calls) << "known safe: nothing to ask";
+  EXPECT_EQ(fence.driver_calls(), events.driver_calls());
+}
+
 // StreamFence::wait_safe says whether it drained the stream: true only where it had to record the mark it waited
 // for (the tick uncovered), false for a tick covered by an earlier mark or already safe.
 TEST(StreamFenceWaitTest, AWaitDrainsTheStreamOnlyWhereNoMarkCoveredTheTick) {

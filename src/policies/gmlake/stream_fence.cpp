@@ -48,9 +48,13 @@ StreamFence::Readiness StreamFence::readiness(StreamId stream, std::uint64_t tic
   auto it = streams_.find(stream);
   if (it == streams_.end()) return Readiness::kUncovered;  // never marked: nothing known
   Stream& s = it->second;
+  // Answered without the driver where a poll cannot change the answer: a tick already known safe, or one no
+  // unfinished mark covers (a poll only moves safe_tick up to a mark's tick).
+  if (tick <= s.safe_tick) return Readiness::kSafe;
+  if (s.marks.empty() || s.marks.back().tick < tick) return Readiness::kUncovered;
   poll(s);
   if (tick <= s.safe_tick) return Readiness::kSafe;
-  return !s.marks.empty() && s.marks.back().tick >= tick ? Readiness::kCovered : Readiness::kUncovered;
+  return Readiness::kCovered;
 }
 
 bool StreamFence::wait_safe(StreamId stream, std::uint64_t tick, std::uint64_t now_tick) {

@@ -47,7 +47,9 @@ class StreamFence {
   // Pages of `stream` turned idle at `tick`: records a mark when the spacing allows (and only then polls the
   // stream's marks: one event record and at most a few queries per kMarkSpacingTicks idle turns).
   void note_idle(StreamId stream, std::uint64_t tick);
-  // Where the work queued on `stream` before `tick` stands (see above). Never blocks.
+  // Where the work queued on `stream` before `tick` stands (see above). Never blocks. Asks the driver (polls the
+  // stream's marks) only for a tick an unfinished mark covers: a tick known safe or one no mark covers is answered
+  // from what the fence knows, as a poll could not change that answer.
   Readiness readiness(StreamId stream, std::uint64_t tick);
   bool safe(StreamId stream, std::uint64_t tick) { return readiness(stream, tick) == Readiness::kSafe; }
   // True when all work queued on `stream` has finished: the device waits for the host there (StreamEvents::idle,
