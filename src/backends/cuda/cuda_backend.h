@@ -33,9 +33,9 @@
 // reserved and cap 0, so that the engine's retire-and-retry runs (ArenaSet). A failed call leaves nothing behind
 // that the driver lets us undo: cuMemCreate, cuMemAddressReserve and cuMemMap create nothing when they fail; a
 // failed cuMemRelease, cuMemAddressFree or cuMemUnmap leaves the chunk, reservation or mappings live (and the base
-// class still records them so). A cuMemUnmap over several mappings that fails part way, or a cuMemSetAccess that fails part
-// way, may have unmapped or given access to part of the range: the driver gives no way back. The base class
-// then still records the mappings as mapped (unmap) or as without access (set_access); a range recorded
+// class still records them so). A cuMemUnmap over several mappings that fails part way, or a cuMemSetAccess that
+// fails part way, may have unmapped or given access to part of the range: the driver gives no way back. The base
+// class then still records the mappings as mapped (unmap) or as without access (set_access); a range recorded
 // without access is never handed out, and is given access again before use, so this errs on the safe side.
 //
 // Thread safety: none beyond the driver's, like every Backend (one pool, one lock).
