@@ -2960,7 +2960,6 @@ def w_lora_adapter_serve(ctx, p):
     stacked at the batch's largest rank, and dropped after the call."""
     rng = random.Random(SEED)
     torch.manual_seed(SEED)
-    nn = torch.nn
     d, heads, layers, vocab = 1024, 16, 24, 50257
     hd = d // heads
     bf = dict(device="cuda", dtype=torch.bfloat16)
@@ -3085,8 +3084,7 @@ def w_resume_ckpt_train(ctx, p):
         del ids, logits, loss
         event = ""
         if step % 6 == 5:
-            host_state = ({k: v.detach().cpu() for k, v in model.state_dict().items()},
-                          _to_host(opt.state_dict()))
+            host_state = (_to_host(model.state_dict()), _to_host(opt.state_dict()))
             event = "saved"
         if step % 12 == 11:
             del model, opt
@@ -3097,7 +3095,8 @@ def w_resume_ckpt_train(ctx, p):
 
 
 def _to_host(obj):
-    """A copy of `obj` (an optimizer's state_dict: dicts, lists, tensors, numbers) with every tensor on the host."""
+    """A copy of `obj` (a model's or an optimizer's state_dict: dicts, lists, tensors, numbers) with every tensor on
+    the host."""
     if torch.is_tensor(obj):
         return obj.detach().cpu()
     if isinstance(obj, dict):
