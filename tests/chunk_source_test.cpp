@@ -225,7 +225,7 @@ TEST_F(ChunkSourceTest, WithIdleMemoryOrUnderACapNewChunksKeepTheBlocksShare) {
   make_source("growth_chunk_share:1,headroom_permille:1000");
   used_chunk(0, 16);
   idle_chunk(16, 1);
-  source_->note_allocated(64 * kPageBytes);
+  source_->note_allocated(17 * kPageBytes);  // reserved 17 pages: at the allocated high, not below it
   const ChunkId a = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{12});
   EXPECT_EQ(store_[a].pages, Pages{1});
   EXPECT_EQ(stats_.evictions, 0u);
@@ -234,6 +234,25 @@ TEST_F(ChunkSourceTest, WithIdleMemoryOrUnderACapNewChunksKeepTheBlocksShare) {
   source_->set_cap_bytes(64 * kPageBytes);
   const ChunkId b = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{12});
   EXPECT_EQ(store_[b].pages, Pages{1});
+  give_back(b);
+}
+
+TEST_F(ChunkSourceTest, BelowTheAllocatedHighANewChunkIsGrowthSizedByThatHigh) {
+  // The job has allocated 64 pages before (the pool emptied since: empty_cache, a model rebuilt); 2 pages are
+  // reserved now, one idle. Re-forming below that high, a new chunk covers the run up to the growth limit of the
+  // high (64 pages / growth_chunk_share 16 = 4 pages), not the block's share of one page, though a chunk is idle.
+  make_source("growth_chunk_share:16,headroom_permille:10");
+  used_chunk(0, 1);
+  idle_chunk(1, 1);
+  source_->note_allocated(64 * kPageBytes);
+  EXPECT_EQ(source_->growth_limit(), Pages{4}) << "the limit follows the high, not the 2 pages reserved";
+  const ChunkId a = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{12});
+  EXPECT_EQ(store_[a].pages, Pages{4});
+  EXPECT_EQ(stats_.evictions, 0u) << "within the headroom: made, not moved";
+  // A run shorter than the limit gets the run, no more (what is made is covered now: nothing strands).
+  const ChunkId b = source_->obtain(Pages{1}, kPageBytes, ChunkSource::OverBudget::kOwnDevice, Pages{3});
+  EXPECT_EQ(store_[b].pages, Pages{3});
+  give_back(a);
   give_back(b);
 }
 

@@ -122,7 +122,7 @@ TEST(ObtainDecisionTest, EveryRowOfThePolicyTable) {
   }
 }
 
-TEST(ObtainDecisionTest, ANewChunkIsGrowthOnlyWithNothingToMoveAndNoCap) {
+TEST(ObtainDecisionTest, ANewChunkIsGrowthOnlyWithNothingToMoveOrBelowTheAllocatedHighAndNoCap) {
   struct GrowthRow {
     const char* why;
     ObtainState state;
@@ -145,6 +145,14 @@ TEST(ObtainDecisionTest, ANewChunkIsGrowthOnlyWithNothingToMoveAndNoCap) {
        with([](ObtainState& s) { s.room_made = true; }), A::kCreate, false},
       {"growth for time (the move budget refuses): memory to move is left, not growth",
        with([](ObtainState& s) { s.moves_allowed = false; }), A::kCreate, false},
+      {"within the headroom while a chunk is idle, below the highest allocated bytes: growth (the pool re-forms)",
+       with([](ObtainState& s) { s.within_headroom = true; s.below_allocated_high = true; }), A::kCreate, true},
+      {"releases made room, below the highest allocated bytes: growth",
+       with([](ObtainState& s) { s.room_made = true; s.below_allocated_high = true; }), A::kCreate, true},
+      {"below the highest allocated bytes under a cap: not growth (memory first)",
+       with([](ObtainState& s) {
+         s.within_headroom = true; s.below_allocated_high = true; s.has_cap = true;
+       }), A::kCreate, false},
       {"under a cap, nothing idle or free: new memory, not growth (memory first)",
        with([](ObtainState& s) { s.idle_chunks = 0; s.has_cap = true; }), A::kCreateWhatFits, false},
       {"under a cap within the headroom: not growth",

@@ -115,10 +115,12 @@ namespace gmlake {
     "this much at once (as PyTorch gives requests under 10 MiB a 20 MiB segment), so the pool grows by few "     \
     "large chunks; page_bytes = back only what the block needs")                                               \
   X(u64, growth_chunk_bytes, 16 * kMiB, "bytes",                                                                \
-    "gmlake: while the pool grows (a run's chunk is new memory and nothing idle or free is left to move), the "  \
-    "chunk may cover up to this much of the run, past chunks_per_block and max_chunk_bytes, and at most "         \
-    "reserved bytes / growth_chunk_share: few creates, maps and access grants where the pool grows past its "    \
-    "size (a longer batch), and none of these chunks strands more than max_strand_bytes, so none is re-cut "     \
+    "gmlake: while the pool grows (a run's chunk is new memory and nothing idle or free is left to move, or "    \
+    "the pool re-forms below the highest allocated bytes it has seen: after empty_cache, a model rebuilt), the " \
+    "chunk may cover up to this much of the run, past chunks_per_block and max_chunk_bytes, and at most the "     \
+    "larger of reserved bytes and that high / growth_chunk_share: few creates, maps and access grants where "    \
+    "the pool grows (a longer batch, a job forming again), and none of these chunks strands more than "          \
+    "max_strand_bytes, so none is re-cut "                                                                        \
     "(src/policies/gmlake/chunk_source.h). Whole pages (rounded down); one page = off; off also with "           \
     "max_chunk_bytes = page_bytes (one chunk size), with headroom_permille 0 (memory over calls), under a cap "   \
     "and near the device's end (page-sized chunks)")                                                              \

@@ -26,6 +26,7 @@
 // Thread safety: none (the policy's lock).
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <string>
 
@@ -97,7 +98,11 @@ class ChunkSource {
   // (the access grant scales with the chunks, not their bytes: ../shared/REFERENCE.md). While the stream has
   // queued work that time is hidden behind it; once the device waits for the host it is on the critical path,
   // so larger growth chunks may be made there (waiting_growth_chunk_share: 768 at the default, the busy share).
-  Pages growth_limit(bool device_waits = false) const { return sizes_.growth_limit(reserved_now(), device_waits); }
+  // The limit follows the larger of the reserved bytes and the highest allocated bytes, so that a pool re-forming
+  // below the size the job has held (ObtainState::below_allocated_high) makes the chunks that size calls for.
+  Pages growth_limit(bool device_waits = false) const {
+    return sizes_.growth_limit(std::max(reserved_now(), headroom_.allocated_high_bytes()), device_waits);
+  }
   // True when the device waits for the host on the allocation's stream (begin()): DeviceWaits::now, which asks
   // the stream (cuStreamQuery) or, without stream events, answers Config::assume_device_waits. Throws
   // BackendError.

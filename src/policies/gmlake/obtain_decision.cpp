@@ -5,7 +5,7 @@ namespace gmlake::engine {
 ObtainStep decide(const ObtainState& s) {
   if (takes_free(s)) return {ObtainAction::kTakeFree};
   const bool something_to_move = s.idle_chunks != 0 || s.free_chunks != 0;
-  const bool growth = !something_to_move && !s.has_cap;
+  const bool growth = (!something_to_move || s.below_allocated_high) && !s.has_cap;
   const bool grow_for_time =
       !s.moves_allowed && !s.has_cap && !s.device_found_full && s.within_move_headroom && something_to_move;
   if (!s.create_refused && (s.within_headroom || s.room_made || grow_for_time)) {

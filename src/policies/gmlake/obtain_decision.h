@@ -20,8 +20,9 @@
 //                     order, as PyTorch reuses a block on its own stream: the block's work runs after that work);
 //                     else kWaitAndEvict;
 //   5. kCreateWhatFits nothing idle, nothing free: new memory, as much as the cap and the device allow.
-// A kCreate or kCreateWhatFits with nothing idle, nothing free and no cap is growth (ObtainStep::growth): the pool
-// grows past its size, and the chunk may be larger than the block's share (ChunkSource: growth chunks).
+// A kCreate or kCreateWhatFits with no cap is growth (ObtainStep::growth) when nothing is idle or free (the pool
+// grows past its size) or when the pool re-forms below the highest allocated bytes it has seen
+// (below_allocated_high): the chunk may then be larger than the block's share (ChunkSource: growth chunks).
 // A create the device refuses is not asked for again in the same call until a move changed what there is
 // (create_refused, lag_refused).
 // Thread safety: pure.
@@ -56,6 +57,9 @@ struct ObtainState {
   bool lag_allows = false;            // lag growth may create want_pages more (lag_grow_pages, the cap)
   bool lag_grows_covered = true;      // lag growth also where an unfinished mark covers it (lag_grow_covered)
   bool lag_refused = false;           // a kCreateForLag failed in this call
+  // want_pages more stay within the highest allocated bytes the pool has seen: it re-forms to a size the job has
+  // held before (after empty_cache, or a model rebuilt), so what it creates now the job will use again.
+  bool below_allocated_high = false;
 };
 
 enum class ObtainAction : std::uint8_t {
@@ -73,8 +77,9 @@ struct ObtainStep {
   ObtainAction action;
   // For kCreate: true when it grows for time (the move budget refused): a refusal then marks the device full.
   bool for_time = false;
-  // For kCreate and kCreateWhatFits: the pool grows, nothing idle or free is left to move and no cap is set, so
-  // the chunk may take the growth size (Config::growth_chunk_bytes) rather than the block's share.
+  // For kCreate and kCreateWhatFits: no cap is set and the pool grows past its size (nothing idle or free is left
+  // to move) or re-forms below its highest allocated bytes, so the chunk may take the growth size
+  // (Config::growth_chunk_bytes) rather than the block's share.
   bool growth = false;
 };
 
