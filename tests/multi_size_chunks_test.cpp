@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <vector>
 
 #include "policies/gmlake/chunk_sizes.h"
 #include "policies/gmlake/stitching_allocator.h"
@@ -235,6 +236,34 @@ TEST(HugeBlockTest, ABlockOfHundredsOfGibibytesMapsInAtMost4096Chunks) {
   a.deallocate(q);
   a.empty_cache();
   EXPECT_EQ(backend.live_chunks(), 0u);
+}
+
+TEST(ReformingPoolTest, AfterEmptyCacheThePoolFormsAgainInGrowthChunksSizedByItsAllocatedHigh) {
+  // The default configuration: 4 MiB chunks, growth chunks of 16 MiB and at most 1/768 of the pool. A job of
+  // 12 GiB (48 blocks of 256 MiB) empties its cache and forms again, as each round of train.py's A/B does.
+  SimBackend backend(kPageBytes);
+  StitchingAllocator a(parse_config(""), backend);
+  std::vector<void*> blocks;
+  for (int i = 0; i < 48; ++i) blocks.push_back(a.allocate(256 * kMiB, 0));
+  for (void* p : blocks) a.deallocate(p);
+  blocks.clear();
+  a.empty_cache();
+  ASSERT_EQ(a.stats().reserved_bytes.current, 0);
+  // Below the 12 GiB it has held, the pool makes 16 MiB chunks (12 GiB / 768): 16 for a 256 MiB block, not the
+  // 64 of the block's share (4 MiB) that nothing reserved would give.
+  const std::uint64_t before = backend.counters()[BackendCall::kCreate];
+  blocks.push_back(a.allocate(256 * kMiB, 0));
+  EXPECT_EQ(backend.counters()[BackendCall::kCreate] - before, 16u);
+  // So too with idle memory left to move, within the headroom: a freed block's chunks stay idle and the next
+  // block gets growth chunks of its own.
+  blocks.push_back(a.allocate(256 * kMiB, 0));
+  a.deallocate(blocks.front());
+  const std::uint64_t idle_before = backend.counters()[BackendCall::kCreate];
+  blocks.front() = a.allocate(512 * kMiB, 0);
+  EXPECT_EQ(backend.counters()[BackendCall::kCreate] - idle_before, 32u) << "512 MiB in 16 MiB chunks";
+  a.check_invariants();
+  for (void* p : blocks) a.deallocate(p);
+  a.check_invariants();
 }
 
 }  // namespace
