@@ -67,7 +67,7 @@ ChunkId ChunkSource::obtain(Pages pages, std::uint64_t requested, OverBudget ove
     s.idle_chunks = use_.idle_chunks();
     s.within_headroom = within_headroom(want) || within_waiting_headroom(want, s);
     s.within_move_headroom = within_move_headroom(want);
-    s.below_allocated_high = reserved_now() + page_.bytes_of(want) <= headroom_.allocated_high_bytes();
+    s.below_allocated_high = headroom_.within(reserved_now(), page_.bytes_of(want), 0);  // no allowance above H
     s.cap_allows_want = cap_allows(want);
     s.room_made = reserved_now() + page_.bytes_of(want) <= reserved_at_start && s.cap_allows_want;
     s.device_found_full = headroom_.device_full();

@@ -3,7 +3,7 @@
 //
 // For a run of `pages` unmapped pages, obtain() returns one free chunk (mapped nowhere, out of the free index) of
 // 1..pages pages; where the run is longer (run_pages), up to growth_limit() pages of it: a free chunk that fits in
-// the run, or a new chunk where the pool grows (growth chunks). Which step it takes is decided by decide()
+// the run, or a new chunk where the pool grows or re-forms (growth chunks). Which step it takes is decided by decide()
 // (obtain_decision.h: the order is the policy, written and tested as one table); obtain() fills the state, carries
 // the step out and asks again.
 // Near the cap (memory_first_under_cap, or past 90% of cap_bytes) or near the device's end (past 90% of what the
@@ -83,23 +83,26 @@ class ChunkSource {
   Pages chunk_limit(Pages block_pages) const { return sizes_.chunk_limit(block_pages); }
   // A free chunk for a run of `pages` pages (> 0, at most chunk_limit() of the block) for a request of
   // `requested` bytes (for the error), as above. `run_pages` (>= pages; 0: `pages`): the pages of the run still
-  // unbacked. Where the chunk is growth (ObtainStep::growth: new memory, nothing idle or free, no cap), it covers
-  // up to min(run_pages, growth_limit()) pages instead (kOwnDevice only, never near the cap or the device's end).
+  // unbacked. Where the chunk is growth (ObtainStep::growth: new memory, no cap, and nothing idle or free or the
+  // pool below its highest allocated bytes), it covers up to min(run_pages, growth_limit()) pages instead
+  // (kOwnDevice only, never near the cap or the device's end).
   ChunkId obtain(Pages pages, std::uint64_t requested, OverBudget over_budget = OverBudget::kOwnDevice,
                  Pages run_pages = Pages{0});
-  // The largest growth chunk now, in pages: ChunkSizes::growth_limit of the own device's reserved bytes, with the
-  // share for a waiting device when `device_waits` (see device_waits()).
-  // Growth chunks are made only where the pool grows past its size: with nothing idle, nothing is stranded when
-  // they are made, and at the default (16 MiB = max_strand_bytes) a block that later lands on part of one
-  // strands less than max_strand_bytes, so it is never re-cut; the share keeps what later blocks strand of them
+  // The largest growth chunk now, in pages: ChunkSizes::growth_limit of the larger of the own device's reserved
+  // bytes and the highest allocated bytes, with the share for a waiting device when `device_waits` (see
+  // device_waits()).
+  // Growth chunks are made only where the pool grows past its size or re-forms below its highest allocated bytes:
+  // the run they cover is new memory the block uses whole, so nothing is stranded when they are made, and at the
+  // default (16 MiB = max_strand_bytes) a block that later lands on part of one strands less than
+  // max_strand_bytes, so it is never re-cut; the share keeps what later blocks strand of them
   // a small part of the pool (utilization within 0.002 on every shipped trace: docs/benchmarks.md).
   //
   // Time: a growth chunk of n pages costs one create, map and access grant where n page-sized chunks cost n
   // (the access grant scales with the chunks, not their bytes: ../shared/REFERENCE.md). While the stream has
   // queued work that time is hidden behind it; once the device waits for the host it is on the critical path,
   // so larger growth chunks may be made there (waiting_growth_chunk_share: 768 at the default, the busy share).
-  // The limit follows the larger of the reserved bytes and the highest allocated bytes, so that a pool re-forming
-  // below the size the job has held (ObtainState::below_allocated_high) makes the chunks that size calls for.
+  // Why the high: a pool re-forming below the size the job has held (ObtainState::below_allocated_high) makes the
+  // chunks that size calls for rather than those of the few bytes reserved so far.
   Pages growth_limit(bool device_waits = false) const {
     return sizes_.growth_limit(std::max(reserved_now(), headroom_.allocated_high_bytes()), device_waits);
   }
