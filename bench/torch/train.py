@@ -417,8 +417,8 @@ def ab_main(args, gmlake, batch, model, opt):
             "step_reserved_bytes_gmlake": step_counts["reserved_bytes"],
             "gmlake_peak_reserved": s["reserved_bytes.all.peak"], "native_peak_reserved": nat["reserved_bytes.all.peak"],
             # peak allocated bytes: utilization on the GPU is gmlake_peak_allocated / gmlake_peak_reserved
-            "gmlake_peak_allocated": s.get("allocated_bytes.all.peak"),
-            "native_peak_allocated": nat.get("allocated_bytes.all.peak"),
+            "gmlake_peak_allocated": s["allocated_bytes.all.peak"],
+            "native_peak_allocated": nat["allocated_bytes.all.peak"],
             "gmlake_backend_calls_per_step": (s["gmlake.backend_calls"] - s0["gmlake.backend_calls"]) / args.steps,
             "gmlake_backend_ms_per_step":
                 (s["gmlake.backend_time_ns"] - s0["gmlake.backend_time_ns"]) / args.steps / 1e6,
