@@ -92,6 +92,11 @@ Held out an eleventh time (2026-11-29, twenty-sixth session):
   nerf_rays_train      Instant-NGP-style radiance field: 16 hash tables (2^19 x 2), rays and samples per step
   lora_adapter_serve   one decoder, 24 LoRA adapters from pinned host memory, per-request adapters in a batch
   resume_ckpt_train    GPT-style training that copies its state to the host and rebuilds model and optimizer
+Written for a twelfth held-out batch (2026-12-07, twenty-ninth session), not yet captured (no GPU came; never run):
+  pipeline_1f1b_train  a GPT-style decoder in 4 stages run in the 1F1B schedule, 8 micro-batches, stage inputs
+                       detached (up to four micro-batches' activations per stage, freed oldest first)
+  t5_beam_generate     T5-small-shaped encoder-decoder beam search (4 beams), batch / source / new tokens per call
+  shampoo_like_train   ResNet-18 with a Shampoo-like optimizer: per-matrix statistics, eigh roots every 5th step
 
 With --unrecorded, each workload runs a second time with the same draws and the same number of calls (every
 ctx.fits() answered as in the recorded run) without recording, and its wall time goes to the JSON as
@@ -3094,6 +3099,180 @@ def w_resume_ckpt_train(ctx, p):
     torch.cuda.synchronize()
 
 
+def w_pipeline_1f1b_train(ctx, p):
+    """Pipeline-parallel training as one rank sees it, all four stages run here: a GPT-style decoder (12 layers,
+    width 768, 12 heads, 50,257 vocabulary, random weights, bf16 autocast, AdamW) cut into 4 stages of 3 layers, 8
+    micro-batches of 4 x U[128,1024] tokens per step (one length per step), run in the 1F1B schedule (stage s
+    warms up with 3 - s forwards, then alternates one forward and one backward, then drains its backwards). Stage
+    inputs are detached leaves and each backward is driven by the next stage's input gradient, as between pipeline
+    ranks, so up to four micro-batches' activations of a stage live at once and are freed oldest first."""
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    nn = torch.nn
+    stages_n, micro_n, width, vocab = 4, 8, 768, 50257
+    tok, pos = nn.Embedding(vocab, width).cuda(), nn.Embedding(1024, width).cuda()
+    stages = nn.ModuleList(nn.ModuleList(gpt_block(width, 12) for _ in range(3)) for _ in range(stages_n)).cuda()
+    norm = nn.LayerNorm(width).cuda()
+    params = list(tok.parameters()) + list(pos.parameters()) + list(stages.parameters()) + list(norm.parameters())
+    opt = torch.optim.AdamW(params, lr=3e-4)
+
+    def stage_forward(s, x, ids):
+        if s == 0:
+            x = tok(ids[:, :-1]) + pos(torch.arange(ids.shape[1] - 1, device=ids.device))
+        for blk in stages[s]:
+            x = blk(x)
+        if s == stages_n - 1:
+            logits = norm(x) @ tok.weight.T
+            return F.cross_entropy(logits.float().view(-1, vocab), ids[:, 1:].reshape(-1)) / micro_n
+        return x
+
+    def schedule(s):
+        warm = min(stages_n - s - 1, micro_n)
+        ops = [("F", m) for m in range(warm)]
+        for i in range(micro_n - warm):
+            ops += [("F", warm + i), ("B", i)]
+        return ops + [("B", m) for m in range(micro_n - warm, micro_n)]
+
+    p.update(model="GPT-style decoder 12 x 768 in 4 stages of 3 layers, 50,257 vocabulary",
+             dtype="fp32 params, bf16 autocast", optimizer="AdamW", schedule="1F1B, 8 micro-batches of 4",
+             draws="sequence U[128,1024] per step", steps=[], max_steps=p.get("max_steps", 100))
+    for step in range(p["max_steps"]):
+        t = rng.randint(128, 1024)
+        if not ctx.fits(est_allocs=micro_n * 400):
+            break
+        ids = [torch.randint(0, vocab, (4, t + 1), device="cuda") for _ in range(micro_n)]
+        ops = [schedule(s) for s in range(stages_n)]
+        at = [0] * stages_n
+        outputs, grads, forwarded, backwarded = {}, {}, set(), set()
+        while any(at[s] < len(ops[s]) for s in range(stages_n)):
+            moved = False
+            for s in range(stages_n):
+                if at[s] == len(ops[s]):
+                    continue
+                kind, m = ops[s][at[s]]
+                if kind == "F":
+                    if s > 0 and (s - 1, m) not in forwarded:
+                        continue
+                    x = None if s == 0 else outputs[(s - 1, m)][1].detach().requires_grad_()
+                    with torch.autocast("cuda", dtype=torch.bfloat16):
+                        outputs[(s, m)] = (x, stage_forward(s, x, ids[m]))
+                    forwarded.add((s, m))
+                else:
+                    if s < stages_n - 1 and (s + 1, m) not in backwarded:
+                        continue
+                    x, y = outputs.pop((s, m))
+                    if s == stages_n - 1:
+                        y.backward()
+                    else:
+                        y.backward(grads.pop((s, m)))
+                    if s > 0:
+                        grads[(s - 1, m)] = x.grad
+                    del x, y
+                    backwarded.add((s, m))
+                at[s] += 1
+                moved = True
+            if not moved:
+                raise RuntimeError("1F1B schedule stalled")
+        opt.step()
+        opt.zero_grad(set_to_none=True)
+        del ids, outputs, grads
+        p["steps"].append(t)
+    torch.cuda.synchronize()
+
+
+def w_t5_beam_generate(ctx, p):
+    """Encoder-decoder beam search: T5 (T5Config d_model 512, d_ff 2048, 6+6 layers, 8 heads: t5-small's shape,
+    random weights) bf16 `generate` with 4 beams (self- and cross-attention caches reordered every token): batch
+    U[1,8], source U[32,512], new tokens U[16,64] per call."""
+    from transformers import T5Config, T5ForConditionalGeneration
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    cfg = T5Config(d_model=512, d_ff=2048, num_layers=6, num_decoder_layers=6, num_heads=8, vocab_size=32128,
+                   decoder_start_token_id=0, pad_token_id=0, eos_token_id=1)
+    model = T5ForConditionalGeneration(cfg).eval().to("cuda", torch.bfloat16)
+    p.update(model="T5ForConditionalGeneration(T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8))",
+             dtype="bfloat16", beams=4, draws="batch U[1,8], source U[32,512], new tokens U[16,64]", calls=[],
+             max_calls=p.get("max_calls", 60))
+    for i in range(p["max_calls"]):
+        b, s, n = rng.randint(1, 8), rng.randint(32, 512), rng.randint(16, 64)
+        if not ctx.fits(est_allocs=400 * (n + 2)):
+            break
+        src = torch.randint(2, cfg.vocab_size, (b, s), device="cuda")
+        with torch.no_grad():
+            out = model.generate(input_ids=src, attention_mask=torch.ones_like(src), do_sample=False, num_beams=4,
+                                 max_new_tokens=n, min_new_tokens=n, use_cache=True)
+        del out, src
+        p["calls"].append([b, s, n])
+    torch.cuda.synchronize()
+
+
+def w_shampoo_like_train(ctx, p):
+    """A second-order optimizer's memory: ResNet-18 (torchvision, random weights, 100 classes) trained at 112 px,
+    batch U[32,256] per step, bf16 autocast, with a Shampoo-like update written here: for each weight matrix (a
+    conv's reshaped to out x in*k*k) the statistics L += G G^T and R += G^T G (a side over 2,048 keeps a diagonal
+    instead), their inverse fourth roots recomputed by eigendecomposition every 5th step (torch.linalg.eigh: solver
+    workspaces of many sizes), and the update L^-1/4 G R^-1/4 with grafted norm; biases and norms by SGD."""
+    import torchvision
+    rng = random.Random(SEED)
+    torch.manual_seed(SEED)
+    model = torchvision.models.resnet18(num_classes=100).cuda().train()
+    mats = [w for w in model.parameters() if w.dim() >= 2]
+    others = [w for w in model.parameters() if w.dim() < 2]
+    side_max, eps, lr = 2048, 1e-6, 0.05
+
+    def side_state(n):
+        return {"full": n <= side_max, "stat": torch.zeros((n, n) if n <= side_max else (n,), device="cuda"),
+                "root": None}
+
+    state = [(side_state(w.shape[0]), side_state(w[0].numel())) for w in mats]
+
+    def inv_root(st):
+        if st["full"]:
+            stat = torch.nan_to_num(st["stat"], nan=0.0, posinf=1e30, neginf=-1e30)  # eigh fails on NaN
+            vals, vecs = torch.linalg.eigh(stat + eps * torch.eye(stat.shape[0], device="cuda"))
+            del stat
+            st["root"] = (vecs * vals.clamp_min(eps).pow(-0.25)) @ vecs.T
+            del vals, vecs
+        else:
+            st["root"] = (st["stat"] + eps).pow(-0.25)
+
+    def apply(st, g, left):
+        if st["full"]:
+            return st["root"] @ g if left else g @ st["root"]
+        return g * (st["root"][:, None] if left else st["root"][None, :])
+
+    p.update(model="torchvision resnet18(num_classes=100)", dtype="fp32 params, bf16 autocast",
+             optimizer="Shampoo-like (written here): L, R statistics, inverse 4th roots by eigh every 5th step",
+             draws="batch U[32,256] per step at 112 px", steps=[], max_steps=p.get("max_steps", 200))
+    for step in range(p["max_steps"]):
+        b = rng.randint(32, 256)
+        if not ctx.fits(est_allocs=900):
+            break
+        x = torch.randn(b, 3, 112, 112, device="cuda")
+        y = torch.randint(0, 100, (b,), device="cuda")
+        with torch.autocast("cuda", dtype=torch.bfloat16):
+            loss = F.cross_entropy(model(x), y)
+        loss.backward()
+        with torch.no_grad():
+            for w, (ls, rs) in zip(mats, state):
+                g = w.grad.reshape(w.shape[0], -1)
+                ls["stat"] += g @ g.T if ls["full"] else (g * g).sum(1)
+                rs["stat"] += g.T @ g if rs["full"] else (g * g).sum(0)
+                if step % 5 == 0:
+                    inv_root(ls)
+                    inv_root(rs)
+                u = apply(rs, apply(ls, g, True), False)
+                u *= g.norm() / u.norm().clamp_min(eps)
+                w -= lr * u.view_as(w)
+                del g, u
+            for w in others:
+                w -= lr * w.grad
+        model.zero_grad(set_to_none=True)
+        del x, y, loss
+        p["steps"].append(b)
+    torch.cuda.synchronize()
+
+
 def _to_host(obj):
     """A copy of `obj` (a model's or an optimizer's state_dict: dicts, lists, tensors, numbers) with every tensor on
     the host."""
@@ -3171,6 +3350,9 @@ WORKLOADS = {
     "nerf_rays_train": (w_nerf_rays_train, 40),
     "lora_adapter_serve": (w_lora_adapter_serve, 45),
     "resume_ckpt_train": (w_resume_ckpt_train, 45),
+    "pipeline_1f1b_train": (w_pipeline_1f1b_train, 45),
+    "t5_beam_generate": (w_t5_beam_generate, 40),
+    "shampoo_like_train": (w_shampoo_like_train, 45),
 }
 
 
