@@ -815,14 +815,21 @@ def w_gpt2_beam(ctx, p):
     model = GPT2LMHeadModel(cfg).eval().to("cuda", torch.bfloat16)
     p.update(model="GPT2LMHeadModel(GPT2Config(n_layer=24, n_embd=1024, n_head=16))", dtype="bfloat16", beams=4,
              draws="batch U[1,8], prompt U[32,384], new tokens U[16,64]", calls=[], max_calls=p.get("max_calls", 40))
+    beam_search_calls(ctx, p, rng, model, (0, cfg.vocab_size), (32, 384), 500, pad_token_id=cfg.eos_token_id)
+
+
+def beam_search_calls(ctx, p, rng, model, token_range, prompt_range, est_allocs_per_token, **generate_kwargs):
+    """The calls of a beam-search workload (gpt2_beam, t5_beam_generate): per call, batch U[1,8], a prompt of
+    U[prompt_range] random tokens drawn from [token_range), U[16,64] new tokens (min = max: random weights would
+    stop early), `generate` with 4 beams and a KV cache; each call's draws go to p["calls"]."""
     for i in range(p["max_calls"]):
-        b, t, n = rng.randint(1, 8), rng.randint(32, 384), rng.randint(16, 64)
-        if not ctx.fits(est_allocs=500 * (n + 2)):
+        b, t, n = rng.randint(1, 8), rng.randint(*prompt_range), rng.randint(16, 64)
+        if not ctx.fits(est_allocs=est_allocs_per_token * (n + 2)):
             break
-        ids = torch.randint(0, cfg.vocab_size, (b, t), device="cuda")
+        ids = torch.randint(*token_range, (b, t), device="cuda")
         with torch.no_grad():
             out = model.generate(input_ids=ids, attention_mask=torch.ones_like(ids), do_sample=False, num_beams=4,
-                                 max_new_tokens=n, min_new_tokens=n, pad_token_id=cfg.eos_token_id, use_cache=True)
+                                 max_new_tokens=n, min_new_tokens=n, use_cache=True, **generate_kwargs)
         del out, ids
         p["calls"].append([b, t, n])
     torch.cuda.synchronize()
@@ -3193,17 +3200,7 @@ def w_t5_beam_generate(ctx, p):
     p.update(model="T5ForConditionalGeneration(T5Config(d_model=512, d_ff=2048, num_layers=6, num_heads=8))",
              dtype="bfloat16", beams=4, draws="batch U[1,8], source U[32,512], new tokens U[16,64]", calls=[],
              max_calls=p.get("max_calls", 60))
-    for i in range(p["max_calls"]):
-        b, s, n = rng.randint(1, 8), rng.randint(32, 512), rng.randint(16, 64)
-        if not ctx.fits(est_allocs=400 * (n + 2)):
-            break
-        src = torch.randint(2, cfg.vocab_size, (b, s), device="cuda")
-        with torch.no_grad():
-            out = model.generate(input_ids=src, attention_mask=torch.ones_like(src), do_sample=False, num_beams=4,
-                                 max_new_tokens=n, min_new_tokens=n, use_cache=True)
-        del out, src
-        p["calls"].append([b, s, n])
-    torch.cuda.synchronize()
+    beam_search_calls(ctx, p, rng, model, (2, cfg.vocab_size), (32, 512), 400)
 
 
 def w_shampoo_like_train(ctx, p):
