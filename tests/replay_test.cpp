@@ -259,7 +259,7 @@ TEST(EveryShippedTraceTest, GmlakeReachesItsTargetMemoryFirstAnd095ByDefaultOnEv
       ++replayed;
     }
   }
-  EXPECT_GE(replayed, 67) << "the 67 traces shipped in traces/";
+  EXPECT_GE(replayed, 70) << "the 70 traces shipped in traces/";
 }
 
 // A hand-made trace: two streams, a deferred free (record_stream), a free of an unknown address.

@@ -92,7 +92,7 @@ Held out an eleventh time (2026-11-29, twenty-sixth session):
   nerf_rays_train      Instant-NGP-style radiance field: 16 hash tables (2^19 x 2), rays and samples per step
   lora_adapter_serve   one decoder, 24 LoRA adapters from pinned host memory, per-request adapters in a batch
   resume_ckpt_train    GPT-style training that copies its state to the host and rebuilds model and optimizer
-Written for a twelfth held-out batch (2026-12-07, twenty-ninth session), not yet captured (no GPU came; never run):
+Written for a twelfth held-out batch (2026-12-07, twenty-ninth session), captured in the thirtieth (run 196, unchanged):
   pipeline_1f1b_train  a GPT-style decoder in 4 stages run in the 1F1B schedule, 8 micro-batches, stage inputs
                        detached (up to four micro-batches' activations per stage, freed oldest first)
   t5_beam_generate     T5-small-shaped encoder-decoder beam search (4 beams), batch / source / new tokens per call

@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # The twelfth held-out batch of traces (capture_traces.py's pipeline_1f1b_train, t5_beam_generate,
 # shampoo_like_train), written in the twenty-ninth session before any replay of them: each recorded, then run again
-# unrecorded. NOT RUN YET: no GPU could be started in the rest of that session (ten tries). The workloads have
-# never executed; expect to fix them on the first run.
+# unrecorded. Not run in that session (no GPU could be started, ten tries); first run in the thirtieth session
+# (run 196, through bench/gpu-runs/2026-12-07d/capture_and_beam_check.sh), where all three ran as written.
 # On the GPU machine, from the repo root: bash bench/gpu-runs/2026-12-07c/capture_batch12.sh $OUT
 set -uo pipefail
 out=${1:?usage: capture_batch12.sh OUT}
