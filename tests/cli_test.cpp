@@ -200,6 +200,26 @@ TEST_F(CliTest, ABadDeviceSizeIsBadInput) {
   expect_bad_input("replay " + trace_ + " --device-bytes 8G,cap_bytes:1", "--device-bytes");
 }
 
+// --repeat: the trace that many times in a row; the table and the JSON add the last pass's backend calls, which
+// caching, whose segments the first pass made, needs none of.
+TEST_F(CliTest, RepeatReplaysTheTraceAgainAndReportsTheLastPass) {
+  const std::string json = (dir_ / "repeat.json").string();
+  const Outcome o = gmlake("replay " + trace_ + " --policy all --backend sim --repeat 3 --json " + json);
+  ASSERT_EQ(o.status, 0) << o.err;
+  EXPECT_NE(o.out.find("last of 3 passes: create/map/unmap/rel "), std::string::npos) << o.out;
+  const Outcome once = gmlake("replay " + trace_ + " --policy caching --backend sim");
+  ASSERT_EQ(once.status, 0) << once.err;
+  EXPECT_EQ(once.out.find("passes"), std::string::npos) << once.out;
+  for (const auto& r : nlohmann::json::parse(slurp(json))) {
+    EXPECT_EQ(r["passes"], 3) << r["policy"];
+    EXPECT_LE(r["backend_calls_last_pass"]["create"].get<std::uint64_t>(), r["backend_calls"]["create"].get<std::uint64_t>());
+    if (r["policy"] == "caching") EXPECT_EQ(r["backend_calls_last_pass"]["create"], 0);
+  }
+  expect_bad_input("replay " + trace_ + " --repeat 0", "--repeat");
+  expect_bad_input("replay " + trace_ + " --repeat 1001", "--repeat");
+  expect_bad_input("replay " + trace_ + " --repeat twice", "--repeat");
+}
+
 TEST_F(CliTest, TheCudaBackendReplaysOrFailsWithOneClearLine) {
   const std::vector<std::string_view> names = gmlake::backend_names();
   if (std::find(names.begin(), names.end(), "cuda") == names.end()) {

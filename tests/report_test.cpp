@@ -86,6 +86,17 @@ TEST(ReportTest, TheTableHasOneHeaderPerTraceAndDeviceAndOneRowPerPolicy) {
   EXPECT_NE(format_table({gmlake}).find("3 streams, sharing arenas (cross_stream_reuse:true"), std::string::npos);
   caching.streams = 3;
   EXPECT_EQ(format_table({caching}).find("streams"), std::string::npos) << "PyTorch's policies never share";
+  // One pass: no line on passes. Several (--repeat): the last pass's backend calls and time, and the total.
+  EXPECT_EQ(table.find("passes"), std::string::npos) << table;
+  ReplayResult repeated = result(Policy::kGmlake, 2'000'000'000);
+  repeated.passes = 4;
+  repeated.backend_time_ns = 9'000'000;
+  repeated.backend_calls_last_pass.calls[static_cast<std::size_t>(BackendCall::kMap)] = 12;
+  repeated.backend_calls_last_pass.time_ns[static_cast<std::size_t>(BackendCall::kMap)] = 1'500'000;
+  const std::string repeat_table = format_table({repeated});
+  EXPECT_NE(repeat_table.find("last of 4 passes: create/map/unmap/rel 0/12/0/0, backend time 1.5 ms (9.0 ms in all)"),
+            std::string::npos)
+      << repeat_table;
 }
 
 TEST(ReportTest, TheTableStartsANewHeaderForAnotherDevice) {
@@ -117,7 +128,8 @@ TEST(ReportTest, TheJsonHasOneObjectPerResultWithTheDocumentedKeys) {
                           "stitched_chunks", "stitch_reuses", "evictions", "in_order_evictions", "ooms", "unknown_frees",
                           "peak_mappings",
                           "backend_calls", "backend_time_ns", "assumed_device_waits", "device_lag_us",
-                          "device_waits", "device_wait_ns"}) {
+                          "device_waits", "device_wait_ns", "passes", "backend_calls_last_pass",
+                          "backend_time_ns_last_pass"}) {
     EXPECT_TRUE(o.contains(key)) << key;
   }
   EXPECT_TRUE(o["backend_calls"].is_object());

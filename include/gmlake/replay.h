@@ -96,6 +96,13 @@ struct ReplayOptions {
   // where assume_device_waits is then not read; cross_stream_reuse is then off, as on the GPU (each stream keeps
   // its own arenas). 0: no model, every chunk is safe at once (the default).
   std::uint64_t device_lag_us = 0;
+  // How many times the device's events are replayed in a row (`gmlake replay --repeat`; 0 counts as 1): as a
+  // process that runs the recorded workload again and again (bench/torch/workload_ab.py, whose every run builds its
+  // model anew). Before each pass but the first, every block the pass before left live is freed (a deferred free
+  // it left open ends), so each pass starts from an empty job with the pool as the last left it; each pass's
+  // times follow the last's. The lower bound is one pass's; backend_calls_last_pass shows what the pool still
+  // does once its layout has formed (the moves of the first pass are the layout forming, not the steady state).
+  std::uint64_t repeat = 1;
 };
 
 struct ReplayResult {
@@ -127,6 +134,11 @@ struct ReplayResult {
   // Backend calls made during the second half of the ops (index ops/2 onwards): the steady state, once the
   // first half has warmed the allocator's caches up. Counts only (time_ns stays 0).
   BackendCounters backend_calls_second_half;
+  // ReplayOptions::repeat as replayed (1: once), and the backend calls of the last pass with their time (on
+  // sim:h100 the modelled driver time): with passes > 1, what each repetition of the workload costs once the pool
+  // has seen it; equal to stats.backend_calls when passes = 1.
+  std::uint64_t passes = 1;
+  BackendCounters backend_calls_last_pass;
   // What the gmlake policy took the device to do where it grows (Config::assume_device_waits): a replay runs no
   // kernels and has no stream to ask (no StreamEvents), so this stands for cuStreamQuery. false: busy (queued
   // work hides backend calls: growth_chunk_share); true: waiting for the host (waiting_growth_chunk_share).
@@ -139,7 +151,8 @@ struct ReplayResult {
   Stats stats;                             // the allocator's stats at the end (backend calls included)
 };
 
-// Replays `device` of `trace`. Throws Error for a bad backend name or config; never for trace content.
+// Replays `device` of `trace`. Throws Error for a bad backend name or config, or (kInvalidArgument) for a repeat
+// whose passes would hold more than 2^32 allocations; never for trace content.
 ReplayResult replay(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options);
 
 // The same over a backend the caller made (a FaultBackend, a backend with a physical limit); options.backend

@@ -6,6 +6,8 @@
 #include <unordered_set>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "gmlake/backend_factory.h"
 #include "gmlake/error.h"
 #include "gmlake/clock.h"
@@ -28,6 +30,7 @@ struct Program {
   std::vector<Op> ops;
   std::vector<std::int64_t> time_us;  // per op: the time of the trace event it came from
   std::size_t initial_ops = 0;        // ops[0, initial_ops) allocate the initial blocks
+  std::size_t last_pass_begin = 0;    // ops[last_pass_begin, ops.size()) are the last pass (repeated())
   std::uint32_t slots = 0;
   std::uint64_t unknown_frees = 0;
   std::uint64_t lower_bound_bytes = 0;
@@ -142,6 +145,56 @@ Program compile(const DeviceTrace& device) {
     prog.time_us.resize(prog.ops.size(), e.time_us);
   }
   return prog;
+}
+
+// `prog` (one pass) `passes` times in a row (ReplayOptions::repeat): each pass on slots of its own, preceded by
+// frees of every slot the pass before left live (kEndDeferred for an open deferred free, kFree otherwise), its
+// times after the pass before's (saturating). lower_bound_bytes stays one pass's, as every pass starts empty.
+void repeat_program(Program* prog, std::uint64_t passes) {
+  if (passes <= 1 || prog->ops.empty()) return;
+  if (passes > UINT32_MAX / std::max<std::uint64_t>(prog->slots, 1) ||
+      prog->ops.size() > SIZE_MAX / 4 / passes) {
+    throw Error(ErrorCode::kInvalidArgument,
+                fmt::format("replay: {} passes of {} allocations do not fit the replay's 2^32 slots", passes,
+                            prog->slots));
+  }
+  const Program one = *prog;
+  enum class Slot : std::uint8_t { kUnused, kLive, kDeferred, kDone };
+  std::vector<Slot> state(one.slots, Slot::kUnused);
+  for (const Op& op : one.ops) {
+    switch (op.kind) {
+      case OpKind::kAlloc: state[op.slot] = Slot::kLive; break;
+      case OpKind::kFree: state[op.slot] = Slot::kDone; break;
+      case OpKind::kBeginDeferred: state[op.slot] = Slot::kDeferred; break;
+      case OpKind::kEndDeferred: state[op.slot] = Slot::kDone; break;
+    }
+  }
+  const std::int64_t first_us = one.time_us.front(), last_us = one.time_us.back();
+  std::int64_t span_us = 0;
+  if (__builtin_sub_overflow(last_us, first_us, &span_us) || span_us < 0) span_us = 0;
+  for (std::uint64_t k = 1; k < passes; ++k) {
+    const std::uint32_t base = static_cast<std::uint32_t>((k - 1) * one.slots);
+    const std::int64_t end_us = prog->time_us.back();
+    for (std::uint32_t slot = 0; slot < one.slots; ++slot) {
+      if (state[slot] == Slot::kLive) prog->ops.push_back({OpKind::kFree, base + slot, 0, 0});
+      if (state[slot] == Slot::kDeferred) prog->ops.push_back({OpKind::kEndDeferred, base + slot, 0, 0});
+    }
+    prog->time_us.resize(prog->ops.size(), end_us);
+    if (k == passes - 1) prog->last_pass_begin = prog->ops.size();
+    std::int64_t shift_us = 0;
+    if (__builtin_add_overflow(end_us, 1, &shift_us) || __builtin_sub_overflow(shift_us, first_us, &shift_us)) {
+      shift_us = 0;  // times past int64 (a corrupt trace): the pass keeps its own
+    }
+    for (std::size_t i = 0; i < one.ops.size(); ++i) {
+      Op op = one.ops[i];
+      op.slot += base + one.slots;
+      prog->ops.push_back(op);
+      std::int64_t t = 0;
+      prog->time_us.push_back(__builtin_add_overflow(one.time_us[i], shift_us, &t) ? one.time_us[i] : t);
+    }
+  }
+  prog->slots = static_cast<std::uint32_t>(passes * one.slots);
+  prog->unknown_frees = one.unknown_frees * passes;
 }
 
 // Where reserved memory became usable or stopped being so, as PyTorch's snapshot trace shows it: the pool's own
@@ -320,7 +373,9 @@ std::uint64_t streams_of(const Program& prog) {
 // draining its trace after each op is in ns_per_op).
 ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const ReplayOptions& options, Backend& backend,
                        SegmentRecorder* recorder) {
-  const Program prog = compile(device);
+  Program prog = compile(device);
+  const std::uint64_t passes = std::max<std::uint64_t>(options.repeat, 1);
+  repeat_program(&prog, passes);
   if (options.device_bytes != 0) backend.set_device_limit_bytes(options.device_bytes);
   // The policy's wall time is the trace's own (time_us of each op's event, from the first): its move budget
   // (move_share_permille) then decides as it did, or would have, while the workload ran.
@@ -361,11 +416,13 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
   std::chrono::nanoseconds timed{0};
   const std::size_t half = prog.ops.size() / 2;
   BackendCounters at_half = backend.counters();
+  BackendCounters at_last_pass = backend.counters();
   for (std::size_t begin = 0; begin < prog.ops.size(); begin += block_ops) {
     const std::size_t end = std::min<std::size_t>(begin + block_ops, prog.ops.size());
     const auto t0 = std::chrono::steady_clock::now();
     for (std::size_t i = begin; i < end; ++i) {
       if (i == half) at_half = backend.counters();
+      if (i == prog.last_pass_begin) at_last_pass = backend.counters();
       clock.op = i;
       const Op& op = prog.ops[i];
       void*& p = slots[op.slot];
@@ -423,8 +480,11 @@ ReplayResult replay_on(const Trace& trace, const DeviceTrace& device, const Repl
   r.peak_allocated_bytes = static_cast<std::uint64_t>(r.stats.allocated_bytes.peak);
   r.peak_mappings = backend.peak_mappings();
   r.backend_time_ns = r.stats.backend_calls.total_time_ns();
+  r.passes = passes;
   for (std::size_t k = 0; k < kBackendCallKinds; ++k) {
     r.backend_calls_second_half.calls[k] = r.stats.backend_calls.calls[k] - at_half.calls[k];
+    r.backend_calls_last_pass.calls[k] = r.stats.backend_calls.calls[k] - at_last_pass.calls[k];
+    r.backend_calls_last_pass.time_ns[k] = r.stats.backend_calls.time_ns[k] - at_last_pass.time_ns[k];
   }
   if (r.peak_reserved_bytes) {
     r.utilization = static_cast<double>(r.lower_bound_bytes) / static_cast<double>(r.peak_reserved_bytes);

@@ -51,6 +51,13 @@ std::string format_table(const std::vector<ReplayResult>& results) {
                        to_string(r.policy), gb(r.peak_reserved_bytes), r.utilization, r.fragmentation,
                        gb(r.peak_allocated_bytes), backend_calls_text(r.stats.backend_calls), r.stats.stitches,
                        r.stats.evictions, r.ns_per_op, vmm_ns_per_op(r), vmm_us_per_stitch_text(r));
+    if (r.passes > 1) {
+      out += fmt::format("  {:<11} last of {} passes: create/map/unmap/rel {}, backend time {:.1f} ms ({:.1f} ms in "
+                         "all)\n",
+                         "", r.passes, backend_calls_text(r.backend_calls_last_pass),
+                         static_cast<double>(r.backend_calls_last_pass.total_time_ns()) / 1e6,
+                         static_cast<double>(r.backend_time_ns) / 1e6);
+    }
     if (r.policy == Policy::kGmlake && r.device_lag_us != 0) {
       out += fmt::format("  {:<11} on a device {} µs behind the host (--device-lag-us): {} waits for it, {:.1f} ms "
                          "blocked, {} moves in stream order, {} event records and queries\n",
@@ -87,10 +94,14 @@ std::string format_json(const std::vector<ReplayResult>& results) {
     nlohmann::json calls = nlohmann::json::object();
     nlohmann::json time_ns = nlohmann::json::object();
     nlohmann::json second_half = nlohmann::json::object();
+    nlohmann::json last_pass = nlohmann::json::object();
+    nlohmann::json last_pass_time_ns = nlohmann::json::object();
     for (std::size_t k = 0; k < kBackendCallKinds; ++k) {
       const std::string kind(to_string(static_cast<BackendCall>(k)));
       calls[kind] = r.stats.backend_calls.calls[k];
       second_half[kind] = r.backend_calls_second_half.calls[k];
+      last_pass[kind] = r.backend_calls_last_pass.calls[k];
+      last_pass_time_ns[kind] = r.backend_calls_last_pass.time_ns[k];
       time_ns[kind] = r.stats.backend_calls.time_ns[k];
     }
     array.push_back({
@@ -121,6 +132,9 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"peak_mappings", r.peak_mappings},
         {"backend_calls", calls},
         {"backend_calls_second_half", second_half},
+        {"passes", r.passes},
+        {"backend_calls_last_pass", last_pass},
+        {"backend_time_ns_last_pass", last_pass_time_ns},
         {"backend_time_ns", time_ns},
         {"assumed_device_waits", r.assumed_device_waits},
         {"device_lag_us", r.device_lag_us},

@@ -178,7 +178,7 @@ struct ReplayOutputs {
 
 int run_replay(const std::vector<std::string>& paths, const std::string& policy_text, const std::string& backend,
                const std::string* cap, const std::string& conf, const ReplayOutputs& outputs,
-               const std::string* device_bytes_text, std::uint64_t device_lag_us) {
+               const std::string* device_bytes_text, std::uint64_t device_lag_us, std::uint64_t repeat) {
   const DeviceBytes device_bytes =
       device_bytes_text != nullptr ? checked_device_bytes(*device_bytes_text) : DeviceBytes{};
   const std::string& snapshot_out = outputs.snapshot_out;
@@ -227,6 +227,7 @@ int run_replay(const std::vector<std::string>& paths, const std::string& policy_
         options.config.backend = backend;
         options.device_bytes = device_size_bytes;
         options.device_lag_us = device_lag_us;
+        options.repeat = repeat;
         gmlake::cli::ProgressLine progress(
             fmt::format("{} dev {} {}", trace.name, device.device, gmlake::to_string(policy)),
             gmlake::cli::progress_wanted(outputs.quiet));
@@ -348,6 +349,13 @@ int run(int argc, char** argv) {
                      "waiting for the host after a gap of the lag between ops (assume_device_waits is not read). "
                      "Reports the waits and the time they would block the host")
       ->check(CLI::Range(std::uint64_t{0}, std::uint64_t{3'600'000'000}));
+  std::uint64_t repeat = 1;
+  replay->add_option("--repeat", repeat,
+                     "replay each trace this many times in a row, as a process that runs the workload again and "
+                     "again (blocks a pass leaves live are freed before the next); the report adds the last pass's "
+                     "backend calls and time: what each repetition costs once the layout has formed")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1000}))
+      ->capture_default_str();
   replay->add_option("--conf", conf,
                      "configuration, GMLAKE_CONF form key:value,key:value (see `gmlake conf`); the replay starts "
                      "from cross_stream_reuse:false (each stream its own arenas, as under PyTorch on the GPU)");
@@ -394,7 +402,7 @@ int run(int argc, char** argv) {
   if (*conf_cmd) return run_conf();
   if (*lend) return gmlake::cli::run_lend(lend_options);
   return run_replay(paths, policy, backend, cap_option->count() > 0 ? &cap : nullptr, conf, outputs,
-                    device_option->count() > 0 ? &device_bytes : nullptr, device_lag_us);
+                    device_option->count() > 0 ? &device_bytes : nullptr, device_lag_us, repeat);
 }
 
 }  // namespace
