@@ -380,6 +380,26 @@ TEST(ReplayTest, ARepeatThatWouldOverflowTheSlotsIsRefusedWithAClearError) {
   EXPECT_EQ(run_repeated(handmade(), Policy::kGmlake, 0).passes, 1u) << "0 counts as once";
 }
 
+// The move budget's two counts (Stats::critical_path_moves, refused_moves): with no stream to ask, the replay
+// charges moves to the wall-time share only where it assumes the device waits (assume_device_waits:1), and with
+// no burst and a small share it then refuses some; assuming queued work, it charges and refuses none, and with no
+// share bounded it charges none either.
+TEST(ReplayTest, TheMoveBudgetCountsTheMovesItChargesAndTheOnesItRefuses) {
+  const Trace t = read_trace(std::string(GMLAKE_TRACES_DIR) + "/bert_train_eval.snapshot.pickle.xz");
+  const ReplayResult busy = run(t, Policy::kGmlake, "move_burst_ms:0,move_share_permille:1");
+  const ReplayResult waiting = run(t, Policy::kGmlake, "assume_device_waits:1,move_burst_ms:0,move_share_permille:1");
+  const ReplayResult unbounded = run(t, Policy::kGmlake, "assume_device_waits:1,move_share_permille:0");
+  ASSERT_GT(busy.stats.evictions, 0u);
+  EXPECT_EQ(busy.stats.critical_path_moves, 0u);
+  EXPECT_EQ(busy.stats.refused_moves, 0u);
+  EXPECT_GT(waiting.stats.critical_path_moves, 0u);
+  EXPECT_LE(waiting.stats.critical_path_moves, waiting.stats.evictions + waiting.stats.chunks_released);
+  EXPECT_GT(waiting.stats.refused_moves, 0u);
+  EXPECT_LT(waiting.stats.evictions, busy.stats.evictions) << "refused moves grow the pool instead";
+  EXPECT_EQ(unbounded.stats.critical_path_moves, 0u);
+  EXPECT_EQ(unbounded.stats.refused_moves, 0u);
+}
+
 TEST(ReplayTest, DeferredFreesHoldTheirMemoryUntilTheyComplete) {
   for (Policy p : {Policy::kGmlake, Policy::kCaching, Policy::kExpandable}) {
     const ReplayResult r = run(handmade(), p);

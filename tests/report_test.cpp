@@ -128,7 +128,7 @@ TEST(ReportTest, TheJsonHasOneObjectPerResultWithTheDocumentedKeys) {
                           "stitched_chunks", "stitch_reuses", "evictions", "in_order_evictions", "ooms", "unknown_frees",
                           "peak_mappings",
                           "backend_calls", "backend_time_ns", "assumed_device_waits", "device_lag_us",
-                          "device_waits", "device_wait_ns", "passes", "backend_calls_last_pass",
+                          "device_waits", "device_wait_ns", "critical_path_moves", "refused_moves", "passes", "backend_calls_last_pass",
                           "backend_time_ns_last_pass"}) {
     EXPECT_TRUE(o.contains(key)) << key;
   }

@@ -230,7 +230,8 @@ def counts_delta(before, after):
 def measured_run(w, native, ctx=None, per_call=False, profile=False):
     """run_once(w, native, ctx) with what gmlake's pool did meanwhile: {"wall_s", "vmm_ms" (backend time),
     "backend_calls", "fence_waits", "fence_drains", "fence_wait_ms" (the host blocked in them), "chunks_created",
-    "chunks_released", "evictions", "arena_handovers", "stream_event_calls" (event records and queries), "minflt"
+    "chunks_released", "evictions", "arena_handovers", "stream_event_calls" (event records and queries),
+    "critical_path_moves" and "refused_moves" (the move budget: moves charged as on the critical path, refusals), "minflt"
     (minor page faults of the whole process: first touches of host pages, as a copy into a new host tensor makes),
     heap_state() after the run, and the run's counts_delta of malloc_counts() where malloc_count.c is preloaded};
     gmlake's figures are 0 for a native run. With `per_call`, also "per_kind": the host seconds and count of its
@@ -239,7 +240,7 @@ def measured_run(w, native, ctx=None, per_call=False, profile=False):
     and its device time added (device_time.FIELDS: "kernel_s", "memcpy_s", "memset_s", "kernels")."""
     import gmlake.torch
     counts = ("backend_calls", "fence_waits", "fence_drains", "chunks_created", "chunks_released", "evictions",
-              "arena_handovers", "stream_event_calls")
+              "arena_handovers", "stream_event_calls", "critical_path_moves", "refused_moves")
     p = {}
     if per_call:
         ctx = StampCtx(ctx if ctx is not None else w.ct.ReplayCtx(w.calls))

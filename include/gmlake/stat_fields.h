@@ -43,6 +43,11 @@
  *   chunks_created / chunks_released
  *   waiting_growths    growth chunks made while the device waited for the host (the stream had no queued work,
  *                      or assume_device_waits without stream events): sized by waiting_growth_chunk_share (gmlake)
+ *   critical_path_moves moves (evictions, re-cuts, releases to remake a chunk) made while the device waited for
+ *                      the host, charged to the move budget's wall-time share (move_share_permille; counted only
+ *                      while that share is bounded) (gmlake)
+ *   refused_moves      answers of a move budget that refused a move, after which the pool grows, borrows or
+ *                      moves anyway (memory first) (gmlake)
  *   deferred_frees     frees that waited for the work of streams recorded with record_stream (StreamUses)
  *   stream_event_calls driver calls the pool made to learn where streams stand (GPU: cuEventRecord,
  *                      cuEventQuery, cuStreamQuery, cuEventSynchronize, cuCtxSynchronize; gmlake's StreamFence,
@@ -81,6 +86,8 @@
   X(chunks_created, "num_device_alloc")                     \
   X(chunks_released, "num_device_free")                     \
   X(waiting_growths, "")                                    \
+  X(critical_path_moves, "")                                \
+  X(refused_moves, "")                                      \
   X(deferred_frees, "")                                     \
   X(stream_event_calls, "")                                 \
   X(lake_refusals, "")

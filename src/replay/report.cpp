@@ -127,6 +127,8 @@ std::string format_json(const std::vector<ReplayResult>& results) {
         {"stitch_reuses", r.stats.stitch_reuses},
         {"evictions", r.stats.evictions},
         {"in_order_evictions", r.stats.in_order_evictions},
+        {"critical_path_moves", r.stats.critical_path_moves},
+        {"refused_moves", r.stats.refused_moves},
         {"ooms", r.ooms},
         {"unknown_frees", r.unknown_frees},
         {"peak_mappings", r.peak_mappings},

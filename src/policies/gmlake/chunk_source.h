@@ -215,7 +215,10 @@ class ChunkSource {
   // True when a move may be made now (MoveBudget; the clock is read only for its wall-time share, and the
   // stream asked whether the device waits only where that share would refuse).
   bool moves_allowed() {
-    return moves_.allows_move(moves_.timed() ? clock_.now_ns() : 0, [this] { return device_waits(); });
+    const bool allowed =
+        moves_.allows_move(moves_.timed() ? clock_.now_ns() : 0, [this] { return device_waits(); });
+    if (!allowed) ++stats_.refused_moves;
+    return allowed;
   }
   // True when `pages` more stay within move_headroom_permille of the highest allocated bytes (and the cap).
   bool within_move_headroom(Pages pages) const {
@@ -225,8 +228,14 @@ class ChunkSource {
   const ChunkPlace& standby_place(ChunkId id, std::uint32_t arena, PageNumber first_page) const;
   // A move was made: charged to the wall-time share only where the device waits for the host (asked only when
   // that share is bounded).
-  void charge_eviction() { moves_.charge_eviction(moves_.timed() && device_waits()); }
-  void charge_release() { moves_.charge_release(moves_.timed() && device_waits()); }
+  void charge_eviction() { moves_.charge_eviction(on_critical_path()); }
+  void charge_release() { moves_.charge_release(on_critical_path()); }
+  // Whether a move made now is charged to the wall-time share (Stats::critical_path_moves counts those).
+  bool on_critical_path() {
+    const bool critical = moves_.timed() && device_waits();
+    if (critical) ++stats_.critical_path_moves;
+    return critical;
+  }
   std::uint64_t device_free_bytes();
 
   Clock& clock_;
