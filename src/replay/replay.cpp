@@ -30,7 +30,7 @@ struct Program {
   std::vector<Op> ops;
   std::vector<std::int64_t> time_us;  // per op: the time of the trace event it came from
   std::size_t initial_ops = 0;        // ops[0, initial_ops) allocate the initial blocks
-  std::size_t last_pass_begin = 0;    // ops[last_pass_begin, ops.size()) are the last pass (repeated())
+  std::size_t last_pass_begin = 0;    // ops[last_pass_begin, ops.size()) are the last pass (repeat_program)
   std::uint32_t slots = 0;
   std::uint64_t unknown_frees = 0;
   std::uint64_t lower_bound_bytes = 0;
@@ -169,9 +169,7 @@ void repeat_program(Program* prog, std::uint64_t passes) {
       case OpKind::kEndDeferred: state[op.slot] = Slot::kDone; break;
     }
   }
-  const std::int64_t first_us = one.time_us.front(), last_us = one.time_us.back();
-  std::int64_t span_us = 0;
-  if (__builtin_sub_overflow(last_us, first_us, &span_us) || span_us < 0) span_us = 0;
+  const std::int64_t first_us = one.time_us.front();
   for (std::uint64_t k = 1; k < passes; ++k) {
     const std::uint32_t base = static_cast<std::uint32_t>((k - 1) * one.slots);
     const std::int64_t end_us = prog->time_us.back();
