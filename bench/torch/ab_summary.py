@@ -7,7 +7,8 @@
   and, where reported, the stream event calls and "faults N G" (native's and gmlake's minor page faults);
 - --processes: "median M total T" (and how many processes ran, where a time limit stopped it), then per process
   its allocator and, per run, (seconds, VMM ms, backend calls, fence waits, evictions, and the stream event
-  calls and minor page faults where reported) where the JSON has them (workload_ab.py's --alone counters), else
+  calls, minor page faults, moves charged to the move budget as on the critical path and refused moves where
+  reported) where the JSON has them (workload_ab.py's --alone counters), else
   its seconds.
 A file that does not hold a JSON object (a run that passed its time limit) is named as such and skipped.
 """
@@ -23,7 +24,8 @@ def summary(r):
                  + ("" if r.get("complete", True) else f" (stopped after {len(r['processes'])} processes)")]
         for p in r["processes"]:
             runs = [(x["wall_s"], x["vmm_ms"], x["backend_calls"], x["fence_waits"], x["evictions"])
-                    + tuple(x[k] for k in ("stream_event_calls", "minflt") if k in x)
+                    + tuple(x[k] for k in ("stream_event_calls", "minflt", "critical_path_moves", "refused_moves")
+                            if k in x)
                     for x in p["runs"]] if "runs" in p else p["runs_s"]
             lines.append(f"{p['allocator']} {runs}")
         return lines
