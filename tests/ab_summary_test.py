@@ -32,7 +32,8 @@ def main():
     expected = ["median 1.0046 total 1.0123 peaks GB 2.705 3.19",
                 "per kind (gmlake / native host s, calls a run): gpt2 1.0321 42, bert_large 0.9912 30",
                 "0.998 47.74 2417 2 165.11 311 faults 2500 6400",
-                "median 1.0769 total 1.0799", "native [4.51, 4.67]", "gmlake [(5.14, 0.74, 24, 0, 5, 12, 641943, 3, 1)]",
+                "median 1.0769 total 1.0799", "native [4.51, 4.67]",
+                "gmlake [(5.14, 0.74, 24, 0, 5, 12, 641943, 3, 1)]",
                 "median None total None (stopped after 1 processes)", "native [4.2]"]
     with tempfile.TemporaryDirectory() as tmp:
         paths = []
