@@ -23,17 +23,20 @@ def main():
                    "per_kind_ratio": {"gpt2": [1.0321, 42], "bert_large": [0.9912, 30]}}
     processes = {"mode": "processes", "median_ratio": 1.0769, "total_ratio": 1.0799,
                  "processes": [{"allocator": "native", "runs_s": [4.51, 4.67]},
-                               {"allocator": "gmlake", "runs_s": [5.14],
+                               {"allocator": "gmlake", "runs_s": [5.14, 4.9],
                                 "runs": [{"wall_s": 5.14, "vmm_ms": 0.74, "backend_calls": 24, "fence_waits": 0,
                                           "evictions": 5, "stream_event_calls": 12, "minflt": 641943,
-                                          "critical_path_moves": 3, "refused_moves": 1}]}]}
+                                          "critical_path_moves": 3, "refused_moves": 1},
+                                         {"wall_s": 4.9, "vmm_ms": 0.5, "backend_calls": 20, "fence_waits": 1,
+                                          "evictions": 2}]}]}
     stopped = {"mode": "processes", "complete": False, "median_ratio": None, "total_ratio": None,
                "processes": [{"allocator": "native", "runs_s": [4.2]}]}
     expected = ["median 1.0046 total 1.0123 peaks GB 2.705 3.19",
                 "per kind (gmlake / native host s, calls a run): gpt2 1.0321 42, bert_large 0.9912 30",
                 "0.998 47.74 2417 2 165.11 311 faults 2500 6400",
                 "median 1.0769 total 1.0799", "native [4.51, 4.67]",
-                "gmlake [(5.14, 0.74, 24, 0, 5, 12, 641943, 3, 1)]",
+                "gmlake ['s 5.14 vmm_ms 0.74 calls 24 waits 0 evictions 5 events 12 minflt 641943 critical 3 refused 1', "
+                "'s 4.9 vmm_ms 0.5 calls 20 waits 1 evictions 2']",
                 "median None total None (stopped after 1 processes)", "native [4.2]"]
     with tempfile.TemporaryDirectory() as tmp:
         paths = []

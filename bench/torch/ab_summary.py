@@ -6,14 +6,21 @@
   kind of call, then per pair its ratio, gmlake's VMM ms, backend calls, fence waits, the ms blocked in them
   and, where reported, the stream event calls and "faults N G" (native's and gmlake's minor page faults);
 - --processes: "median M total T" (and how many processes ran, where a time limit stopped it), then per process
-  its allocator and, per run, (seconds, VMM ms, backend calls, fence waits, evictions, and the stream event
-  calls, minor page faults, moves charged to the move budget as on the critical path and refused moves where
-  reported) where the JSON has them (workload_ab.py's --alone counters), else
-  its seconds.
+  its allocator and, per run, "s S vmm_ms V calls C waits W evictions E events N minflt F critical M refused R"
+  (seconds, VMM ms, backend calls, fence waits, evictions, stream event calls, minor page faults, moves charged
+  to the move budget as on the critical path, refused moves; each figure labelled, and left out where the JSON
+  lacks it) where the JSON has them (workload_ab.py's --alone counters), else its seconds.
 A file that does not hold a JSON object (a run that passed its time limit) is named as such and skipped.
 """
 import json
 import sys
+
+
+# A --processes run's figures as printed, each with its label (a JSON without one leaves it out, and the others
+# keep their labels): workload_ab.py's --alone counters.
+RUN_FIGURES = (("wall_s", "s"), ("vmm_ms", "vmm_ms"), ("backend_calls", "calls"), ("fence_waits", "waits"),
+               ("evictions", "evictions"), ("stream_event_calls", "events"), ("minflt", "minflt"),
+               ("critical_path_moves", "critical"), ("refused_moves", "refused"))
 
 
 def summary(r):
@@ -23,10 +30,8 @@ def summary(r):
         lines = [f"median {rnd(r['median_ratio'])} total {rnd(r['total_ratio'])}"
                  + ("" if r.get("complete", True) else f" (stopped after {len(r['processes'])} processes)")]
         for p in r["processes"]:
-            runs = [(x["wall_s"], x["vmm_ms"], x["backend_calls"], x["fence_waits"], x["evictions"])
-                    + tuple(x[k] for k in ("stream_event_calls", "minflt", "critical_path_moves", "refused_moves")
-                            if k in x)
-                    for x in p["runs"]] if "runs" in p else p["runs_s"]
+            runs = [" ".join(f"{label} {x[k]}" for k, label in RUN_FIGURES if k in x) for x in p["runs"]] \
+                if "runs" in p else p["runs_s"]
             lines.append(f"{p['allocator']} {runs}")
         return lines
     lines = [f"median {round(r['median_ratio'], 4)} total {round(r['total_ratio'], 4)} peaks GB "
