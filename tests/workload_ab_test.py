@@ -102,6 +102,12 @@ def main():
                                                    {"allocator": "native", "runs_s": [3.0]}])
     if (whole["median_ratio"], whole["total_ratio"], whole["complete"]) != (6.0 / 4.0, 18.0 / 12.0, True):
         failures.append(f"ratios of four processes: {whole}")
+    # Stopped after three processes, gmlake's two to native's one: like against like, not 2x.
+    uneven = workload_ab.processes_result("w", "", [{"allocator": "native", "runs_s": [4.0, 4.0]},
+                                                    {"allocator": "gmlake", "runs_s": [5.0, 5.0]},
+                                                    {"allocator": "gmlake", "runs_s": [5.0, 5.0]}], complete=False)
+    if uneven["total_ratio"] != 5.0 / 4.0:
+        failures.append(f"total ratio of 4 gmlake runs to 2 native runs: {uneven}")
     half = workload_ab.processes_result("w", "", [{"allocator": "native", "runs_s": [4.0]}], complete=False)
     if half["median_ratio"] is not None or half["total_ratio"] is not None or half["median_s"]["gmlake"] is not None:
         failures.append(f"one allocator only should have no ratio: {half}")

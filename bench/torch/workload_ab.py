@@ -321,14 +321,17 @@ def by_processes(args, command=alone_command):
 
 def processes_result(workload, conf, rows, complete=True):
     """The --processes JSON object from the --alone results `rows`: per allocator the median and total of all its
-    runs and the ratios gmlake / native of both (None while an allocator has no run)."""
+    runs and the ratios gmlake / native of both (None while an allocator has no run). total_ratio is the ratio of
+    the mean run times: the totals' ratio when both ran as many runs, and still like against like when a time limit
+    stopped the A/B after one allocator ran more processes than the other."""
     runs = {a: [x for r in rows if r["allocator"] == a for x in r["runs_s"]] for a in ("native", "gmlake")}
     both = all(runs.values())
     return {"workload": workload, "conf": conf, "mode": "processes", "complete": complete, "processes": rows,
             "median_s": {a: statistics.median(v) if v else None for a, v in runs.items()},
             "total_s": {a: round(sum(v), 4) for a, v in runs.items()},
             "median_ratio": statistics.median(runs["gmlake"]) / statistics.median(runs["native"]) if both else None,
-            "total_ratio": sum(runs["gmlake"]) / sum(runs["native"]) if both else None}
+            "total_ratio": (sum(runs["gmlake"]) / len(runs["gmlake"])) / (sum(runs["native"]) / len(runs["native"]))
+            if both else None}
 
 
 def main():
