@@ -35,8 +35,8 @@ def main():
                 "per kind (gmlake / native host s, calls a run): gpt2 1.0321 42, bert_large 0.9912 30",
                 "0.998 47.74 2417 2 165.11 311 faults 2500 6400",
                 "median 1.0769 total 1.0799", "native [4.51, 4.67]",
-                "gmlake ['s 5.14 vmm_ms 0.74 calls 24 waits 0 evictions 5 events 12 minflt 641943 critical 3 refused 1', "
-                "'s 4.9 vmm_ms 0.5 calls 20 waits 1 evictions 2']",
+                "gmlake ['s 5.14 vmm_ms 0.74 calls 24 waits 0 evictions 5 events 12 minflt 641943 critical 3 "
+                "refused 1', 's 4.9 vmm_ms 0.5 calls 20 waits 1 evictions 2']",
                 "median None total None (stopped after 1 processes)", "native [4.2]"]
     with tempfile.TemporaryDirectory() as tmp:
         paths = []

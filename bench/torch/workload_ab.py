@@ -330,8 +330,7 @@ def processes_result(workload, conf, rows, complete=True):
             "median_s": {a: statistics.median(v) if v else None for a, v in runs.items()},
             "total_s": {a: round(sum(v), 4) for a, v in runs.items()},
             "median_ratio": statistics.median(runs["gmlake"]) / statistics.median(runs["native"]) if both else None,
-            "total_ratio": (sum(runs["gmlake"]) / len(runs["gmlake"])) / (sum(runs["native"]) / len(runs["native"]))
-            if both else None}
+            "total_ratio": statistics.mean(runs["gmlake"]) / statistics.mean(runs["native"]) if both else None}
 
 
 def main():
